@@ -1,0 +1,8 @@
+/*
+ * Benchmark programs behind `inec bench NAME`. Each takes argv[0] = NAME,
+ * prints an aligned text table (or JSON with --json) and returns an exit code.
+ */
+#ifndef INEC_BENCH_H
+#define INEC_BENCH_H
+
+#endif

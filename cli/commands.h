@@ -1,0 +1,11 @@
+/*
+ * The subcommands of `inec`. Each is `int cmd_NAME(int argc, char **argv)`
+ * with argv[0] = the subcommand's name, returning the process exit code:
+ * 0 success, 1 failure, 2 bad usage.
+ */
+#ifndef INEC_CLI_COMMANDS_H
+#define INEC_CLI_COMMANDS_H
+
+int cmd_bench(int argc, char **argv);
+
+#endif

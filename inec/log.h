@@ -1,0 +1,24 @@
+/*
+ * One small logger for every layer above codecs: levels, stderr, and
+ * structured key=value fields, e.g.
+ *   inec_log(INEC_LOG_WARN, "node", "chunk corrupt id=%s crc=%08x", id, crc);
+ * prints
+ *   2026-11-22T05:40:01.123Z WARN node: chunk corrupt id=... crc=...
+ * The level comes from INEC_LOG (error|warn|info|debug), default info.
+ */
+#ifndef INEC_LOG_H
+#define INEC_LOG_H
+
+enum inec_log_level {
+    INEC_LOG_ERROR,
+    INEC_LOG_WARN,
+    INEC_LOG_INFO,
+    INEC_LOG_DEBUG,
+};
+
+void inec_log_set_level(enum inec_log_level level);
+int inec_log_enabled(enum inec_log_level level);
+void inec_log(enum inec_log_level level, const char *module, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
