@@ -110,7 +110,7 @@ int gw_list_token_decode(const char *token, char *key, size_t keylen)
     /* EVP_DecodeBlock counts the padding as zero bytes. */
     got -= (token[n - 1] == '=') + (token[n - 2] == '=');
     size_t tag = strlen(TOKEN_TAG);
-    if ((size_t)got < tag || memcmp(raw, TOKEN_TAG, tag) != 0 ||
+    if ((size_t)got <= tag || memcmp(raw, TOKEN_TAG, tag) != 0 ||
         memchr(raw + tag, '\0', (size_t)got - tag) || (size_t)got - tag + 1 > keylen)
         return -EINVAL;
     memcpy(key, raw + tag, (size_t)got - tag);

@@ -4,16 +4,17 @@
 #include <ctype.h>
 #include <string.h>
 
-/* Digits at *s as a saturating integer; false when there are none. */
+/* Digits at *s as a saturating integer; false (and *v untouched) when there are none. */
 static bool number(const char **s, uint64_t *v)
 {
     const char *p = *s;
-    *v = 0;
+    uint64_t n = 0;
     for (; isdigit((unsigned char)*p); p++)
-        *v = *v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : *v * 10 + (uint64_t)(*p - '0');
+        n = n > (UINT64_MAX - 9) / 10 ? UINT64_MAX : n * 10 + (uint64_t)(*p - '0');
     if (p == *s)
         return false;
     *s = p;
+    *v = n;
     return true;
 }
 
