@@ -333,7 +333,8 @@ static int canonical_request(const struct gw_sigv4_request *req, struct query *q
     puts_(b, "\n");
     put_path(b, req->path);
     puts_(b, "\n");
-    qsort(q->v, (size_t)q->n, sizeof(*q->v), by_key_value);
+    if (q->n > 1)
+        qsort(q->v, (size_t)q->n, sizeof(*q->v), by_key_value);
     bool first = true;
     for (int i = 0; i < q->n; i++) {
         if (presigned && strcmp(q->v[i].raw_key, "X-Amz-Signature") == 0)
