@@ -1,7 +1,7 @@
 # The two commands of the README, and a few helpers. Everything goes through meson.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
-INEC       := $(BUILD)/inec
+INEC       := $(BUILD)/cli/inec
 
 .PHONY: all deps build test test-fast run bench clean format
 
