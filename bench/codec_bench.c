@@ -22,9 +22,9 @@
 #include "bench/bench.h"
 #include "codecs/codec.h"
 
-#define MAX_SIZES 32
+#define MAX_SIZES    32
 #define MAX_PROFILES 16
-#define BATCHES 3
+#define BATCHES      3
 
 static const char *const default_profiles[] = {"rs:k=3,m=2",      "rs:k=6,m=3",
                                                "rs:k=12,m=4",     "lrc:k=4,l=2,r=2",
@@ -39,7 +39,7 @@ static double now(void)
 
 /* One side of a cell: what to run, on which buffers. */
 struct work {
-    int kind; /* 0 ours encode, 1 raw encode, 2 ours decode, 3 raw decode */
+    int kind; /* 0 ours encode, 1 raw encode, 2 codec_decode, 3 raw, 4 plan apply */
     const struct codec *c;
     size_t len;
     int k, rows;
@@ -47,6 +47,7 @@ struct work {
     uint8_t **bufs; /* n chunks */
     uint8_t **srcs, **dsts;
     int erased;
+    const struct codec_plan *plan;
 };
 
 static void run_once(const struct work *w)
@@ -57,6 +58,9 @@ static void run_once(const struct work *w)
         break;
     case 2:
         codec_decode(w->c, w->len, w->bufs, &w->erased, 1);
+        break;
+    case 4:
+        codec_plan_apply(w->plan, w->len, w->srcs, w->dsts);
         break;
     default:
         ec_encode_data((int)w->len, w->k, w->rows, w->tables, w->srcs, w->dsts);
@@ -139,11 +143,12 @@ static void usage(FILE *f)
                "powers of 4 (and 16M); --time 0.2 s per side per cell. --quick: 4K,64K,1M\n"
                "at 0.05 s. Sizes take K and M suffixes. GB/s = 1e9 bytes/s.\n"
                "  enc = m*chunk/time (parity out), dec = chunk/time (rebuilt chunk out),\n"
-               "  in = bytes read per second, vsRS = LRC encode / RS(k, l+r) encode.\n");
+               "  in = bytes read per second, vsRS = LRC encode / RS(k, l+r) encode.\n"
+               "  dec uses a plan made once; dec-api is codec_decode, planning every call.\n");
 }
 
 struct cell {
-    double enc, enc_raw, dec, dec_raw, rs_enc; /* seconds per call */
+    double enc, enc_raw, dec, dec_raw, rs_enc, dec_api; /* seconds per call */
     int dec_reads;
 };
 
@@ -202,7 +207,7 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
 
     /* Raw decode of chunk 0: LRC XORs the rest of group 0 and its local
      * parity; RS inverts rows 1..k and takes row 0 of the inverse. */
-    uint8_t *dsrc[CODEC_MAX_CHUNKS], *ddst[1] = {spare};
+    uint8_t *dsrc[CODEC_MAX_CHUNKS], *ddst[1] = {bufs[0]};
     int dk;
     if (prof.scheme == CODEC_LRC) {
         int gsize = k / prof.l;
@@ -229,8 +234,13 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
         size_t len = sizes[s];
         struct cell cl = {0};
         struct work ours = {.kind = 0, .c = c, .len = len, .bufs = bufs};
-        struct work raw = {.kind = 1, .len = len, .k = k, .rows = m, .tables = enc_tables,
-                           .srcs = bufs, .dsts = bufs + k};
+        struct work raw = {.kind = 1,
+                           .len = len,
+                           .k = k,
+                           .rows = m,
+                           .tables = enc_tables,
+                           .srcs = bufs,
+                           .dsts = bufs + k};
         measure(&ours, &raw, min_time, &cl.enc, &cl.enc_raw);
         if (rs) {
             struct work rsw = {.kind = 0, .c = rs, .len = len, .bufs = bufs};
@@ -238,10 +248,32 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
             measure(&rsw, &ours, min_time, &cl.rs_enc, &dummy);
             codec_encode(c, len, bufs); /* parity back to this codec's */
         }
-        struct work ourd = {.kind = 2, .c = c, .len = len, .bufs = bufs, .erased = 0};
-        struct work rawd = {.kind = 3, .len = len, .k = dk, .rows = 1, .tables = dec_tables,
-                            .srcs = dsrc, .dsts = ddst};
+        /* Ours decodes through a plan made once (as deg/ does, and as raw
+         * builds its tables once); "api" is codec_decode, planning each call. */
+        int zero = 0;
+        struct codec_plan *plan;
+        if (codec_plan_create(c, &zero, 1, NULL, &plan, err, sizeof(err)) < 0) {
+            fprintf(stderr, "inec bench codec: %s\n", err);
+            goto out_tables;
+        }
+        uint8_t *psrc[CODEC_MAX_CHUNKS];
+        for (int i = 0; i < plan->nsurvivors; i++)
+            psrc[i] = bufs[plan->survivors[i]];
+        struct work ourd = {.kind = 4, .len = len, .plan = plan, .srcs = psrc, .dsts = ddst};
+        struct work api = {.kind = 2, .c = c, .len = len, .bufs = bufs, .erased = 0};
+        struct work rawd = {.kind = 3,
+                            .len = len,
+                            .k = dk,
+                            .rows = 1,
+                            .tables = dec_tables,
+                            .srcs = dsrc,
+                            .dsts = ddst};
+        /* Every side rebuilds chunk 0 in place: it must still be the data. */
+        memcpy(spare, bufs[0], len);
         measure(&ourd, &rawd, min_time, &cl.dec, &cl.dec_raw);
+        double dummy;
+        measure(&api, &rawd, min_time / 2, &cl.dec_api, &dummy);
+        codec_plan_destroy(plan);
         if (memcmp(spare, bufs[0], len) != 0) {
             fprintf(stderr, "inec bench codec: %s: decode and raw decode disagree\n", ptext);
             goto out_tables;
@@ -252,16 +284,16 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
         double enc = m * L / cl.enc / gb, enc_in = k * L / cl.enc / gb;
         double enc_raw = m * L / cl.enc_raw / gb, dec = L / cl.dec / gb;
         double dec_in = dk * L / cl.dec / gb, dec_raw = L / cl.dec_raw / gb;
-        double vs_rs = rs ? cl.rs_enc / cl.enc : 0;
+        double vs_rs = rs ? cl.rs_enc / cl.enc : 0, dec_api = L / cl.dec_api / gb;
         char st[32];
         size_text(len, st, sizeof(st));
         if (json) {
             json_t *row = json_pack(
-                "{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i}", "profile", ptext,
+                "{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f}", "profile", ptext,
                 "chunk_bytes", (json_int_t)len, "encode_gbps", enc, "encode_in_gbps", enc_in,
                 "raw_encode_gbps", enc_raw, "encode_ratio", enc / enc_raw, "decode_gbps", dec,
-                "decode_in_gbps", dec_in, "raw_decode_gbps", dec_raw, "decode_ratio",
-                dec / dec_raw, "decode_reads", dk);
+                "decode_in_gbps", dec_in, "raw_decode_gbps", dec_raw, "decode_ratio", dec / dec_raw,
+                "decode_reads", dk, "codec_decode_gbps", dec_api);
             if (rs)
                 json_object_set_new(row, "lrc_vs_rs_encode", json_real(vs_rs));
             json_array_append_new(rows, row);
@@ -269,8 +301,9 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
             char vs[16] = "-";
             if (rs)
                 snprintf(vs, sizeof(vs), "%.3f", vs_rs);
-            printf("%-17s %6s %8.2f %8.2f %8.2f %6.3f %8.2f %8.2f %8.2f %6.3f %6s\n", ptext, st,
-                   enc, enc_in, enc_raw, enc / enc_raw, dec, dec_in, dec_raw, dec / dec_raw, vs);
+            printf("%-17s %6s %8.2f %8.2f %8.2f %6.3f %8.2f %8.2f %8.2f %6.3f %8.2f %6s\n", ptext,
+                   st, enc, enc_in, enc_raw, enc / enc_raw, dec, dec_in, dec_raw, dec / dec_raw,
+                   dec_api, vs);
             fflush(stdout);
         }
     }
@@ -341,8 +374,8 @@ int bench_codec(int argc, char **argv)
     if (quick && !timed)
         min_time = 0.05;
     if (!nsizes) {
-        static const size_t full[] = {128, 512, 2048, 8192, 32768, 131072, 524288,
-                                      2 << 20, 8 << 20, 16 << 20};
+        static const size_t full[] = {128,    512,    2048,    8192,    32768,
+                                      131072, 524288, 2 << 20, 8 << 20, 16 << 20};
         static const size_t brief[] = {4096, 65536, 1 << 20};
         const size_t *d = quick ? brief : full;
         nsizes = quick ? 3 : 10;
@@ -354,15 +387,16 @@ int bench_codec(int argc, char **argv)
 
     json_t *rows = json ? json_array() : NULL;
     if (!json)
-        printf("%-17s %6s %8s %8s %8s %6s %8s %8s %8s %6s %6s\n", "profile", "chunk", "enc",
-               "enc-in", "raw-enc", "ratio", "dec", "dec-in", "raw-dec", "ratio", "vsRS");
+        printf("%-17s %6s %8s %8s %8s %6s %8s %8s %8s %6s %8s %6s\n", "profile", "chunk", "enc",
+               "enc-in", "raw-enc", "ratio", "dec", "dec-in", "raw-dec", "ratio", "dec-api",
+               "vsRS");
     int rc = 0;
     for (int p = 0; p < nprofiles && rc == 0; p++)
         rc = bench_profile(profiles[p], sizes, nsizes, min_time, json, rows);
     if (json) {
         if (rc == 0) {
-            json_t *doc = json_pack("{s:s, s:f, s:o}", "bench", "codec", "time_per_side",
-                                    min_time, "results", rows);
+            json_t *doc = json_pack("{s:s, s:f, s:o}", "bench", "codec", "time_per_side", min_time,
+                                    "results", rows);
             json_dumpf(doc, stdout, JSON_INDENT(2));
             printf("\n");
             json_decref(doc);
