@@ -105,69 +105,6 @@ static bool valid_address(const char *s)
     return true;
 }
 
-/*
- * k and n of a profile such as "rs:k=6,m=3" or "lrc:k=6,l=2,r=2". Only the
- * chunk counts matter here; codecs/ validates the rest when it builds the codec.
- */
-static int profile_counts(const char *text, int *k, int *n, char *msg, size_t msglen)
-{
-    static const char *const schemes[] = {"rs", "lrc", "ppr", "ecpipe", "tri"};
-    const char *colon = strchr(text, ':');
-    bool known = false;
-    for (size_t i = 0; colon && i < sizeof(schemes) / sizeof(schemes[0]); i++)
-        if (strlen(schemes[i]) == (size_t)(colon - text) &&
-            strncmp(text, schemes[i], (size_t)(colon - text)) == 0)
-            known = true;
-    if (!known) {
-        snprintf(msg, msglen,
-                 "unknown scheme (want rs, lrc, ppr, ecpipe or tri, e.g. \"rs:k=6,m=3\")");
-        return -EINVAL;
-    }
-    bool lrc = strncmp(text, "lrc:", 4) == 0;
-    long v[4] = {-1, -1, -1, -1}; /* k m l r */
-    const char *p = colon + 1;
-    while (*p) {
-        const char *key = strchr("kmlr", *p);
-        if (!key || p[1] != '=' || !isdigit((unsigned char)p[2])) {
-            snprintf(msg, msglen, "expected key=value at \"%s\"", p);
-            return -EINVAL;
-        }
-        int slot = (int)(key - "kmlr");
-        if (v[slot] >= 0) {
-            snprintf(msg, msglen, "%c given twice", *p);
-            return -EINVAL;
-        }
-        char *end;
-        v[slot] = strtol(p + 2, &end, 10);
-        if (v[slot] > PLACE_MAX_CHUNKS || (*end && *end != ',') || (*end == ',' && !end[1])) {
-            snprintf(msg, msglen, "bad value for %c", *p);
-            return -EINVAL;
-        }
-        p = *end ? end + 1 : end;
-    }
-    long kk = v[0], nn;
-    if (lrc) {
-        if (kk < 1 || v[2] < 1 || v[3] < 0 || v[1] >= 0 || kk % v[2]) {
-            snprintf(msg, msglen, "lrc needs k, l, r with l dividing k");
-            return -EINVAL;
-        }
-        nn = kk + v[2] + v[3];
-    } else {
-        if (kk < 1 || v[1] < 1 || v[2] >= 0 || v[3] >= 0) {
-            snprintf(msg, msglen, "needs exactly k >= 1 and m >= 1");
-            return -EINVAL;
-        }
-        nn = kk + v[1];
-    }
-    if (nn > PLACE_MAX_CHUNKS) {
-        snprintf(msg, msglen, "more than %d chunks", PLACE_MAX_CHUNKS);
-        return -EINVAL;
-    }
-    *k = (int)kk;
-    *n = (int)nn;
-    return 0;
-}
-
 /* Rejects keys outside `allowed` so that typos are errors, not defaults. */
 static int check_keys(json_t *obj, const char *const *allowed, const char *where, char *err,
                       size_t errlen)
@@ -263,9 +200,11 @@ static int parse_pool(json_t *j, struct place_pool *p, int i, char *err, size_t 
         return fail(err, errlen, "%s.name: \"%s\" must be 1-63 of [A-Za-z0-9._-]", where, p->name);
     if ((rc = get_string(j, "profile", NULL, p->profile, sizeof(p->profile), where, err, errlen)))
         return rc;
-    char msg[128];
-    if (profile_counts(p->profile, &p->k, &p->n, msg, sizeof(msg)))
-        return fail(err, errlen, "%s.profile: \"%s\": %s", where, p->profile, msg);
+    char msg[200];
+    if (codec_profile_parse(p->profile, &p->codec, msg, sizeof(msg)))
+        return fail(err, errlen, "%s.profile: %s", where, msg);
+    p->k = p->codec.k;
+    p->n = p->codec.k + p->codec.m;
     json_t *cs = json_object_get(j, "chunk_size");
     if (cs && (!json_is_integer(cs) || json_integer_value(cs) < 1 ||
                json_integer_value(cs) > MAX_CHUNK_SIZE))

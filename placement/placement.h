@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codecs/codec.h"
+
 #define PLACE_ID_MAX      64 /* node ids, domains, pool names and profiles, with the NUL */
 #define PLACE_ADDRESS_MAX 262
 #define PLACE_MAX_CHUNKS  255
@@ -57,8 +59,9 @@ struct place_node {
 struct place_pool {
     char name[PLACE_ID_MAX];
     char profile[PLACE_ID_MAX]; /* as written, e.g. "lrc:k=6,l=2,r=2" */
+    struct codec_profile codec; /* parsed by codec_profile_parse */
     int k;                      /* data chunks */
-    int n;                      /* chunks per stripe */
+    int n;                      /* chunks per stripe, k + m */
     uint32_t chunk_size;        /* bytes */
     int write_quorum;           /* chunks that must be durable before a PUT is acknowledged */
 };

@@ -114,6 +114,8 @@ static void test_profiles(void **state)
                  cases[i].profile);
         struct place_map *m;
         assert_int_equal(place_map_parse(json, strlen(json), &m, err, sizeof(err)), 0);
+        const char *scheme = codec_scheme_name(m->pools[0].codec.scheme);
+        assert_int_equal(strncmp(cases[i].profile, scheme, strlen(scheme)), 0);
         assert_int_equal(m->pools[0].k, cases[i].k);
         assert_int_equal(m->pools[0].n, cases[i].n);
         assert_int_equal(m->pools[0].write_quorum, cases[i].n);
@@ -160,17 +162,15 @@ static void test_bad_maps(void **state)
         {"{\"nodes\": [], \"pools\": [{\"profile\": \"rs:k=2,m=1\"}]}", "pools[0].name: missing"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\"}]}", "pools[0].profile: missing"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"xx:k=1\"}]}",
-         "pools[0].profile: \"xx:k=1\": unknown scheme"},
+         "pools[0].profile: unknown scheme 'xx'"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"rs:k=6\"}]}",
-         "pools[0].profile"},
-        {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"rs:k=6,m=3,\"}]}",
-         "pools[0].profile"},
+         "pools[0].profile: profile 'rs:k=6': missing key 'm'"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"rs:k=6,k=3\"}]}",
-         "k given twice"},
+         "pools[0].profile: profile 'rs:k=6,k=3': key 'k' given twice"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"rs:k=200,m=100\"}]}",
-         "more than 255 chunks"},
+         "pools[0].profile: k+m=300: at most 255 chunks"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"lrc:k=5,l=2,r=2\"}]}",
-         "l dividing k"},
+         "pools[0].profile: lrc: k=5 is not a multiple of l=2"},
         {"{\"nodes\": [], \"pools\": [{\"name\": \"p\", \"profile\": \"rs:k=2,m=1\", "
          "\"chunk_size\": 0}]}",
          "pools[0].chunk_size"},
