@@ -14,13 +14,17 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#define ALGORITHM        "AWS4-HMAC-SHA256"
-#define UNSIGNED         "UNSIGNED-PAYLOAD"
-#define STREAMING        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
-#define EMPTY_SHA256     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-#define MAX_CANONICAL    (256 * 1024) /* bounds every buffer a hostile request can grow */
-#define MAX_QUERY_PARAMS 1024
-#define MAX_CHUNK_HEADER 160
+#include <isa-l/crc.h>
+
+#define ALGORITHM                "AWS4-HMAC-SHA256"
+#define UNSIGNED                 "UNSIGNED-PAYLOAD"
+#define STREAMING                "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+#define STREAMING_UNSIGNED       "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+#define STREAMING_SIGNED_TRAILER "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+#define EMPTY_SHA256             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define MAX_CANONICAL            (256 * 1024) /* bounds every buffer a hostile request can grow */
+#define MAX_QUERY_PARAMS         1024
+#define MAX_CHUNK_HEADER         160
 
 static enum gw_s3_err fail(enum gw_s3_err e, char *msg, size_t msglen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -414,6 +418,21 @@ static bool http_date_to_amz(const char *s, char out[17])
     return true;
 }
 
+/* ---- trailing checksums ---- */
+
+enum checksum { SUM_CRC32, SUM_CRC32C, SUM_SHA1, SUM_SHA256 };
+
+/* The algorithm of an x-amz-checksum-* trailer name, or -1. */
+static int checksum_algo(const char *name)
+{
+    static const char *const names[] = {"x-amz-checksum-crc32", "x-amz-checksum-crc32c",
+                                        "x-amz-checksum-sha1", "x-amz-checksum-sha256"};
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 /* ---- the verdict ---- */
 
 struct sig_parts {
@@ -633,10 +652,21 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
     }
 
     size_t plen = strlen(payload);
+    bool streaming = strcmp(payload, STREAMING) == 0,
+         unsigned_streaming = strcmp(payload, STREAMING_UNSIGNED) == 0;
     if (strcmp(payload, UNSIGNED) == 0) {
         auth->payload = GW_PAYLOAD_UNSIGNED;
-    } else if (strcmp(payload, STREAMING) == 0 && !algo) {
-        auth->payload = GW_PAYLOAD_STREAMING;
+    } else if ((streaming || unsigned_streaming) && !algo) {
+        auth->payload = streaming ? GW_PAYLOAD_STREAMING : GW_PAYLOAD_STREAMING_UNSIGNED;
+        const char *tr = req->header(req->header_arg, "x-amz-trailer");
+        if (tr && (strlen(tr) >= sizeof(auth->trailer) || checksum_algo(tr) < 0 || streaming))
+            return fail(GW_S3_NOT_IMPLEMENTED, msg, msglen,
+                        "x-amz-trailer \"%.40s\" is not supported (crc32, crc32c, sha1 or "
+                        "sha256 checksums with " STREAMING_UNSIGNED " are)",
+                        tr);
+        if (tr)
+            for (size_t i = 0; tr[i]; i++)
+                auth->trailer[i] = (char)tolower((unsigned char)tr[i]);
         const char *dl = req->header(req->header_arg, "x-amz-decoded-content-length");
         char *end;
         errno = 0;
@@ -648,10 +678,14 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
     } else if (is_hex64(payload, plen)) {
         auth->payload = GW_PAYLOAD_SHA256;
         unhex32(payload, auth->payload_sha256);
+    } else if (strcmp(payload, STREAMING_SIGNED_TRAILER) == 0) {
+        return fail(GW_S3_NOT_IMPLEMENTED, msg, msglen,
+                    STREAMING_SIGNED_TRAILER " is not supported; use " STREAMING
+                                             " or " STREAMING_UNSIGNED);
     } else {
         return fail(GW_S3_INVALID_ARGUMENT, msg, msglen,
                     "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, " STREAMING
-                    " or a lowercase hex SHA-256");
+                    ", " STREAMING_UNSIGNED " or a lowercase hex SHA-256");
     }
 
     char secret[GW_SIGV4_SECRET_MAX];
@@ -727,7 +761,7 @@ struct gw_payload_check {
 int gw_payload_create(const struct gw_sigv4_auth *auth, struct gw_payload_check **out)
 {
     *out = NULL;
-    if (auth->payload == GW_PAYLOAD_STREAMING)
+    if (auth->payload == GW_PAYLOAD_STREAMING || auth->payload == GW_PAYLOAD_STREAMING_UNSIGNED)
         return -EINVAL;
     struct gw_payload_check *p = calloc(1, sizeof(*p));
     if (!p)
@@ -769,41 +803,63 @@ void gw_payload_destroy(struct gw_payload_check *p)
 
 /* ---- aws-chunked bodies ---- */
 
-enum chunk_state { CH_HEADER, CH_DATA, CH_CR, CH_LF, CH_DONE, CH_FAILED };
+enum chunk_state { CH_HEADER, CH_DATA, CH_CR, CH_LF, CH_TRAILER, CH_DONE, CH_FAILED };
 
 struct gw_chunked {
     enum chunk_state state;
-    char header[MAX_CHUNK_HEADER];
-    size_t header_len;
+    bool sign;                   /* chunk signatures (else a checksum trailer) */
+    char line[MAX_CHUNK_HEADER]; /* a chunk header or trailer line being read */
+    size_t line_len;
     uint64_t remaining; /* data bytes left in this chunk */
     uint64_t size;      /* of this chunk */
-    char want[65];      /* this chunk's signature from its header */
-    char prev[65];      /* the previous signature in the chain */
-    EVP_MD_CTX *md;
     uint64_t total;
     int64_t decoded_length;
+    /* signed chunks */
+    char want[65]; /* this chunk's signature from its header */
+    char prev[65]; /* the previous signature in the chain */
+    EVP_MD_CTX *md;
     uint8_t key[32];
     char amz_date[17];
     char scope[128];
+    /* checksum trailer */
+    char trailer[32];
+    int algo; /* enum checksum, or -1 */
+    uint32_t crc;
+    EVP_MD_CTX *sum;
+    char got[96]; /* the trailer's value */
+    int trailer_lines;
 };
 
 int gw_chunked_create(const struct gw_sigv4_auth *auth, struct gw_chunked **out)
 {
     *out = NULL;
-    if (auth->payload != GW_PAYLOAD_STREAMING || !auth->seed_signature[0])
+    bool sign = auth->payload == GW_PAYLOAD_STREAMING;
+    if ((!sign && auth->payload != GW_PAYLOAD_STREAMING_UNSIGNED) ||
+        (sign && !auth->seed_signature[0]))
         return -EINVAL;
     struct gw_chunked *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
-    if (!(c->md = EVP_MD_CTX_new())) {
-        free(c);
+    c->sign = sign;
+    c->decoded_length = auth->decoded_length;
+    c->algo = auth->trailer[0] ? checksum_algo(auth->trailer) : -1;
+    memcpy(c->trailer, auth->trailer, sizeof(c->trailer));
+    c->crc = c->algo == SUM_CRC32C ? 0xFFFFFFFFu : 0;
+    bool ok = true;
+    if (sign) {
+        memcpy(c->prev, auth->seed_signature, sizeof(c->prev));
+        memcpy(c->key, auth->signing_key, 32);
+        memcpy(c->amz_date, auth->amz_date, sizeof(c->amz_date));
+        memcpy(c->scope, auth->scope, sizeof(c->scope));
+        ok = (c->md = EVP_MD_CTX_new()) != NULL;
+    }
+    if (ok && (c->algo == SUM_SHA1 || c->algo == SUM_SHA256))
+        ok = (c->sum = EVP_MD_CTX_new()) &&
+             EVP_DigestInit_ex(c->sum, c->algo == SUM_SHA1 ? EVP_sha1() : EVP_sha256(), NULL);
+    if (!ok) {
+        gw_chunked_destroy(c);
         return -ENOMEM;
     }
-    memcpy(c->prev, auth->seed_signature, sizeof(c->prev));
-    memcpy(c->key, auth->signing_key, 32);
-    memcpy(c->amz_date, auth->amz_date, sizeof(c->amz_date));
-    memcpy(c->scope, auth->scope, sizeof(c->scope));
-    c->decoded_length = auth->decoded_length;
     *out = c;
     return 0;
 }
@@ -813,6 +869,7 @@ void gw_chunked_destroy(struct gw_chunked *c)
     if (!c)
         return;
     EVP_MD_CTX_free(c->md);
+    EVP_MD_CTX_free(c->sum);
     OPENSSL_cleanse(c->key, sizeof(c->key));
     free(c);
 }
@@ -822,10 +879,10 @@ bool gw_chunked_done(const struct gw_chunked *c)
     return c->state == CH_DONE;
 }
 
-/* "<hex size>;chunk-signature=<64 hex>" */
+/* "<hex size>;chunk-signature=<64 hex>", or "<hex size>" without signatures. */
 static bool parse_chunk_header(struct gw_chunked *c)
 {
-    const char *h = c->header;
+    const char *h = c->line;
     uint64_t size = 0;
     int digits = 0;
     for (; hexval(*h) >= 0; h++, digits++) {
@@ -833,6 +890,9 @@ static bool parse_chunk_header(struct gw_chunked *c)
             return false;
         size = size << 4 | (uint64_t)hexval(*h);
     }
+    c->size = c->remaining = size;
+    if (!c->sign)
+        return digits && !*h;
     const char *ext = ";chunk-signature=";
     if (!digits || strncmp(h, ext, strlen(ext)) != 0)
         return false;
@@ -840,7 +900,6 @@ static bool parse_chunk_header(struct gw_chunked *c)
     if (!is_hex64(h, strlen(h)))
         return false;
     memcpy(c->want, h, 65);
-    c->size = c->remaining = size;
     return EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) == 1;
 }
 
@@ -863,6 +922,77 @@ static bool chunk_signature_ok(struct gw_chunked *c)
     return true;
 }
 
+static void checksum_update(struct gw_chunked *c, const uint8_t *p, size_t n)
+{
+    while (n) {
+        int part = n > (1u << 30) ? 1 << 30 : (int)n; /* ISA-L takes an int length */
+        if (c->algo == SUM_CRC32)
+            c->crc = crc32_gzip_refl(c->crc, p, (uint64_t)part);
+        else if (c->algo == SUM_CRC32C)
+            c->crc = crc32_iscsi((unsigned char *)p, part, c->crc);
+        else if (c->sum)
+            EVP_DigestUpdate(c->sum, p, (size_t)part);
+        p += part;
+        n -= (size_t)part;
+    }
+}
+
+static bool checksum_ok(struct gw_chunked *c)
+{
+    uint8_t digest[32];
+    unsigned int n = 4;
+    uint32_t crc = c->algo == SUM_CRC32C ? ~c->crc : c->crc;
+    if (c->sum) {
+        EVP_DigestFinal_ex(c->sum, digest, &n);
+    } else {
+        for (int i = 0; i < 4; i++)
+            digest[i] = (uint8_t)(crc >> (24 - 8 * i)); /* big-endian, as the SDKs encode it */
+    }
+    char b64[48];
+    EVP_EncodeBlock((unsigned char *)b64, digest, (int)n);
+    return strcmp(b64, c->got) == 0;
+}
+
+/* The body ended: lengths and the trailer must agree. */
+static enum gw_s3_err finish(struct gw_chunked *c, char *msg, size_t msglen)
+{
+    c->state = CH_FAILED;
+    if (c->decoded_length >= 0 && c->total != (uint64_t)c->decoded_length)
+        return fail(GW_S3_INCOMPLETE_BODY, msg, msglen,
+                    "the chunks hold %llu bytes, x-amz-decoded-content-length says %lld",
+                    (unsigned long long)c->total, (long long)c->decoded_length);
+    if (c->algo >= 0 && !c->got[0])
+        return fail(GW_S3_INVALID_REQUEST, msg, msglen, "the body ends without its %s trailer",
+                    c->trailer);
+    if (c->algo >= 0 && !checksum_ok(c))
+        return fail(GW_S3_BAD_DIGEST, msg, msglen, "the %s trailer does not match the payload",
+                    c->trailer);
+    c->state = CH_DONE;
+    return GW_S3_OK;
+}
+
+/* One "name:value" trailer line; only the announced checksum is kept. */
+static bool trailer_line(struct gw_chunked *c)
+{
+    char *colon = strchr(c->line, ':');
+    if (!colon || colon == c->line || ++c->trailer_lines > 8)
+        return false;
+    *colon = '\0';
+    if (c->algo < 0 || strcasecmp(c->line, c->trailer) != 0)
+        return true;
+    const char *v = colon + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (c->got[0] || n == 0 || n >= sizeof(c->got))
+        return false;
+    memcpy(c->got, v, n);
+    c->got[n] = '\0';
+    return true;
+}
+
 enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, size_t *out_len,
                                char *msg, size_t msglen)
 {
@@ -873,30 +1003,45 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
     for (size_t i = 0; i < len;) {
         switch (c->state) {
         case CH_HEADER:
-            if (buf[i] == '\n') {
-                if (!c->header_len || c->header[c->header_len - 1] != '\r')
+        case CH_TRAILER:
+            if (buf[i] != '\n') {
+                if (c->line_len + 1 >= MAX_CHUNK_HEADER)
                     goto malformed;
-                c->header[c->header_len - 1] = '\0';
-                c->header_len = 0;
-                if (!parse_chunk_header(c))
-                    goto malformed;
-                if (c->size > (uint64_t)INT64_MAX - c->total ||
-                    (c->decoded_length >= 0 && c->total + c->size > (uint64_t)c->decoded_length)) {
-                    c->state = CH_FAILED;
-                    return fail(GW_S3_INCOMPLETE_BODY, msg, msglen,
-                                "the chunks hold more than x-amz-decoded-content-length bytes");
-                }
-                c->state = c->size ? CH_DATA : CH_CR;
-            } else if (c->header_len + 1 >= MAX_CHUNK_HEADER) {
-                goto malformed;
-            } else {
-                c->header[c->header_len++] = (char)buf[i];
+                c->line[c->line_len++] = (char)buf[i++];
+                break;
             }
             i++;
+            if (!c->line_len || c->line[c->line_len - 1] != '\r')
+                goto malformed;
+            c->line[c->line_len - 1] = '\0';
+            c->line_len = 0;
+            if (c->state == CH_TRAILER) {
+                if (!c->line[0]) {
+                    enum gw_s3_err e = finish(c, msg, msglen);
+                    if (e)
+                        return e;
+                } else if (!trailer_line(c)) {
+                    goto malformed;
+                }
+                break;
+            }
+            if (!parse_chunk_header(c))
+                goto malformed;
+            if (c->size > (uint64_t)INT64_MAX - c->total ||
+                (c->decoded_length >= 0 && c->total + c->size > (uint64_t)c->decoded_length)) {
+                c->state = CH_FAILED;
+                return fail(GW_S3_INCOMPLETE_BODY, msg, msglen,
+                            "the chunks hold more than x-amz-decoded-content-length bytes");
+            }
+            /* Signed, the final chunk is framed like the others; unsigned, the
+             * trailer section follows its header directly. */
+            c->state = c->size ? CH_DATA : c->sign ? CH_CR : CH_TRAILER;
             break;
         case CH_DATA: {
             size_t n = len - i < c->remaining ? len - i : (size_t)c->remaining;
-            EVP_DigestUpdate(c->md, buf + i, n);
+            if (c->sign)
+                EVP_DigestUpdate(c->md, buf + i, n);
+            checksum_update(c, buf + i, n);
             memmove(buf + o, buf + i, n);
             o += n;
             i += n;
@@ -914,21 +1059,16 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
         case CH_LF:
             if (buf[i++] != '\n')
                 goto malformed;
-            if (!chunk_signature_ok(c)) {
+            if (c->sign && !chunk_signature_ok(c)) {
                 c->state = CH_FAILED;
                 return fail(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
                             "the signature of the chunk ending at byte %llu does not match",
                             (unsigned long long)c->total);
             }
             if (c->size == 0) {
-                c->state = CH_DONE;
-                if (c->decoded_length >= 0 && c->total != (uint64_t)c->decoded_length) {
-                    c->state = CH_FAILED;
-                    return fail(GW_S3_INCOMPLETE_BODY, msg, msglen,
-                                "the chunks hold %llu bytes, x-amz-decoded-content-length "
-                                "says %lld",
-                                (unsigned long long)c->total, (long long)c->decoded_length);
-                }
+                enum gw_s3_err e = finish(c, msg, msglen);
+                if (e)
+                    return e;
             } else {
                 c->state = CH_HEADER;
             }

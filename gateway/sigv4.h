@@ -7,7 +7,10 @@
  *   - header auth: Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=...,
  *     Signature=..., with x-amz-content-sha256 naming the payload: a hex SHA-256
  *     (checked with gw_payload_*), UNSIGNED-PAYLOAD, or
- *     STREAMING-AWS4-HMAC-SHA256-PAYLOAD (an aws-chunked body, gw_chunked_*);
+ *     STREAMING-AWS4-HMAC-SHA256-PAYLOAD (an aws-chunked body with chunk signatures,
+ *     gw_chunked_*), or STREAMING-UNSIGNED-PAYLOAD-TRAILER (aws-chunked without
+ *     signatures, ending in a checksum trailer named by x-amz-trailer, which
+ *     gw_chunked_* verifies: what SDKs send over TLS);
  *   - presigned URLs: X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date, X-Amz-Expires,
  *     X-Amz-SignedHeaders, X-Amz-Signature in the query; the payload is unsigned.
  *
@@ -57,9 +60,10 @@ struct gw_sigv4_config {
 };
 
 enum gw_payload {
-    GW_PAYLOAD_UNSIGNED,  /* UNSIGNED-PAYLOAD (and every presigned URL) */
-    GW_PAYLOAD_SHA256,    /* body must hash to payload_sha256 */
-    GW_PAYLOAD_STREAMING, /* aws-chunked body with chained chunk signatures */
+    GW_PAYLOAD_UNSIGNED,           /* UNSIGNED-PAYLOAD (and every presigned URL) */
+    GW_PAYLOAD_SHA256,             /* body must hash to payload_sha256 */
+    GW_PAYLOAD_STREAMING,          /* aws-chunked body with chained chunk signatures */
+    GW_PAYLOAD_STREAMING_UNSIGNED, /* aws-chunked body with a checksum trailer */
 };
 
 /* What a verified request proved, and what its body must still prove. */
@@ -70,6 +74,7 @@ struct gw_sigv4_auth {
     enum gw_payload payload;
     uint8_t payload_sha256[32];
     int64_t decoded_length; /* streaming: x-amz-decoded-content-length, else -1 */
+    char trailer[32];       /* unsigned streaming: the x-amz-checksum-* trailer, or "" */
     /* the chunk signature chain starts from these */
     uint8_t signing_key[32];
     char seed_signature[65];
@@ -92,8 +97,11 @@ enum gw_s3_err gw_payload_final(struct gw_payload_check *p);
 void gw_payload_destroy(struct gw_payload_check *p);
 
 /*
- * Decoder of an aws-chunked body (GW_PAYLOAD_STREAMING):
+ * Decoder of an aws-chunked body, GW_PAYLOAD_STREAMING:
  *   <hex size>;chunk-signature=<64 hex>\r\n<data>\r\n ... 0;chunk-signature=<sig>\r\n\r\n
+ * or GW_PAYLOAD_STREAMING_UNSIGNED:
+ *   <hex size>\r\n<data>\r\n ... 0\r\nx-amz-checksum-crc32:<base64>\r\n\r\n
+ * (crc32, crc32c, sha1 and sha256 trailers are checked: BadDigest on a mismatch).
  * gw_chunked_feed decodes in place: it consumes all `len` bytes of buf and
  * moves the payload bytes among them to buf[0, *out_len). A chunk's bytes are
  * released as they arrive, before its signature (which follows the data) can
