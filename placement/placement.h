@@ -38,7 +38,7 @@
 
 #define PLACE_ID_MAX      64 /* node ids, domains, pool names and profiles, with the NUL */
 #define PLACE_ADDRESS_MAX 262
-#define PLACE_MAX_CHUNKS  255
+#define PLACE_MAX_CHUNKS  CODEC_MAX_CHUNKS
 
 enum place_state {
     PLACE_UP,
