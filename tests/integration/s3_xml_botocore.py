@@ -14,8 +14,7 @@ try:
     from botocore import handlers
     from botocore.parsers import RestXMLParser
 except ImportError:
-    print("botocore not installed (python3-boto3): skipped")
-    sys.exit(77)
+    sys.exit("botocore is missing: run scripts/deps.sh (python3-boto3)")
 
 model = botocore.session.get_session().get_service_model("s3")
 parser = RestXMLParser()

@@ -14,8 +14,7 @@ try:
     import boto3
     from botocore.config import Config
 except ImportError:
-    print("botocore not installed (python3-boto3): skipped")
-    sys.exit(77)
+    sys.exit("botocore is missing: run scripts/deps.sh (python3-boto3)")
 
 ACCESS, SECRET = "AKIDINECTEST", "inec/secret+key=with/odd chars"
 
