@@ -541,7 +541,8 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
         uint64_t rb = rec_bytes(r[i]);
         if (placed > 0 && start + bytes + rb > s->opt.segment_size)
             break;
-        if (s->opt.capacity && used + bytes + rb > s->opt.capacity) {
+        /* Tombstones are exempt: a full store must still be able to free space. */
+        if (s->opt.capacity && r[i]->type == NODE_REC_PUT && used + bytes + rb > s->opt.capacity) {
             r[i]->rc = -ENOSPC;
             continue;
         }

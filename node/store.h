@@ -44,7 +44,8 @@ struct node_chunk_id {
 
 struct node_store_options {
     uint64_t segment_size; /* roll over to a new segment beyond this (default 256 MiB) */
-    uint64_t capacity;     /* bytes of segments allowed, 0 = unlimited: acts as a full disk */
+    uint64_t capacity;     /* segment bytes for chunk data, 0 = unlimited: acts as a full disk
+                              (tombstones and compaction may exceed it, to free space) */
     uint64_t map_size;     /* LMDB map size (default 4 GiB, sparse) */
     int group_commit;      /* 1: a writer thread batches concurrent writes into one flush */
 };
