@@ -1410,6 +1410,7 @@ void node_store_options_default(struct node_store_options *opt)
         .capacity = 0,
         .map_size = 4ull << 30,
         .group_commit = 1,
+        .create = 1,
     };
 }
 
@@ -1643,6 +1644,7 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     if (opt) {
         s->opt.capacity = opt->capacity;
         s->opt.group_commit = opt->group_commit;
+        s->opt.create = opt->create;
         if (opt->segment_size)
             s->opt.segment_size = opt->segment_size;
         if (opt->map_size)
@@ -1670,7 +1672,7 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
 
     int rc = 0;
     const char *what = "data directory";
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    if (s->opt.create && mkdir(dir, 0755) != 0 && errno != EEXIST)
         rc = -errno;
     if (rc == 0 && (s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         rc = -errno;

@@ -48,6 +48,7 @@ struct node_store_options {
                               (tombstones and compaction may exceed it, to free space) */
     uint64_t map_size;     /* LMDB map size (default 4 GiB, sparse) */
     int group_commit;      /* 1: a writer thread batches concurrent writes into one flush */
+    int create;            /* 1: create the directory and store when missing (default) */
 };
 
 void node_store_options_default(struct node_store_options *opt);
