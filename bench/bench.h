@@ -5,4 +5,6 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+int bench_store(int argc, char **argv);
+
 #endif

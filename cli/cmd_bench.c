@@ -12,6 +12,7 @@ struct bench {
 };
 
 static const struct bench benches[] = {
+    {"store", bench_store, "chunk store put/get vs raw io_uring write+fdatasync"},
     {NULL, NULL, NULL},
 };
 
