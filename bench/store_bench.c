@@ -20,6 +20,8 @@
 #include "bench/bench.h"
 #include "node/store.h"
 
+enum { ROUNDS = 3 };
+
 struct cfg {
     const char *dir;
     uint64_t bytes; /* per configuration */
@@ -183,7 +185,8 @@ static void usage(FILE *f)
             "group commit (N writer threads), against io_uring write + fdatasync per chunk\n"
             "(and pread) of the same bytes on the same file system.\n\n"
             "  --dir DIR     where to write (default /var/tmp); removed afterwards\n"
-            "  --bytes N     bytes per configuration, suffix K/M/G (default 256M, quick 32M)\n"
+            "  --bytes N     bytes per configuration over 3 rounds (best counts), suffix K/M/G\n"
+            "                (default 384M, quick 48M)\n"
             "  --threads N   writer threads with group commit (default 4)\n"
             "  --quick       fewer sizes and bytes\n"
             "  --json        JSON instead of a table\n");
@@ -254,7 +257,7 @@ int bench_store(int argc, char **argv)
         return 2;
     }
     if (!c.bytes)
-        c.bytes = quick ? 32ull << 20 : 256ull << 20;
+        c.bytes = quick ? 48ull << 20 : 384ull << 20;
     static const size_t all[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
     static const size_t fast[] = {64 << 10, 1 << 20, 16 << 20};
     const size_t *sizes = quick ? fast : all;
@@ -280,15 +283,26 @@ int bench_store(int argc, char **argv)
     int rc = buf ? 0 : -ENOMEM;
     for (size_t i = 0; i < nsizes && rc == 0; i++) {
         size_t chunk = sizes[i];
-        uint64_t n = c.bytes / chunk;
+        uint64_t n = c.bytes / ROUNDS / chunk;
         if (n < (uint64_t)c.threads)
             n = (uint64_t)c.threads;
-        double mb = (double)(n * chunk) / 1e6, rw = 0, rr = 0, sw = 0, sr = 0, gw = 0;
-        rc = raw_run(&c, buf, chunk, n, &rw, &rr);
-        if (rc == 0)
-            rc = store_run(&c, buf, chunk, n, 0, 1, &sw, &sr);
-        if (rc == 0)
-            rc = store_run(&c, buf, chunk, n, 1, c.threads, &gw, NULL);
+        /* Best of ROUNDS, the three writers interleaved: the disk is shared and
+         * bursty, so a single run says more about the neighbours than the code. */
+        double mb = (double)(n * chunk) / 1e6, rw = 1e9, rr = 1e9, sw = 1e9, sr = 1e9, gw = 1e9;
+        for (int round = 0; round < ROUNDS && rc == 0; round++) {
+            double w, r;
+            if ((rc = raw_run(&c, buf, chunk, n, &w, &r)) != 0)
+                break;
+            rw = w < rw ? w : rw;
+            rr = r < rr ? r : rr;
+            if ((rc = store_run(&c, buf, chunk, n, 0, 1, &w, &r)) != 0)
+                break;
+            sw = w < sw ? w : sw;
+            sr = r < sr ? r : sr;
+            if ((rc = store_run(&c, buf, chunk, n, 1, c.threads, &w, NULL)) != 0)
+                break;
+            gw = w < gw ? w : gw;
+        }
         if (rc)
             break;
         double raw_w = mb / rw, put = mb / sw, gcw = mb / gw, raw_r = mb / rr, get = mb / sr;

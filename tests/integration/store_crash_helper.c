@@ -6,6 +6,8 @@
  *     "B P n ver len" / "B D n ver" before each operation and "A ..." after it is
  *     acknowledged, "F D n" when a delete found nothing. INEC_CRASH_AT makes the
  *     store SIGKILL itself at a named point; the parent may also kill it anytime.
+ *   store_crash_helper fill DIR N
+ *     puts chunks 0..N-1, 1000 bytes each, version 1.
  *   store_crash_helper check DIR
  *     recovers the store and prints "C n ver len ok|BAD" for every chunk (the
  *     bytes of chunk n at version v are a function of n, v and len), then
@@ -173,6 +175,18 @@ int main(int argc, char **argv)
         say("DONE\n");
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "fill") == 0) { /* N chunks of 1000 bytes, version 1 */
+        struct node_store *s = open_or_die(argv[2], 1);
+        uint8_t buf[1000];
+        for (uint64_t n = 0; n < strtoull(argv[3], NULL, 10); n++) {
+            struct node_chunk_id id = cid(n);
+            fill(buf, sizeof(buf), n, 1);
+            if (node_store_put_chunk(s, &id, 1, buf, sizeof(buf)) != 0)
+                return 3;
+        }
+        node_store_close(s);
+        return 0;
+    }
     if (argc == 3 && strcmp(argv[1], "check") == 0) {
         struct node_store *s = open_or_die(argv[2], 0);
         int n = node_store_list_chunks(s, NULL, 0, check_one, s);
@@ -184,7 +198,7 @@ int main(int argc, char **argv)
         say("S %" PRIu64 "\n", r.corrupt);
         return 0;
     }
-    fprintf(stderr,
-            "usage: store_crash_helper write DIR BASEVER THREADS OPS SEED GC | check DIR\n");
+    fprintf(stderr, "usage: store_crash_helper write DIR BASEVER THREADS OPS SEED GC | fill DIR N "
+                    "| check DIR\n");
     return 2;
 }
