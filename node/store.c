@@ -772,7 +772,8 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
     int rd = rc == 0 ? read_record(s, k, &l, buf) : 0;
     pthread_rwlock_unlock(&s->seg_lock);
     if (rd) {
-        memset(buf, 0, l.len); /* never hand out what failed verification */
+        if (l.len)
+            memset(buf, 0, l.len); /* never hand out what failed verification */
         if (alloc) {
             free(*alloc);
             *alloc = NULL;

@@ -23,6 +23,11 @@
  *    with -EBADMSG and the chunk goes on the repair list.
  *
  * All functions are safe to call from several threads at once.
+ *
+ * Crash tests: INEC_CRASH_AT=name[:n] in the environment makes the store
+ * raise(SIGKILL) the n-th time it passes the named point: before_write,
+ * mid_write (half the batch written), after_write, after_flush, after_index,
+ * compact_copied, compact_switched.
  */
 #ifndef INEC_NODE_STORE_H
 #define INEC_NODE_STORE_H

@@ -20,12 +20,13 @@ HOOKS = [None, None, "before_write", "mid_write", "after_write", "after_flush",
 def run_writer(helper, data, it, seed, hook, gc):
     env = dict(os.environ, INEC_LOG="error")
     if hook:
-        env["INEC_CRASH_AT"] = f"{hook}:{random.randint(1, 25)}"
+        # compactions are few per run, writes many: hit counts that land inside the run
+        env["INEC_CRASH_AT"] = f"{hook}:{random.randint(1, 4 if 'compact' in hook else 25)}"
     cmd = [helper, "write", data, str(it * 1_000_000), "3", "40", str(seed), str(gc)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
     timer = None
     if not hook:  # a kill at a random moment
-        timer = threading.Timer(random.uniform(0.0, 0.25), p.send_signal, [signal.SIGKILL])
+        timer = threading.Timer(random.uniform(0.0, 0.06), p.send_signal, [signal.SIGKILL])
         timer.start()
     out, _ = p.communicate(timeout=120)
     if timer:
@@ -41,14 +42,15 @@ def main():
     random.seed(int(os.environ.get("STORE_CRASH_SEED", "1")))
     data = tempfile.mkdtemp(prefix="inec-store-crash-")
     model = {}  # chunk n -> (version, len) acknowledged, or None when deleted
-    kills = 0
+    kills = {}
     acked = 0
     try:
         for it in range(1, iterations + 1):
             hook = random.choice(HOOKS)
             lines, rc = run_writer(helper, data, it, random.randint(1, 1 << 30), hook,
                                    random.randint(0, 1))
-            kills += rc == -signal.SIGKILL
+            if rc == -signal.SIGKILL:
+                kills[hook or "random"] = kills.get(hook or "random", 0) + 1
             inflight = {}
             for line in lines:
                 f = line.split()
@@ -88,7 +90,8 @@ def main():
                     sys.exit(f"iteration {it} hook={hook}: chunk {n} is {present.get(n)}, "
                              f"expected one of {allowed}")
                 model[n] = present.get(n)
-        print(f"store crash test: {iterations} iterations, {kills} kills, "
+        hooks = " ".join(f"{k}={v}" for k, v in sorted(kills.items()))
+        print(f"store crash test: {iterations} iterations, {sum(kills.values())} kills ({hooks}), "
               f"{acked} acknowledged operations verified, "
               f"{sum(v is not None for v in model.values())} chunks stored")
     finally:
