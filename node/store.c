@@ -1690,6 +1690,8 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
             rc = mdb_err(mdb_env_set_maxdbs(s->env, 4));
         if (rc == 0)
             rc = mdb_err(mdb_env_set_mapsize(s->env, s->opt.map_size));
+        if (rc == 0) /* one read txn per concurrent reader thread */
+            rc = mdb_err(mdb_env_set_maxreaders(s->env, 1024));
         if (rc == 0)
             rc = mdb_err(
                 mdb_env_open(s->env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC, 0644));
