@@ -6,5 +6,7 @@
 #define INEC_BENCH_H
 
 int bench_store(int argc, char **argv);
+/* Codec encode/decode bandwidth against raw ISA-L. */
+int bench_codec(int argc, char **argv);
 
 #endif
