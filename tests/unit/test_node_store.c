@@ -643,21 +643,69 @@ static void test_capacity(void **state)
     rmdir_all(dir);
 }
 
+/*
+ * A compaction output that never got registered (crash before the switch) holds
+ * valid copies; they must not come back, even for a chunk deleted since.
+ */
 static void test_orphan_segment_removed(void **state)
 {
     (void)state;
     char *dir = tmpdir();
     struct node_store *s = open_store(dir, 0, 0, 1);
     put_n(s, 1, 1, 10);
+    put_n(s, 2, 1, 10);
+    struct node_chunk_id two = cid(2);
+    assert_int_equal(node_store_delete_chunk(s, &two, 1), 0);
     node_store_close(s);
+
+    uint8_t rec[NODE_RECORD_HDR_BYTES + 10];
+    struct node_record r = {.type = NODE_REC_PUT, .id = two, .version = 1, .len = 10};
+    fill(rec + NODE_RECORD_HDR_BYTES, 10, 2 * 1000 + 1);
+    r.crc = node_crc32c(rec + NODE_RECORD_HDR_BYTES, 10);
+    node_record_encode(&r, rec);
     char *orphan = seg_path(dir, 0x42);
-    spit(orphan, (const uint8_t *)"garbage", 7);
+    spit(orphan, rec, sizeof(rec));
+
     s = open_store(dir, 0, 0, 1);
     assert_int_equal(access(orphan, F_OK), -1);
     assert_int_equal(check_n(s, 1, 1, 10), 0);
-    put_n(s, 2, 1, 10);
+    assert_int_equal(check_n(s, 2, 1, 10), -ENOENT);
+    put_n(s, 3, 1, 10);
     node_store_close(s);
     free(orphan);
+    rmdir_all(dir);
+}
+
+/* A live record that fails verification during compaction is not copied. */
+static void test_compaction_skips_corrupt(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { LEN = 400, REC = NODE_RECORD_HDR_BYTES + LEN };
+    struct node_store *s = open_store(dir, 4 * REC, 0, 1);
+    for (uint64_t i = 0; i < 8; i++) /* segments 1 and 2, four records each */
+        put_n(s, i, 1, LEN);
+    put_n(s, 0, 2, LEN); /* chunk 0 v1 in segment 1 is dead now */
+    node_store_close(s);
+    char *seg = seg_path(dir, 1);
+    flip(seg, 2 * REC + NODE_RECORD_HDR_BYTES + 5); /* chunk 2, live */
+    s = open_store(dir, 4 * REC, 0, 1);
+    struct node_compact_result cr;
+    assert_int_equal(node_store_compact(s, 0.0, &cr), 0);
+    assert_int_equal(cr.segments, 1);
+    assert_int_equal(cr.bytes_copied, 2 * REC); /* chunks 1 and 3 */
+    assert_int_equal(access(seg, F_OK), -1);
+    assert_int_equal(check_n(s, 2, 1, LEN), -ENOENT);
+    struct idlist l = {.n = 0};
+    assert_int_equal(node_store_list_repair(s, repair_cb, &l), 1);
+    struct node_chunk_id two = cid(2);
+    assert_memory_equal(l.id[0].object, two.object, NODE_OBJECT_ID_BYTES);
+    for (uint64_t i = 1; i < 8; i++)
+        if (i != 2)
+            assert_int_equal(check_n(s, i, 1, LEN), 0);
+    assert_int_equal(check_n(s, 0, 2, LEN), 0);
+    node_store_close(s);
+    free(seg);
     rmdir_all(dir);
 }
 
@@ -675,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_torn_tail),
         cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_orphan_segment_removed),
+        cmocka_unit_test(test_compaction_skips_corrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
