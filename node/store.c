@@ -15,7 +15,8 @@
  * tail rescan (its records are durable and past the old watermark). Every txn
  * that cannot be redone from the log is synced explicitly: registering a segment
  * (before the first record goes into it), the compaction switch (before the old
- * segment is unlinked) and metadata writes.
+ * segment is unlinked) and metadata writes. (A lost repair mark is found again
+ * by the next read or scrub.)
  *
  * Segment lifetime: readers hold seg_lock shared from the index lookup until
  * the pread is done; compaction switches the index first, then takes seg_lock
@@ -47,7 +48,6 @@
 #define REC_MAGIC   0x52434e49u /* "INCR" little-endian */
 #define KEY_BYTES   28          /* object id, stripe (BE), index (BE): id order */
 #define BATCH_MAX   510         /* two iovecs per record, under IOV_MAX */
-#define META_MAX    (1u << 20)
 #define SEG_NAME    "seg-%08" PRIx32 ".log"
 #define DEFAULT_SEG (256ull << 20)
 
@@ -879,7 +879,7 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
     size_t klen;
     if (!s || (!blob && len))
         return -EINVAL;
-    if (len > META_MAX)
+    if (len > NODE_META_MAX)
         return -EMSGSIZE;
     int rc = meta_key(s->env, bucket, key, k, &klen);
     if (rc)
