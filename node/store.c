@@ -1267,10 +1267,8 @@ static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_si
         pthread_rwlock_rdlock(&s->seg_lock);
         int rd = read_record(s, e[i].key, &e[i].old, buf);
         pthread_rwlock_unlock(&s->seg_lock);
-        if (rd) {
-            mark_corrupt(s, e[i].key, e[i].old.version, rd);
+        if (rd) /* marked for repair in the switch txn, if still current then */
             continue;
-        }
         struct node_record rec = {.type = NODE_REC_PUT,
                                   .version = e[i].old.version,
                                   .len = e[i].old.len,
@@ -1319,9 +1317,14 @@ static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_si
             } else if (e[i].copied) {
                 MDB_val key = {KEY_BYTES, e[i].key}, val = {sizeof(e[i].new), &e[i].new};
                 rc = mdb_err(mdb_put(txn, s->chunks, &key, &val, 0));
-            } else { /* corrupt: nothing left to point at; it stays on the repair list */
+            } else { /* corrupt: nothing valid left to point at */
                 MDB_val key = {KEY_BYTES, e[i].key};
                 rc = del_ok(mdb_del(txn, s->chunks, &key, NULL));
+                if (rc == 0)
+                    rc = repair_mark(s, txn, e[i].key, e[i].old.version);
+                inec_log(INEC_LOG_WARN, "node",
+                         "compaction dropped a corrupt chunk seg=%" PRIu32 " off=%" PRIu64, victim,
+                         e[i].old.off);
             }
         }
         uint8_t k[4];
