@@ -85,7 +85,7 @@ struct node_store {
     int dirfd;
     int lockfd;
     MDB_env *env;
-    MDB_dbi chunks, meta, segs, repair;
+    MDB_dbi chunks, meta, segs, repair, info;
 
     pthread_rwlock_t seg_lock; /* the table below and next_seg */
     struct seg *seg;
@@ -1550,12 +1550,35 @@ static int recover(struct node_store *s, char *err, size_t errlen)
     if (n)
         qsort(ids, n, sizeof(*ids), cmp_u32);
 
+    /* An index that was never initialised next to non-empty segments was lost or
+     * replaced: removing the "unregistered" segments would discard every chunk. */
+    MDB_txn *txn;
+    MDB_val fk = {6, "format"}, fv = {1, "1"}, old;
+    rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
+    if (rc == 0 && mdb_get(txn, s->info, &fk, &old) == MDB_NOTFOUND) {
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            char name[32];
+            struct stat st;
+            snprintf(name, sizeof(name), SEG_NAME, ids[i]);
+            if (fstatat(s->dirfd, name, &st, 0) == 0 && st.st_size > 0) {
+                snprintf(err, errlen, "segment files but a new index: refusing to discard them");
+                rc = -EUCLEAN;
+            }
+        }
+        rc = commit_synced(s, txn, rc ? rc : mdb_err(mdb_put(txn, s->info, &fk, &fv, 0)));
+    } else if (rc == 0) {
+        mdb_txn_abort(txn);
+    }
+    if (rc) {
+        free(ids);
+        return rc;
+    }
+
     uint32_t max_id = n ? ids[n - 1] : 0, last = 0;
     int removed = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         char name[32];
         uint64_t wm;
-        MDB_txn *txn;
         snprintf(name, sizeof(name), SEG_NAME, ids[i]);
         rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
         if (rc)
@@ -1598,7 +1621,6 @@ static int recover(struct node_store *s, char *err, size_t errlen)
         return rc;
 
     /* Registered segments whose file is gone: their chunks fail reads (-EBADMSG). */
-    MDB_txn *txn;
     MDB_cursor *cur;
     rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
@@ -1690,7 +1712,7 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
         snprintf(path, sizeof(path), "%s/index.mdb", dir);
         rc = mdb_err(mdb_env_create(&s->env));
         if (rc == 0)
-            rc = mdb_err(mdb_env_set_maxdbs(s->env, 4));
+            rc = mdb_err(mdb_env_set_maxdbs(s->env, 5));
         if (rc == 0)
             rc = mdb_err(mdb_env_set_mapsize(s->env, s->opt.map_size));
         if (rc == 0) /* one read txn per concurrent reader thread */
@@ -1712,6 +1734,8 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
                 rc = mdb_err(mdb_dbi_open(txn, "segments", MDB_CREATE, &s->segs));
             if (rc == 0)
                 rc = mdb_err(mdb_dbi_open(txn, "repair", MDB_CREATE, &s->repair));
+            if (rc == 0)
+                rc = mdb_err(mdb_dbi_open(txn, "info", MDB_CREATE, &s->info));
             rc = commit_synced(s, txn, rc);
         }
     }

@@ -672,6 +672,18 @@ static void test_orphan_segment_removed(void **state)
     assert_int_equal(check_n(s, 2, 1, 10), -ENOENT);
     put_n(s, 3, 1, 10);
     node_store_close(s);
+
+    /* A lost index is not a crash: the segments are kept and the open refused. */
+    char idx[512];
+    snprintf(idx, sizeof(idx), "%s/index.mdb", dir);
+    assert_int_equal(unlink(idx), 0);
+    struct node_store *again = NULL;
+    char err[256];
+    assert_int_equal(node_store_open(dir, NULL, &again, err, sizeof(err)), -EUCLEAN);
+    assert_non_null(strstr(err, "refusing"));
+    free(orphan);
+    orphan = seg_path(dir, 1);
+    assert_int_equal(access(orphan, F_OK), 0);
     free(orphan);
     rmdir_all(dir);
 }
