@@ -232,6 +232,8 @@ const char *node_store_strerror(int err)
         return "store is open in another process";
     case -ENAMETOOLONG:
         return "bucket + key too long";
+    case -EUCLEAN:
+        return "index does not match the segments (index lost or replaced?)";
     default:
         return strerror(err < 0 ? -err : err);
     }
