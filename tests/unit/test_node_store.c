@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -721,6 +723,46 @@ static void test_compaction_skips_corrupt(void **state)
     rmdir_all(dir);
 }
 
+/*
+ * A write that the file system refuses halfway (here RLIMIT_FSIZE, the way to
+ * make a real write fail without root) fails the put and leaves nothing behind.
+ */
+static void test_write_error(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { LEN = 3000, REC = NODE_RECORD_HDR_BYTES + LEN };
+    struct node_store *s = open_store(dir, 0, 0, 0);
+    for (uint64_t i = 0; i < 4; i++)
+        put_n(s, i, 1, LEN);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4 * REC + LEN / 2; /* the next record fits only in part */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    uint8_t b[LEN];
+    fill(b, LEN, 4 * 1000 + 1);
+    struct node_chunk_id id = cid(4);
+    int rc = node_store_put_chunk(s, &id, 1, b, LEN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    assert_true(rc == -EFBIG || rc == -ENOSPC);
+    assert_int_equal(check_n(s, 4, 1, LEN), -ENOENT);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.segment_bytes, 4 * REC); /* the partial record is gone */
+    for (uint64_t i = 0; i < 4; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+    put_n(s, 4, 1, LEN); /* and writing goes on once there is room */
+    node_store_close(s);
+    s = open_store(dir, 0, 0, 1);
+    for (uint64_t i = 0; i < 5; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -734,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_compaction),
         cmocka_unit_test(test_torn_tail),
         cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_write_error),
         cmocka_unit_test(test_orphan_segment_removed),
         cmocka_unit_test(test_compaction_skips_corrupt),
     };
