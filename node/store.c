@@ -77,6 +77,8 @@ struct wreq {
     int placed;
     int rc;
     int done;
+    node_done_cb cb; /* async: called once from the writer thread, then freed */
+    void *cb_arg;
     struct wreq *next;
 };
 
@@ -618,15 +620,27 @@ static void *writer_main(void *arg)
         for (size_t i = 0; i < n;)
             i += commit_batch(s, batch + i, n - i);
         pthread_mutex_unlock(&s->write_mu);
+        /* Callbacks run unlocked: they may queue more writes. */
+        for (size_t i = 0; i < n; i++)
+            if (batch[i]->cb) {
+                batch[i]->cb(batch[i]->rc, batch[i]->cb_arg);
+                free(batch[i]);
+            }
         pthread_mutex_lock(&s->q_mu);
         for (size_t i = 0; i < n; i++)
-            batch[i]->done = 1;
+            if (!batch[i]->cb)
+                batch[i]->done = 1;
         pthread_cond_broadcast(&s->done_cond);
     }
     pthread_mutex_unlock(&s->q_mu);
     return NULL;
 }
 
+/*
+ * Commits r: inline without group commit, else through the writer's queue,
+ * waiting for it unless r is async (r->cb set, r heap-allocated). An async
+ * request that is refused (returned error) is neither called back nor freed.
+ */
 static int submit(struct node_store *s, struct wreq *r)
 {
     static const uint8_t empty[1];
@@ -640,6 +654,11 @@ static int submit(struct node_store *s, struct wreq *r)
         pthread_mutex_lock(&s->write_mu);
         commit_batch(s, &r, 1);
         pthread_mutex_unlock(&s->write_mu);
+        if (r->cb) {
+            r->cb(r->rc, r->cb_arg);
+            free(r);
+            return 0;
+        }
         return r->rc;
     }
     pthread_mutex_lock(&s->q_mu);
@@ -654,6 +673,10 @@ static int submit(struct node_store *s, struct wreq *r)
         s->q_head = r;
     s->q_tail = r;
     pthread_cond_signal(&s->q_cond);
+    if (r->cb) {
+        pthread_mutex_unlock(&s->q_mu);
+        return 0;
+    }
     /* The writer completes every queued request, failed or not. */
     while (!r->done)
         pthread_cond_wait(&s->done_cond, &s->q_mu);
@@ -671,6 +694,30 @@ int node_store_put_chunk(struct node_store *s, const struct node_chunk_id *id, u
     struct wreq r = {.type = NODE_REC_PUT, .version = version, .data = data, .len = (uint32_t)len};
     key_of(id, r.key);
     return submit(s, &r);
+}
+
+int node_store_put_chunk_async(struct node_store *s, const struct node_chunk_id *id,
+                               uint64_t version, const void *data, size_t len, node_done_cb cb,
+                               void *arg)
+{
+    if (!s || !id || (!data && len) || !cb)
+        return -EINVAL;
+    if (len > NODE_CHUNK_MAX)
+        return -EMSGSIZE;
+    struct wreq *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    *r = (struct wreq){.type = NODE_REC_PUT,
+                       .version = version,
+                       .data = data,
+                       .len = (uint32_t)len,
+                       .cb = cb,
+                       .cb_arg = arg};
+    key_of(id, r->key);
+    int rc = submit(s, r);
+    if (rc)
+        free(r);
+    return rc;
 }
 
 int node_store_delete_chunk(struct node_store *s, const struct node_chunk_id *id, uint64_t version)

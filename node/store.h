@@ -79,6 +79,19 @@ int node_store_put_chunk(struct node_store *s, const struct node_chunk_id *id, u
                          const void *data, size_t len);
 
 /*
+ * The same without blocking the caller (for an event loop): returns 0 once the
+ * write is queued, and cb(rc, arg) later reports what put_chunk would have
+ * returned; data must stay valid and unchanged until then. cb runs once, on the
+ * store's writer thread (inline, before returning, without group commit), and
+ * must not call the blocking put/delete. A negative return: not queued, no cb.
+ * node_store_close() completes every queued write first.
+ */
+typedef void (*node_done_cb)(int rc, void *arg);
+int node_store_put_chunk_async(struct node_store *s, const struct node_chunk_id *id,
+                               uint64_t version, const void *data, size_t len, node_done_cb cb,
+                               void *arg);
+
+/*
  * Reads a chunk into buf[cap]; *len and *version (either may be NULL) receive its
  * length and version. -ENOENT: not stored. -EMSGSIZE: cap too small (*len says how
  * big). -EBADMSG: stored but corrupt (now on the repair list); buf holds no data.

@@ -251,6 +251,49 @@ static int name_cb(const char *key, const void *blob, size_t len, void *arg)
     return 0;
 }
 
+struct async_state {
+    int done, failed;
+    pthread_mutex_t mu;
+};
+
+static void async_done(int rc, void *arg)
+{
+    struct async_state *a = arg;
+    pthread_mutex_lock(&a->mu);
+    a->done++;
+    a->failed += rc != 0;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Async puts complete through the callback; close waits for every one of them. */
+static void test_async_put(void **state)
+{
+    (void)state;
+    enum { N = 50, LEN = 1234 };
+    for (int gc = 0; gc < 2; gc++) {
+        char *dir = tmpdir();
+        struct node_store *s = open_store(dir, 16384, 0, gc);
+        static uint8_t bufs[N][LEN];
+        struct async_state a = {.mu = PTHREAD_MUTEX_INITIALIZER};
+        for (uint64_t i = 0; i < N; i++) {
+            fill(bufs[i], LEN, i * 1000 + 1);
+            struct node_chunk_id id = cid(i);
+            assert_int_equal(node_store_put_chunk_async(s, &id, 1, bufs[i], LEN, async_done, &a),
+                             0);
+        }
+        struct node_chunk_id id = cid(0);
+        assert_int_equal(node_store_put_chunk_async(s, &id, 1, bufs[0], LEN, NULL, NULL), -EINVAL);
+        node_store_close(s);
+        assert_int_equal(a.done, N);
+        assert_int_equal(a.failed, 0);
+        s = open_store(dir, 16384, 0, 1);
+        for (uint64_t i = 0; i < N; i++)
+            assert_int_equal(check_n(s, i, 1, LEN), 0);
+        node_store_close(s);
+        rmdir_all(dir);
+    }
+}
+
 static void test_meta(void **state)
 {
     (void)state;
@@ -770,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_basic_group_commit),
         cmocka_unit_test(test_basic_direct),
         cmocka_unit_test(test_concurrent_writers),
+        cmocka_unit_test(test_async_put),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_list_chunks),
         cmocka_unit_test(test_corruption),
