@@ -625,10 +625,11 @@ static void *writer_main(void *arg)
             if (batch[i]->cb) {
                 batch[i]->cb(batch[i]->rc, batch[i]->cb_arg);
                 free(batch[i]);
+                batch[i] = NULL;
             }
         pthread_mutex_lock(&s->q_mu);
         for (size_t i = 0; i < n; i++)
-            if (!batch[i]->cb)
+            if (batch[i])
                 batch[i]->done = 1;
         pthread_cond_broadcast(&s->done_cond);
     }
