@@ -64,7 +64,8 @@ struct node_store;
 /*
  * Opens (creating if needed) the store in `dir` and runs recovery. `opt` may be
  * NULL for the defaults. On failure returns a negative errno and, if `err` is not
- * NULL, a message in err[errlen]. -EBUSY: another process has the store open.
+ * NULL, a message in err[errlen]. -EBUSY: another process has the store open;
+ * -EUCLEAN: segments exist but the index is new (lost?): nothing is discarded.
  */
 int node_store_open(const char *dir, const struct node_store_options *opt, struct node_store **out,
                     char *err, size_t errlen);
