@@ -654,10 +654,22 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
     struct tcp_dev *t = td(dev);
     if (strncmp(addr, "tcp:", 4) != 0)
         return inec_fail(-EINVAL, "tcp transport: address '%s' is not tcp:HOST:PORT", addr);
-    pthread_mutex_lock(&dev->eng->lock);
-    struct tcp_conn *c = qp->conn ? NULL : find_conn(t, addr);
-    bool connected = qp->conn != NULL;
-    pthread_mutex_unlock(&dev->eng->lock);
+    /* A connection the peer just opened to us is reused once its HELLO says
+     * who it is; wait a little for unidentified ones (one connection per pair
+     * unless both sides dial at the same moment). */
+    struct tcp_conn *c = NULL;
+    bool connected = false, unknown = true;
+    for (int i = 0; i < 100 && !c && !connected && unknown; i++) {
+        if (i)
+            usleep(1000);
+        pthread_mutex_lock(&dev->eng->lock);
+        connected = qp->conn != NULL;
+        c = find_conn(t, addr);
+        unknown = false;
+        for (struct tcp_conn *x = t->conns; x; x = x->next)
+            unknown |= !x->dead && x->peer[0] == '\0';
+        pthread_mutex_unlock(&dev->eng->lock);
+    }
     if (connected)
         return inec_fail(-EISCONN, "qp %u is already connected", qp->base.qpn);
     if (!c) {
