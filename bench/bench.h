@@ -5,4 +5,7 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+/* Codec encode/decode bandwidth against raw ISA-L. */
+int bench_codec(int argc, char **argv);
+
 #endif
