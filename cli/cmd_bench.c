@@ -13,6 +13,7 @@ struct bench {
 
 static const struct bench benches[] = {
     {"codec", bench_codec, "codec encode/decode bandwidth vs raw ISA-L"},
+    {"primitive", bench_primitive, "INEC primitives: coherent vs incoherent vs raw"},
     {NULL, NULL, NULL},
 };
 

@@ -12,7 +12,17 @@
 #include "codecs/gf.h"
 #include "inec/log.h"
 
-#define SPIN_PASSES 200 /* idle passes before an engine sleeps */
+/* An idle engine spins this long before it sleeps, a waiting host thread
+ * polls the count this long before it sleeps: a wake-up costs more. */
+#define ENGINE_SPIN_NS 10000
+#define HOST_SPIN_NS   5000
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 struct soft_mr {
     struct inec_mr base;
@@ -137,7 +147,7 @@ static void *engine_main(void *arg)
     struct engine *eng = arg;
     atomic_store(&eng->tid, my_tid());
     arm_efd(eng);
-    int idle = 0;
+    uint64_t idle_since = 0;
     while (!atomic_load(&eng->stop)) {
         uint64_t gen = atomic_load(&eng->gen);
         bool progress = false;
@@ -150,10 +160,12 @@ static void *engine_main(void *arg)
         progress |= reap(eng);
         pthread_mutex_unlock(&eng->lock);
         if (progress || atomic_load(&eng->gen) != gen) {
-            idle = 0;
+            idle_since = 0;
             continue;
         }
-        if (++idle < SPIN_PASSES)
+        if (!idle_since)
+            idle_since = now_ns();
+        if (now_ns() - idle_since < ENGINE_SPIN_NS)
             continue;
         atomic_store(&eng->sleeping, 1);
         if (atomic_load(&eng->gen) == gen && !atomic_load(&eng->stop)) {
@@ -163,7 +175,7 @@ static void *engine_main(void *arg)
             atomic_fetch_add(&eng->wakes, 1);
         }
         atomic_store(&eng->sleeping, 0);
-        idle = 0;
+        idle_since = 0;
     }
     return NULL;
 }
@@ -379,6 +391,9 @@ static int cq_wait(struct inec_cq *c, int n, struct inec_wc *wc, int timeout_ms)
 static int cq_wait_count(struct inec_cq *c, uint64_t target, int timeout_ms)
 {
     struct soft_cq *cq = soft_cq(c);
+    for (uint64_t t0 = now_ns(); now_ns() - t0 < HOST_SPIN_NS;)
+        if (count_reached(cq, target))
+            return 0;
     pthread_mutex_lock(&cq->lock);
     int rc = cq_sleep(cq, timeout_ms, count_reached, target);
     pthread_mutex_unlock(&cq->lock);

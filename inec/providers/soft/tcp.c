@@ -326,7 +326,7 @@ static void rx_arm(struct tcp_conn *c)
         c->rx_msg = (struct msghdr){.msg_iov = c->dst, .msg_iovlen = (size_t)n};
         memcpy(c->dst, v, (size_t)n * sizeof(*v));
         c->ndst = n;
-        io_uring_prep_recvmsg(sqe, c->fd, &c->rx_msg, 0);
+        io_uring_prep_recvmsg(sqe, c->fd, &c->rx_msg, MSG_WAITALL);
     } else {
         io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_len, RXBUF - c->rx_len, 0);
     }
