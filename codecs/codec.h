@@ -93,8 +93,8 @@ struct codec_plan {
 
 /* available[i] for i < n says whether chunk i can be read; erased chunks must
  * not be available. */
-int codec_plan_create(const struct codec *c, const int *erased, int nerased,
-                      const bool *available, struct codec_plan **out, char *err, size_t errlen);
+int codec_plan_create(const struct codec *c, const int *erased, int nerased, const bool *available,
+                      struct codec_plan **out, char *err, size_t errlen);
 void codec_plan_destroy(struct codec_plan *p);
 
 /* outs[e] = the rebuilt chunk erased[e]; srcs[s] = chunk survivors[s]. */

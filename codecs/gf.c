@@ -33,8 +33,8 @@ void codec_gf_init_tables(int rows, int cols, const uint8_t *coeffs, uint8_t *ta
     ec_init_tables(cols, rows, (unsigned char *)coeffs, tables);
 }
 
-void codec_gf_encode(size_t len, int rows, int cols, const uint8_t *tables,
-                     uint8_t *const *srcs, uint8_t *const *dsts)
+void codec_gf_encode(size_t len, int rows, int cols, const uint8_t *tables, uint8_t *const *srcs,
+                     uint8_t *const *dsts)
 {
     uint8_t *s[MAX_VECS], *d[MAX_VECS];
     for (size_t off = 0; off < len; off += STEP) {
@@ -65,6 +65,28 @@ static int aligned32(const void *p)
     return ((uintptr_t)p & 31) == 0;
 }
 
+/* dst[0, len) = XOR of the sources, in blocks small enough to stay in L1:
+ * the first source is copied into a word buffer, the others XORed in word by
+ * word (memcpy keeps unaligned loads legal; the compiler vectorises them). */
+static void xor_words(size_t len, int n, uint8_t *const *srcs, uint8_t *dst)
+{
+    enum { WORDS = 64 };
+    uint64_t acc[WORDS];
+    for (size_t off = 0; off < len; off += sizeof(acc)) {
+        size_t b = len - off < sizeof(acc) ? len - off : sizeof(acc);
+        acc[(b - 1) / 8] = 0; /* a partial last word is XORed whole */
+        memcpy(acc, srcs[0] + off, b);
+        for (int j = 1; j < n; j++) {
+            uint64_t w[WORDS];
+            w[(b - 1) / 8] = 0;
+            memcpy(w, srcs[j] + off, b);
+            for (size_t i = 0; i < (b + 7) / 8; i++)
+                acc[i] ^= w[i];
+        }
+        memcpy(dst + off, acc, b);
+    }
+}
+
 void codec_xor(size_t len, int n, uint8_t *const *srcs, uint8_t *dst)
 {
     if (n == 1) {
@@ -72,8 +94,8 @@ void codec_xor(size_t len, int n, uint8_t *const *srcs, uint8_t *dst)
             memmove(dst, srcs[0], len);
         return;
     }
-    /* xor_gen wants >= 2 sources, 32-byte aligned pointers; do the aligned
-     * bulk with it and the tail (or an unaligned call) byte-wise. */
+    /* xor_gen wants >= 2 sources and 32-byte aligned pointers: the aligned
+     * bulk goes to it, the tail (or an unaligned call) word-wise. */
     int ok = aligned32(dst);
     for (int i = 0; i < n && ok; i++)
         ok = aligned32(srcs[i]);
@@ -86,10 +108,10 @@ void codec_xor(size_t len, int n, uint8_t *const *srcs, uint8_t *dst)
         v[n] = dst + off;
         xor_gen(n + 1, (int)step, v);
     }
-    for (size_t i = bulk; i < len; i++) {
-        uint8_t x = 0;
-        for (int j = 0; j < n; j++)
-            x ^= srcs[j][i];
-        dst[i] = x;
+    if (bulk < len) {
+        uint8_t *tail[MAX_VECS];
+        for (int i = 0; i < n; i++)
+            tail[i] = srcs[i] + bulk;
+        xor_words(len - bulk, n, tail, dst + bulk);
     }
 }

@@ -28,8 +28,8 @@ int codec_gf_invert_matrix(uint8_t *in, uint8_t *out, int n);
 void codec_gf_init_tables(int rows, int cols, const uint8_t *coeffs, uint8_t *tables);
 
 /* dsts[r] = sum over c of coeffs[r][c] * srcs[c], for r < rows. */
-void codec_gf_encode(size_t len, int rows, int cols, const uint8_t *tables,
-                     uint8_t *const *srcs, uint8_t *const *dsts);
+void codec_gf_encode(size_t len, int rows, int cols, const uint8_t *tables, uint8_t *const *srcs,
+                     uint8_t *const *dsts);
 
 /* dsts[r] ^= coeffs[r][col] * src: adds source `col` of the product into
  * dsts, so a sum can be built one source (or one node) at a time. */
