@@ -69,8 +69,8 @@ struct deg_vertex {
     int nin, nout_edges;
     int *in;  /* edge ids, slot order */
     int *out; /* edge ids */
-    int nrows;
-    uint8_t *coeffs;          /* nrows x (nlocal + nin) */
+    int nrows, ncols;         /* ncols must equal nlocal + nin */
+    uint8_t *coeffs;          /* nrows x ncols */
     struct deg_label *labels; /* of each row */
     int nresults;
     struct deg_ref *results;

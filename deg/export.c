@@ -32,7 +32,7 @@ static json_t *vertex_json(const struct deg_vertex *v)
     for (int i = 0; i < v->nlocal; i++)
         json_array_append_new(local, json_integer(v->local[i]));
     json_object_set_new(o, "local", local);
-    int cols = v->nlocal + v->nin;
+    int cols = v->ncols;
     for (int r = 0; r < v->nrows; r++) {
         json_t *row = json_object(), *coeffs = json_array();
         for (int c = 0; c < cols; c++)

@@ -153,6 +153,7 @@ int deg_set_calc(struct deg_graph *g, int v, int nrows, const uint8_t *coeffs,
     x->coeffs = c;
     x->labels = l;
     x->nrows = nrows;
+    x->ncols = nrows ? cols : 0;
     return 0;
 }
 
@@ -257,7 +258,7 @@ enum deg_calc deg_vertex_calc(const struct deg_vertex *v)
 {
     if (v->nrows == 0)
         return DEG_CALC_NONE;
-    size_t cells = (size_t)v->nrows * (size_t)(v->nlocal + v->nin);
+    size_t cells = (size_t)v->nrows * (size_t)v->ncols;
     for (size_t i = 0; i < cells; i++)
         if (v->coeffs[i] > 1)
             return DEG_CALC_EC;
@@ -362,6 +363,11 @@ int deg_validate(const struct deg_graph *g, char *err, size_t errlen)
                             v->name, v->local[j], g->n);
         if (v->nrows > 0 && cols == 0)
             return fail(err, errlen, -EINVAL, "vertex %s: calculation has no inputs", v->name);
+        if (v->nrows > 0 && v->ncols != cols)
+            return fail(err, errlen, -EINVAL,
+                        "vertex %s: calculation takes %d inputs but the vertex has %d (%d local, "
+                        "%d received)",
+                        v->name, v->ncols, cols, v->nlocal, v->nin);
         for (int r = 0; r < v->nrows; r++) {
             bool any = false;
             for (int c = 0; c < cols; c++)
