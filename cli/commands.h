@@ -7,5 +7,6 @@
 #define INEC_CLI_COMMANDS_H
 
 int cmd_bench(int argc, char **argv);
+int cmd_deg(int argc, char **argv);
 
 #endif

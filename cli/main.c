@@ -12,6 +12,7 @@ struct command {
 
 static const struct command commands[] = {
     {"bench", cmd_bench, "measure codec, primitive, EC graph, store and S3 performance"},
+    {"deg", cmd_deg, "show a scheme's Dynamic EC Graph (text, JSON, Graphviz DOT)"},
     {NULL, NULL, NULL},
 };
 

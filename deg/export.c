@@ -335,7 +335,7 @@ char *deg_to_text(const struct deg_graph *g)
     if (g->slice)
         put(&b, ", slices of %zu bytes", g->slice);
     put(&b, "\n%-8s %-9s %-14s %-7s %-22s %s\n", "vertex", "where", "primitive", "local",
-        "receives", "sends / keeps");
+        "receives from", "sends to / keeps");
     for (int i = 0; i < g->nvertices; i++) {
         const struct deg_vertex *v = &g->vertices[i];
         char where[32], text[32];
@@ -347,20 +347,20 @@ char *deg_to_text(const struct deg_graph *g)
             struct deg_label l;
             deg_value_label(g, i, deg_in(j), &l);
             label_text(text, sizeof(text), l);
-            put(&in, "%s%s<%s", j ? "," : "", text, g->vertices[g->edges[v->in[j]].from].name);
+            put(&in, "%s%s(%s)", j ? " " : "", g->vertices[g->edges[v->in[j]].from].name, text);
         }
         for (int j = 0; j < v->nout_edges; j++) {
             const struct deg_edge *e = &g->edges[v->out[j]];
             struct deg_label l;
             deg_value_label(g, i, e->src, &l);
             label_text(text, sizeof(text), l);
-            put(&out, "%s%s>%s", j ? "," : "", text, g->vertices[e->to].name);
+            put(&out, "%s%s(%s)", j ? " " : "", g->vertices[e->to].name, text);
         }
         for (int j = 0; j < v->nresults; j++) {
             struct deg_label l;
             deg_value_label(g, i, v->results[j], &l);
             label_text(text, sizeof(text), l);
-            put(&out, "%skeep %s", out.len ? "," : "", text);
+            put(&out, "%skeep %s", out.len ? " " : "", text);
         }
         put(&b, "%-8s %-9s %-14s %-7s %-22s %s\n", v->name, where, deg_vertex_prim_name(v),
             loc.len ? loc.p : "-", in.len ? in.p : "-", out.len ? out.p : "-");
