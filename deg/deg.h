@@ -19,8 +19,8 @@
  * The primitive of a vertex follows from the graph (deg_vertex_prim): indegree
  * 0 sends (ec-send, or plain send when it computes nothing), outdegree 0
  * receives (recv-ec, or plain receive), anything else recv-ec-send; the
- * calculator is XOR when every coefficient is 0 or 1 (the vertex only sums),
- * EC otherwise.
+ * calculator is XOR when the vertex only sums its inputs (one row, every
+ * coefficient 1), EC otherwise.
  *
  * Errors: negative errno, and a message in `err` (may be NULL) that names
  * the vertex or edge at fault.
@@ -67,8 +67,8 @@ struct deg_vertex {
     int nlocal;
     int *local; /* chunk indices */
     int nin, nout_edges;
-    int *in;  /* edge ids, slot order */
-    int *out; /* edge ids */
+    int *in;                  /* edge ids, slot order */
+    int *out;                 /* edge ids */
     int nrows, ncols;         /* ncols must equal nlocal + nin */
     uint8_t *coeffs;          /* nrows x ncols */
     struct deg_label *labels; /* of each row */
@@ -84,8 +84,8 @@ struct deg_edge {
 
 struct deg_graph {
     char desc[128]; /* e.g. "ppr:k=6,m=3 decode lost=2" */
-    int k, n;      /* chunk numbering of the code (codec.h) */
-    size_t slice;  /* 0, or stream every edge in slices of this many bytes */
+    int k, n;       /* chunk numbering of the code (codec.h) */
+    size_t slice;   /* 0, or stream every edge in slices of this many bytes */
     int nvertices, nedges;
     struct deg_vertex *vertices;
     struct deg_edge *edges;
@@ -192,6 +192,40 @@ typedef void (*deg_result_fn)(void *arg, const struct deg_graph *g, int v, struc
                               const uint8_t *data, size_t len);
 int deg_eval(const struct deg_graph *g, size_t len, uint8_t *const *chunks, deg_result_fn result,
              void *arg, char *err, size_t errlen);
+
+/* --- running (runner.c) ------------------------------------------------- */
+
+/*
+ * Runs a graph on inec devices: every vertex posts its primitive on a device
+ * of its own, one RC QP pair per edge. In this process (deg_run*) every vertex
+ * gets a device opened with opts.options ("transport=mem" by default) and a
+ * thread; deg_serve/deg_remote_run spread the vertices over processes (tcp).
+ * A run either completes, every result handed to the callback (calls are
+ * serialised), or fails with a message naming the vertex and edge; every wait
+ * is bounded by timeout_ms, so a dead participant cannot hang the others.
+ */
+struct deg_run_opts {
+    bool incoherent;     /* the paper's baseline: the host advances every chain */
+    int timeout_ms;      /* bound of each vertex's run; 0 = 10 s */
+    const char *options; /* inec soft provider options; NULL = "transport=mem" */
+    const char *skip;    /* a vertex not run here (its participant is down or remote) */
+};
+
+struct deg_runner;
+
+/* Sets up devices, QPs and buffers for chunks of len bytes; chunks[i] is
+ * read for every local chunk i and must stay valid while the runner lives. */
+int deg_runner_create(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
+                      const struct deg_run_opts *opts, struct deg_runner **out, char *err,
+                      size_t errlen);
+/* One run of the whole graph; may be repeated (benchmarks). After a failed
+ * run the runner only reports that failure: destroy it. */
+int deg_runner_run(struct deg_runner *r, deg_result_fn result, void *arg, char *err, size_t errlen);
+void deg_runner_destroy(struct deg_runner *r);
+/* create, one run, destroy. */
+int deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
+            const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
+            size_t errlen);
 
 /* --- export (export.c) --------------------------------------------------- */
 

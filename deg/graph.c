@@ -254,13 +254,16 @@ bool deg_value_label(const struct deg_graph *g, int v, struct deg_ref ref, struc
     return false;
 }
 
+/* The XOR calculator computes one sum of its inputs; anything else (several
+ * rows, any coefficient but 1) needs the EC calculator. */
 enum deg_calc deg_vertex_calc(const struct deg_vertex *v)
 {
     if (v->nrows == 0)
         return DEG_CALC_NONE;
-    size_t cells = (size_t)v->nrows * (size_t)v->ncols;
-    for (size_t i = 0; i < cells; i++)
-        if (v->coeffs[i] > 1)
+    if (v->nrows > 1)
+        return DEG_CALC_EC;
+    for (int c = 0; c < v->ncols; c++)
+        if (v->coeffs[c] != 1)
             return DEG_CALC_EC;
     return DEG_CALC_XOR;
 }
