@@ -227,6 +227,28 @@ int deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
             const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
             size_t errlen);
 
+/* --- other processes (remote.c) ------------------------------------------ */
+
+/* Where participants serve (deg_serve addresses, "host:port"). */
+struct deg_peers {
+    const char *gateway; /* for DEG_GATEWAY vertices, may be NULL */
+    int nnodes;
+    const char *const *nodes; /* nodes[id] */
+};
+
+/* A participant: accepts vertices from runners on listen_addr ("host:port",
+ * port 0 = any), runs each on its own tcp device, answers with its results,
+ * and serves again. ready() gets the bound address once listening. Returns
+ * only on a listening error. */
+int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr), void *arg,
+              char *err, size_t errlen);
+
+/* As deg_run, with every vertex run by the participant serving its node (its
+ * local chunks are sent along, its results sent back). */
+int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
+                   const struct deg_peers *peers, const struct deg_run_opts *opts,
+                   deg_result_fn result, void *arg, char *err, size_t errlen);
+
 /* --- export (export.c) --------------------------------------------------- */
 
 /* Heap strings, caller frees. */
