@@ -586,15 +586,27 @@ int deg_runner_create(const struct deg_graph *g, size_t len, uint8_t *const *chu
         deg_runner_destroy(r);
         return -ENOMEM;
     }
-    for (int v = 0; v < g->nvertices; v++) {
+    /* Workers in topological order, so the first failure reported is the
+     * one furthest upstream. */
+    int *order = malloc((size_t)g->nvertices * sizeof(int));
+    if (!order) {
+        deg_runner_destroy(r);
+        return -ENOMEM;
+    }
+    deg_topo_order(g, order);
+    for (int i = 0; i < g->nvertices; i++) {
+        int v = order[i];
         if (opts && opts->skip && strcmp(opts->skip, g->vertices[v].name) == 0)
             continue;
         struct worker *w = &r->workers[r->nworkers];
         w->r = r;
-        if ((rc = deg_vx_open(g, v, len, chunks, opts, &w->x, err, errlen)))
+        if ((rc = deg_vx_open(g, v, len, chunks, opts, &w->x, err, errlen))) {
+            free(order);
             goto fail;
+        }
         r->nworkers++;
     }
+    free(order);
     /* Wire every edge whose two ends run here. */
     for (int a = 0; a < r->nworkers; a++) {
         struct deg_vx *x = r->workers[a].x;
