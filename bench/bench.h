@@ -5,4 +5,6 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+int bench_ec(int argc, char **argv);
+
 #endif

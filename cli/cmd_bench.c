@@ -12,6 +12,7 @@ struct bench {
 };
 
 static const struct bench benches[] = {
+    {"ec", bench_ec, "DEG encode/decode per scheme: coherent vs incoherent primitives"},
     {NULL, NULL, NULL},
 };
 
