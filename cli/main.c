@@ -12,7 +12,7 @@ struct command {
 
 static const struct command commands[] = {
     {"bench", cmd_bench, "measure codec, primitive, EC graph, store and S3 performance"},
-    {"deg", cmd_deg, "show a scheme's Dynamic EC Graph (text, JSON, Graphviz DOT)"},
+    {"deg", cmd_deg, "show, run and serve Dynamic EC Graphs"},
     {NULL, NULL, NULL},
 };
 
