@@ -101,7 +101,8 @@ void deg_graph_destroy(struct deg_graph *g);
 int deg_add_vertex(struct deg_graph *g, const char *name, int node);
 /* Returns the local index or -errno. */
 int deg_add_local(struct deg_graph *g, int v, int chunk);
-/* Returns the edge id or -errno; the edge becomes input slot nin of `to`. */
+/* Returns the edge id or -errno (-EINVAL if a vertex does not exist); the
+ * edge becomes input slot nin of `to`. */
 int deg_add_edge(struct deg_graph *g, int from, struct deg_ref src, int to);
 /* Sets the calculation: coeffs is nrows x (nlocal + nin) at validation time. */
 int deg_set_calc(struct deg_graph *g, int v, int nrows, const uint8_t *coeffs,

@@ -104,27 +104,19 @@ int deg_add_local(struct deg_graph *g, int v, int chunk)
     return push_int(&x->local, &x->nlocal, chunk);
 }
 
-/* Edges may name vertices that do not exist yet (a parser reads edges as
- * they come); deg_validate rejects the ones that stay dangling. */
 int deg_add_edge(struct deg_graph *g, int from, struct deg_ref src, int to)
 {
+    if (from < 0 || from >= g->nvertices || to < 0 || to >= g->nvertices)
+        return -EINVAL;
     if (grow((void **)&g->edges, &g->cap_edges, g->nedges, sizeof(*g->edges)))
         return -ENOMEM;
-    struct deg_edge *e = &g->edges[g->nedges];
-    *e = (struct deg_edge){.from = from, .to = to, .src = src, .slot = -1};
-    int id = g->nedges++;
-    if (from >= 0 && from < g->nvertices) {
-        struct deg_vertex *f = &g->vertices[from];
-        if (push_int(&f->out, &f->nout_edges, id) < 0)
-            return -ENOMEM;
-    }
-    if (to >= 0 && to < g->nvertices) {
-        struct deg_vertex *t = &g->vertices[to];
-        int slot = push_int(&t->in, &t->nin, id);
-        if (slot < 0)
-            return -ENOMEM;
-        e->slot = slot;
-    }
+    struct deg_vertex *f = &g->vertices[from], *t = &g->vertices[to];
+    int id = g->nedges;
+    int slot = push_int(&t->in, &t->nin, id);
+    if (slot < 0 || push_int(&f->out, &f->nout_edges, id) < 0)
+        return -ENOMEM;
+    g->edges[id] = (struct deg_edge){.from = from, .to = to, .src = src, .slot = slot};
+    g->nedges++;
     return id;
 }
 
@@ -352,6 +344,9 @@ int deg_validate(const struct deg_graph *g, char *err, size_t errlen)
         if (e->to < 0 || e->to >= g->nvertices)
             return fail(err, errlen, -EINVAL, "edge %d from vertex %s goes to no vertex (%d)", i,
                         from, e->to);
+        if (e->slot < 0)
+            return fail(err, errlen, -EINVAL, "edge %d from vertex %s: added before vertex %s", i,
+                        from, g->vertices[e->to].name);
         if (e->from == e->to)
             return fail(err, errlen, -ELOOP, "edge %d: vertex %s sends to itself", i, from);
         if (!ref_valid(&g->vertices[e->from], e->src))

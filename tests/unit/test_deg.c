@@ -448,6 +448,20 @@ static void test_validation(void **state)
     expect_invalid(g, "vertex lonely has no edges");
     deg_graph_destroy(g);
 
+    /* A dangling edge: refused when added, caught if a graph is edited. */
+    g = deg_graph_create(2, 3);
+    a = deg_add_vertex(g, "src", 0);
+    b = deg_add_vertex(g, "sink", 1);
+    deg_add_local(g, a, 0);
+    assert_int_equal(deg_add_edge(g, a, deg_local(0), 7), -EINVAL);
+    deg_add_edge(g, a, deg_local(0), b);
+    deg_add_result(g, b, deg_in(0));
+    assert_int_equal(deg_validate(g, NULL, 0), 0);
+    g->edges[0].to = 7;
+    expect_invalid(g, "edge 0 from vertex src goes to no vertex");
+    g->edges[0].to = b;
+    deg_graph_destroy(g);
+
     /* Dangling edges and mismatched rows are caught while parsing JSON. */
     const char *dangling =
         "{\"k\":2,\"n\":3,\"vertices\":[{\"name\":\"a\",\"node\":0,\"local\":[0]}],"
