@@ -1012,6 +1012,9 @@ static int run_suite(const char *name, const char *opts)
 
 int main(void)
 {
+    if (getenv("INEC_TEST")) /* e.g. INEC_TEST=test_write */
+        cmocka_set_test_filter(getenv("INEC_TEST"));
     int failed = run_suite("inec mem", "transport=mem");
+    failed += run_suite("inec tcp", "transport=tcp,listen=127.0.0.1:0");
     return failed;
 }

@@ -141,13 +141,14 @@ static void *engine_main(void *arg)
     while (!atomic_load(&eng->stop)) {
         uint64_t gen = atomic_load(&eng->gen);
         bool progress = false;
+        /* Held for the pass and the I/O callbacks: destroy/close wait for it. */
         pthread_mutex_lock(&eng->lock);
         for (struct soft_device *d = eng->devs; d; d = d->next)
             progress |= run_device(d);
-        pthread_mutex_unlock(&eng->lock);
         if (io_uring_sq_ready(&eng->ring))
             io_uring_submit(&eng->ring); /* one submit per pass */
         progress |= reap(eng);
+        pthread_mutex_unlock(&eng->lock);
         if (progress || atomic_load(&eng->gen) != gen) {
             idle = 0;
             continue;
@@ -522,7 +523,6 @@ static void qp_destroy(struct inec_qp *q)
     pthread_mutex_unlock(&dev->eng->lock);
     wq_fini(&qp->sq);
     wq_fini(&qp->rq);
-    free(qp->peer_recv_caps);
     free(qp);
 }
 
@@ -760,10 +760,13 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp)
     uint64_t r = atomic_load_explicit(&q->retire, memory_order_relaxed);
     for (; r != q->head && q->e[r % q->depth].done; r++) {
         const struct wqe *e = &q->e[r % q->depth];
-        if (e->status != INEC_WC_SUCCESS || (e->flags & INEC_SIGNALED)) {
+        /* After an error everything reports flushed, even what already ran. */
+        enum inec_wc_status st = qp->flushing ? INEC_WC_FLUSH_ERR : e->status;
+        qp->flushing |= st != INEC_WC_SUCCESS;
+        if (st != INEC_WC_SUCCESS || (e->flags & INEC_SIGNALED)) {
             struct inec_wc wc = {
                 .wr_id = e->wr_id,
-                .status = e->status,
+                .status = st,
                 .opcode = wc_opcode(e->opcode),
                 .qp_num = qp->base.qpn,
                 .byte_len = (uint32_t)e->len,
@@ -876,6 +879,8 @@ static void device_close(struct inec_device *d)
         pool_put();
     else
         engine_stop(dev->eng);
+    if (dev->tr->release)
+        dev->tr->release(dev);
     for (uint32_t i = 0; i < dev->nqps; i++)
         if (dev->qps[i])
             inec_log(INEC_LOG_WARN, "inec", "device closed with qp=%u alive", i + 1);

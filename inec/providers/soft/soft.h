@@ -89,22 +89,28 @@ struct soft_qp {
     struct wq sq, rq;
     /* mem transport: the connected QP, read under mem_lock. */
     struct soft_qp *mem_peer;
-    /* tcp transport, engine-owned once connected. */
+    bool flushing; /* engine: an error was retired, the rest reports flushed */
+    /* tcp transport: engine-owned (changed under engine.lock). */
     struct tcp_conn *conn;
     uint32_t rqpn;
-    uint64_t *peer_recv_caps; /* capacities of the RECVs the peer announced */
-    uint32_t caps_size;
-    uint64_t caps_head, caps_tail;
-    uint64_t credits_sent;       /* RECVs of ours announced to the peer */
-    struct soft_qp *credit_next; /* on the conn's list of QPs owing credits */
-    bool credit_queued;
+    uint64_t peer_posted; /* RECVs the peer announced (absolute) */
+    uint64_t consumed;    /* of those, used by our SEND/WRITE_IMM */
+    uint64_t announced;   /* our RECVs announced to the peer */
+    uint64_t placed;      /* peer messages we placed (acknowledged cumulatively) */
+    uint64_t acked_sent;  /* `placed` as last sent to the peer */
+    uint64_t acked;       /* our messages the peer acknowledged */
+    uint64_t ack_cursor;  /* SQ index from which to look for unacknowledged messages */
+    bool err_sent;        /* the peer was told we are in error */
 };
 
 struct soft_device;
 
 struct soft_transport {
     int (*init)(struct soft_device *dev, const char *options);
+    /* Device close: fini while the engine still serves the device (to drain
+     * I/O), release (may be NULL) once it no longer does. */
     void (*fini)(struct soft_device *dev);
+    void (*release)(struct soft_device *dev);
     int (*connect)(struct soft_qp *qp, const char *addr, uint32_t rqpn);
     void (*qp_detach)(struct soft_qp *qp);
     enum exec_result (*send)(struct soft_qp *qp, struct wqe *e);
