@@ -223,7 +223,10 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         return 0; /* the runner hung up: nothing to serve */
     if (rc)
         return rfail(err, errlen, rc, "setup: %s", strerror(-rc));
-    const char *vname = json_string_value(json_object_get(msg, "vertex"));
+    char vname[DEG_NAME_MAX] = "?";
+    const char *name = json_string_value(json_object_get(msg, "vertex"));
+    if (name)
+        snprintf(vname, sizeof(vname), "%s", name);
     json_int_t len = json_integer_value(json_object_get(msg, "len"));
     struct deg_run_opts opts = {
         .incoherent = json_is_true(json_object_get(msg, "incoherent")),
@@ -234,7 +237,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
              opts.timeout_ms > 0 ? opts.timeout_ms : 10000);
     opts.options = options;
     char *gtext = json_dumps(json_object_get(msg, "graph"), JSON_COMPACT);
-    if (!vname || len <= 0 || len > MAX_FRAME || !gtext) {
+    if (!name || len <= 0 || len > MAX_FRAME || !gtext) {
         rc = rfail(err, errlen, -EPROTO, "setup: needs graph, vertex and len");
         free(gtext);
         goto out;
@@ -314,7 +317,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         rc = send_frame(s->fd, got.data[i], (size_t)len);
     goto out_quiet;
 out:
-    inec_log(INEC_LOG_WARN, "deg", "serve failed vertex=%s err=\"%s\"", vname ? vname : "?", err);
+    inec_log(INEC_LOG_WARN, "deg", "serve failed vertex=%s err=\"%s\"", vname, err);
     send_json(s->fd, error_msg(err, rc));
 out_quiet:
     deg_vx_close(x);
@@ -404,6 +407,7 @@ struct remote_vx {
     uint32_t *in_qpn, *out_qpn;
     char err[512];
     int rc;
+    bool reported; /* rc came from the participant, not from losing it */
 };
 
 static const char *peer_of(const struct deg_peers *peers, int node)
@@ -432,6 +436,7 @@ static json_t *reply(struct remote_vx *rv, const struct deg_vertex *v, const cha
          * class coarse: timeouts are echoes of failures elsewhere. */
         int no = (int)json_integer_value(json_object_get(msg, "errno"));
         rv->rc = no > 0 ? -no : -EIO;
+        rv->reported = true;
         rfail(rv->err, sizeof(rv->err), rv->rc, "%s (participant %s)", e, rv->peer);
         json_decref(msg);
         return NULL;
@@ -558,13 +563,26 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
         }
         json_decref(m);
     }
-    /* The root cause: timeouts echo another vertex's failure. */
+    /* The root cause: a participant lost outright first, then failures its
+     * vertex reported, then timeouts (echoes of a failure upstream); among
+     * equals the vertex furthest upstream. */
+    int *order = malloc((size_t)g->nvertices * sizeof(int));
     rc = 0;
-    for (int v = 0; v < g->nvertices; v++) {
-        if (rv[v].rc && (!rc || (rc == -ETIMEDOUT && rv[v].rc != -ETIMEDOUT))) {
-            rc = rv[v].rc;
-            rfail(err, errlen, rc, "%s", rv[v].err);
+    int best = -1;
+    if (order && deg_topo_order(g, order) == 0)
+        for (int i = 0; i < g->nvertices; i++) {
+            const struct remote_vx *x = &rv[order[i]];
+            int rank = !x->rc ? -1 : !x->reported ? 2 : x->rc != -ETIMEDOUT;
+            if (rank > best) {
+                best = rank;
+                rc = x->rc;
+                rfail(err, errlen, rc, "%s", x->err);
+            }
         }
+    if (!order)
+        rc = -ENOMEM;
+    free(order);
+    for (int v = 0; v < g->nvertices; v++) {
         if (rv[v].fd >= 0)
             close(rv[v].fd);
         free(rv[v].in_qpn);
