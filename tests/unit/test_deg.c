@@ -232,7 +232,7 @@ static void test_decode_every_pattern(void **state)
         /* On the engine (each run sets up a device per vertex, so not every
          * pattern): every single loss, every pattern of (3,2), a spread of
          * the others. All of them are evaluated above. */
-        d.stride = codec_n(d.c) <= 5 ? 1 : codec_n(d.c) <= 10 ? 9 : 97;
+        d.stride = codec_n(d.c) <= 5 ? 1 : codec_n(d.c) <= 10 ? 19 : 211;
         stripe_init(&d.s, d.c, 1000u + (unsigned)p);
         int total = for_each_pattern(codec_n(d.c), codec_m(d.c), decode_one, &d);
         assert_int_equal(d.built + d.unrecoverable, total);
