@@ -1,7 +1,7 @@
 # The two commands of the README, and a few helpers. Everything goes through meson.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
-INEC       := $(BUILD)/inec
+INEC       := $(BUILD)/cli/inec
 
 .PHONY: all deps build test test-fast run bench clean format
 
@@ -29,7 +29,7 @@ test-fast: build
 	meson test -C $(BUILD) --print-errorlogs
 
 run: build
-	$(INEC) bench codec
+	$(INEC) bench codec --sizes 4K,64K,1M,16M
 
 bench: build
 	$(INEC) bench codec

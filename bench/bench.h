@@ -5,6 +5,9 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+/* Codec encode/decode bandwidth against raw ISA-L. */
+int bench_codec(int argc, char **argv);
+/* DEG encode/decode per scheme: coherent vs incoherent primitives. */
 int bench_ec(int argc, char **argv);
 
 #endif

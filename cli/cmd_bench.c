@@ -12,6 +12,7 @@ struct bench {
 };
 
 static const struct bench benches[] = {
+    {"codec", bench_codec, "codec encode/decode bandwidth vs raw ISA-L"},
     {"ec", bench_ec, "DEG encode/decode per scheme: coherent vs incoherent primitives"},
     {NULL, NULL, NULL},
 };

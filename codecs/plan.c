@@ -31,10 +31,12 @@ struct elim {
     uint8_t *rcomb; /* nerased x k */
 };
 
+/* Rows are mostly sparse (identity rows, unit combinations): skip zeros. */
 static void axpy(uint8_t *y, uint8_t a, const uint8_t *x, int n)
 {
     for (int i = 0; i < n; i++)
-        y[i] ^= codec_gf_mul(a, x[i]);
+        if (x[i])
+            y[i] ^= a == 1 ? x[i] : codec_gf_mul(a, x[i]);
 }
 
 static bool is_zero(const uint8_t *v, int n)
@@ -147,12 +149,13 @@ int codec_plan_create(const struct codec *c, const int *erased, int nerased, con
 
     int k = c->k;
     struct elim el = {.k = k};
-    el.row = malloc((size_t)k * (size_t)k);
-    el.comb = malloc((size_t)k * (size_t)k);
-    el.rem = malloc((size_t)nerased * (size_t)k);
-    el.rcomb = calloc((size_t)nerased, (size_t)k);
+    uint8_t *scratch = calloc(2 * ((size_t)k + (size_t)nerased), (size_t)k);
+    el.row = scratch;
+    el.comb = el.row + (size_t)k * (size_t)k;
+    el.rem = el.comb + (size_t)k * (size_t)k;
+    el.rcomb = el.rem + (size_t)nerased * (size_t)k;
     struct plan *pl = calloc(1, sizeof(*pl));
-    if (!el.row || !el.comb || !el.rem || !el.rcomb || !pl) {
+    if (!scratch || !pl) {
         rc = codec_errf(err, errlen, -ENOMEM, "plan: out of memory");
         goto out;
     }
@@ -204,10 +207,7 @@ int codec_plan_create(const struct codec *c, const int *erased, int nerased, con
 out:
     if (pl)
         codec_plan_destroy(&pl->pub);
-    free(el.row);
-    free(el.comb);
-    free(el.rem);
-    free(el.rcomb);
+    free(scratch);
     return rc;
 }
 
