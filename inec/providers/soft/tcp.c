@@ -708,7 +708,8 @@ static void tcp_detach(struct soft_qp *qp)
     struct soft_device *dev = soft_dev(qp->base.dev);
     pthread_mutex_lock(&dev->eng->lock);
     struct tcp_dev *t = td(dev);
-    if (qp->conn && !atomic_load(&qp->base.error))
+    /* In error, the receiver no longer places anything into it. */
+    if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
         control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
     for (struct tcp_conn *c = t->conns; c; c = c->next)
         if (c->rx_qp == qp) {
