@@ -17,8 +17,9 @@
  *     one queue are produced in posting order.
  *   - WAIT{cq, count} at the head of a SQ holds that SQ only, until
  *     inec_count_reached(cq.count, count). If the CQ produced an error
- *     completion after the WAIT was posted, the WAIT fails instead, so errors
- *     propagate along chains (a soft-provider guarantee; hardware would send).
+ *     completion after the WAIT was posted, the WAIT fails instead
+ *     (INEC_WC_DEP_ERR), so errors propagate along chains instead of letting
+ *     a SEND go out with data that was never computed.
  *   - Only SIGNALED requests and errors produce completions. RECVs always do.
  *   - inec_post_send/inec_post_recv post a whole linked chain with one doorbell.
  *   - A SEND finding no posted RECV at the peer waits for one (receiver not
@@ -26,12 +27,17 @@
  *   - A failed request completes with an error status and moves its QP to the
  *     error state: everything after it (SQ and RQ) completes with
  *     INEC_WC_FLUSH_ERR. Posting to a QP in error is allowed and flushes.
+ *     Its peer goes to error too; a peer that dies or closes completes
+ *     everything waiting on it with INEC_WC_REMOTE_ERR or FLUSH_ERR.
  *   - CALC runs on the engine thread, never on the posting thread.
+ *   - Any thread may post, poll or wait; posts to one queue are serialized.
  *
  * Counts. A chain is built before anything completes, so WAIT counts are
  * absolute: the builder takes inec_cq_expected(cq), the number of completions
  * that everything posted so far will produce on that CQ (signaled send-queue
  * requests plus all RECVs), right after posting the requests it waits for.
+ * (After an error, flushed unsignaled requests complete too, so count may
+ * pass expected; the failed WAITs report it.)
  *
  * Errors: functions return 0 (or a count) or a negative errno; inec_errmsg()
  * explains the last failure of the calling thread.
@@ -157,7 +163,8 @@ int inec_poll_cq(struct inec_cq *cq, int n, struct inec_wc *wc);
 /* As inec_poll_cq, sleeping (not spinning) until at least one completion is
  * there; -ETIMEDOUT after timeout_ms (< 0: no bound). */
 int inec_cq_wait(struct inec_cq *cq, int n, struct inec_wc *wc, int timeout_ms);
-/* Sleep until inec_count_reached(count, target); -ETIMEDOUT after timeout_ms. */
+/* Sleep until inec_count_reached(count, target); -ETIMEDOUT after timeout_ms.
+ * Errors count too: compare inec_cq_errors() before and after. */
 int inec_cq_wait_count(struct inec_cq *cq, uint64_t target, int timeout_ms);
 
 /* ---- queue pair ------------------------------------------------------ */

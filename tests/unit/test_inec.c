@@ -164,6 +164,15 @@ static void test_open_and_limits(void **state)
     assert_non_null(strstr(inec_errmsg(), "bogus"));
     assert_int_equal(inec_device_open("soft", "engine_threads=0", &d), -EINVAL);
     assert_int_equal(inec_device_open("soft", "transport=carrier-pigeon", &d), -EINVAL);
+    /* Connecting to nobody fails with a reason, and the QP stays usable. */
+    struct inec_qp *q = rc_qp(w->a, w->cqa);
+    bool tcp = strstr(w->opts, "tcp") != NULL;
+    assert_int_equal(inec_qp_connect(q, tcp ? "tcp:127.0.0.1:1" : "mem:999", 1),
+                     tcp ? -ECONNREFUSED : -ENOENT);
+    assert_true(strlen(inec_errmsg()) > 0);
+    assert_int_equal(inec_qp_connect(q, tcp ? "mem:0" : "tcp:127.0.0.1:1", 1), -EINVAL);
+    assert_int_equal(inec_qp_connect(w->qa, inec_device_addr(w->b), inec_qp_num(w->qb)), -EISCONN);
+    inec_qp_destroy(q);
     inec_device_close(NULL);
     inec_qp_destroy(NULL);
     inec_cq_destroy(NULL);
