@@ -887,6 +887,16 @@ static int device_open(const char *options, struct inec_device **out)
 static void device_close(struct inec_device *d)
 {
     struct soft_device *dev = soft_dev(d);
+    /* QPs left alive are destroyed, so no peer keeps pointing at them. */
+    for (uint32_t i = 0; i < dev->nqps; i++) {
+        pthread_mutex_lock(&dev->lock);
+        struct soft_qp *qp = dev->qps[i];
+        pthread_mutex_unlock(&dev->lock);
+        if (qp) {
+            inec_log(INEC_LOG_WARN, "inec", "device closed with qp=%u alive: destroyed", i + 1);
+            qp_destroy(&qp->base);
+        }
+    }
     dev->tr->fini(dev);
     pthread_mutex_lock(&dev->eng->lock);
     for (struct soft_device **p = &dev->eng->devs; *p; p = &(*p)->next)
@@ -901,9 +911,6 @@ static void device_close(struct inec_device *d)
         engine_stop(dev->eng);
     if (dev->tr->release)
         dev->tr->release(dev);
-    for (uint32_t i = 0; i < dev->nqps; i++)
-        if (dev->qps[i])
-            inec_log(INEC_LOG_WARN, "inec", "device closed with qp=%u alive", i + 1);
     free(dev->qps);
     free(dev->mrs);
     pthread_mutex_destroy(&dev->lock);
