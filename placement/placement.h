@@ -1,0 +1,103 @@
+/*
+ * Cluster map and stripe placement. Pure: no I/O, no threads, no global state.
+ *
+ * The map is JSON:
+ *
+ *   {"epoch": 7,
+ *    "nodes": [{"id": "n1", "address": "10.0.0.1:7001", "domain": "rack1",
+ *               "weight": 1.0, "state": "up"}, ...],
+ *    "pools": [{"name": "default", "profile": "rs:k=6,m=3",
+ *               "chunk_size": 1048576, "write_quorum": 9}, ...]}
+ *
+ * Defaults: epoch 0, domain = the node id (every node its own failure domain),
+ * weight 1, state "up", chunk_size 1 MiB, write_quorum n. Unknown fields are
+ * errors, so a misspelt key never silently becomes a default.
+ *
+ * Placement is weighted rendezvous (highest-random-weight) hashing: node i
+ * scores -w_i / ln(u_i), u_i a uniform hash of (object, stripe, node id), and
+ * a stripe goes to the n best-scoring nodes, taking at most one node per
+ * failure domain while the up nodes span at least n domains. Otherwise it
+ * spreads as evenly as it can (first the best node of each domain, then the
+ * second best, ...) and says so through max_per_domain. Down and draining
+ * nodes take no new stripes.
+ *
+ * A map change therefore moves only the stripes that involved the node that
+ * joined or left. The chunk index of a chosen node is its rank, so a change can
+ * also renumber the surviving chunks of a moved stripe: no stateless scheme
+ * can both pick n distinct nodes and keep every survivor's index under every
+ * change, so the gateway records each stripe's nodes in the object's metadata
+ * and reads follow that record, not a recomputation.
+ */
+#ifndef INEC_PLACEMENT_PLACEMENT_H
+#define INEC_PLACEMENT_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codecs/codec.h"
+
+#define PLACE_ID_MAX      64 /* node ids, domains, pool names and profiles, with the NUL */
+#define PLACE_ADDRESS_MAX 262
+#define PLACE_MAX_CHUNKS  CODEC_MAX_CHUNKS
+
+enum place_state {
+    PLACE_UP,
+    PLACE_DOWN,
+    PLACE_DRAINING,
+};
+
+struct place_node {
+    char id[PLACE_ID_MAX];
+    char address[PLACE_ADDRESS_MAX]; /* "host:port", "[v6]:port" */
+    char domain[PLACE_ID_MAX];
+    double weight; /* > 0 */
+    enum place_state state;
+    int domain_index; /* into place_map.domains */
+    uint64_t hash;    /* of the id: placement depends on ids, never on array order */
+};
+
+struct place_pool {
+    char name[PLACE_ID_MAX];
+    char profile[PLACE_ID_MAX]; /* as written, e.g. "lrc:k=6,l=2,r=2" */
+    struct codec_profile codec; /* parsed by codec_profile_parse */
+    int k;                      /* data chunks */
+    int n;                      /* chunks per stripe, k + m */
+    uint32_t chunk_size;        /* bytes */
+    int write_quorum;           /* chunks that must be durable before a PUT is acknowledged */
+};
+
+struct place_map {
+    uint64_t epoch;
+    int nnodes;
+    struct place_node *nodes;
+    int npools;
+    struct place_pool *pools;
+    int ndomains;
+    char (*domains)[PLACE_ID_MAX];
+};
+
+/* Parses a map; on error returns -EINVAL with a message naming the field,
+ * e.g. "nodes[2].weight: must be a number > 0". */
+int place_map_parse(const char *json, size_t len, struct place_map **out, char *err, size_t errlen);
+void place_map_destroy(struct place_map *m);
+/* The map as JSON text (malloc'd, caller frees), parseable by place_map_parse. */
+char *place_map_format(const struct place_map *m);
+
+const struct place_pool *place_map_pool(const struct place_map *m, const char *name);
+/* Index of the node with this id, or -ENOENT. */
+int place_map_node(const struct place_map *m, const char *id);
+const char *place_state_name(enum place_state s);
+
+/*
+ * Chooses the nodes of one stripe: out[c] = index into m->nodes of chunk c,
+ * for c < n. *max_per_domain (may be NULL) is 1 when every chunk is in its own
+ * failure domain, larger when the map has too few domains.
+ * Returns 0, -EINVAL (n out of range), or -ENOSPC (fewer than n up nodes).
+ */
+int place_stripe(const struct place_map *m, const void *object, size_t object_len, uint64_t stripe,
+                 int n, int *out, int *max_per_domain);
+
+/* The 64-bit hash placement uses, for callers that need the same spread. */
+uint64_t place_hash(const void *data, size_t len, uint64_t seed);
+
+#endif

@@ -1,0 +1,371 @@
+/* S3 XML writers (escaping, URL encoding, V1/V2 fields) and the strict
+ * DeleteObjects parser, including hostile bodies. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gateway/s3_xml.h"
+
+#define HAS(buf, s)                                                                                \
+    do {                                                                                           \
+        if (!strstr((buf).data, (s)))                                                              \
+            fail_msg("missing %s in\n%s", (s), (buf).data);                                        \
+    } while (0)
+#define HASNT(buf, s)                                                                              \
+    do {                                                                                           \
+        if (strstr((buf).data, (s)))                                                               \
+            fail_msg("unexpected %s in\n%s", (s), (buf).data);                                     \
+    } while (0)
+
+static void test_list_buckets(void **state)
+{
+    (void)state;
+    struct gw_bucket_info b[] = {{"alpha", 1369353600123}, {"b<&>\"'", 0}};
+    struct gw_buf out = {0};
+    assert_int_equal(gw_xml_list_buckets(&out, "id1", "me", b, 2), 0);
+    assert_true(strncmp(out.data, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 39) == 0);
+    HAS(out, "<ListAllMyBucketsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+    HAS(out, "<Owner><ID>id1</ID><DisplayName>me</DisplayName></Owner>");
+    HAS(out, "<Bucket><Name>alpha</Name><CreationDate>2013-05-24T00:00:00.123Z</CreationDate>"
+             "</Bucket>");
+    HAS(out, "<Name>b&lt;&amp;&gt;&quot;&apos;</Name>");
+    HAS(out, "<CreationDate>1970-01-01T00:00:00.000Z</CreationDate>");
+    HAS(out, "</Buckets></ListAllMyBucketsResult>");
+    gw_buf_free(&out);
+    gw_buf_free(&out);
+    gw_buf_free(NULL);
+    assert_int_equal(gw_xml_list_buckets(&out, "id", "me", NULL, 0), 0);
+    HAS(out, "<Buckets></Buckets>");
+    gw_buf_free(&out);
+}
+
+static const struct gw_object_info objects[] = {
+    {"photos/a b&c.jpg", 1700000000000, "d41d8cd98f00b204e9800998ecf8427e", 0, NULL},
+    {"\xc3\xbc\x01+%", 1700000000999, "abc-2", 12345678901ull, "REDUCED_REDUNDANCY"},
+};
+static const char *const prefixes[] = {"photos/2006/", "p&q/"};
+
+static void test_list_objects_v1(void **state)
+{
+    (void)state;
+    struct gw_list_page p = {.version = 1,
+                             .bucket = "bkt",
+                             .prefix = "photos/",
+                             .delimiter = "/",
+                             .max_keys = 2,
+                             .marker = "m<",
+                             .next_marker = "photos/2006/",
+                             .truncated = true,
+                             .objects = objects,
+                             .nobjects = 2,
+                             .prefixes = prefixes,
+                             .nprefixes = 2};
+    struct gw_buf out = {0};
+    assert_int_equal(gw_xml_list_objects(&out, &p), 0);
+    HAS(out, "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>bkt</Name>"
+             "<Prefix>photos/</Prefix><Marker>m&lt;</Marker><NextMarker>photos/2006/</NextMarker>"
+             "<MaxKeys>2</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true</IsTruncated>");
+    HAS(out, "<Contents><Key>photos/a b&amp;c.jpg</Key>"
+             "<LastModified>2023-11-14T22:13:20.000Z</LastModified>"
+             "<ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag><Size>0</Size>"
+             "<StorageClass>STANDARD</StorageClass></Contents>");
+    HAS(out, "<Key>\xc3\xbc&#x1;+%</Key>");
+    HAS(out, "<Size>12345678901</Size><StorageClass>REDUCED_REDUNDANCY</StorageClass>");
+    HAS(out, "<CommonPrefixes><Prefix>photos/2006/</Prefix></CommonPrefixes>"
+             "<CommonPrefixes><Prefix>p&amp;q/</Prefix></CommonPrefixes></ListBucketResult>");
+    HASNT(out, "KeyCount");
+    HASNT(out, "EncodingType");
+    gw_buf_free(&out);
+
+    /* Not truncated: no NextMarker even when the caller has one. */
+    p.truncated = false;
+    p.prefix = NULL;
+    p.delimiter = NULL;
+    p.marker = NULL;
+    assert_int_equal(gw_xml_list_objects(&out, &p), 0);
+    HAS(out, "<Prefix></Prefix><Marker></Marker><MaxKeys>2</MaxKeys><IsTruncated>false");
+    HASNT(out, "NextMarker");
+    HASNT(out, "<Delimiter>");
+    gw_buf_free(&out);
+}
+
+static void test_list_objects_v2_url(void **state)
+{
+    (void)state;
+    struct gw_list_page p = {.version = 2,
+                             .bucket = "bkt",
+                             .prefix = "a b/",
+                             .delimiter = "/",
+                             .max_keys = 1000,
+                             .url_encode = true,
+                             .start_after = "a b/+",
+                             .continuation_token = "azpm+/=",
+                             .next_continuation_token = "azpn",
+                             .truncated = true,
+                             .objects = objects,
+                             .nobjects = 2,
+                             .prefixes = prefixes,
+                             .nprefixes = 2};
+    struct gw_buf out = {0};
+    assert_int_equal(gw_xml_list_objects(&out, &p), 0);
+    HAS(out, "<Prefix>a%20b/</Prefix><StartAfter>a%20b/%2B</StartAfter>"
+             "<ContinuationToken>azpm+/=</ContinuationToken>"
+             "<NextContinuationToken>azpn</NextContinuationToken><KeyCount>4</KeyCount>"
+             "<MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true</IsTruncated>"
+             "<EncodingType>url</EncodingType>");
+    HAS(out, "<Key>photos/a%20b%26c.jpg</Key>");
+    HAS(out, "<Key>%C3%BC%01%2B%25</Key>");
+    HAS(out, "<Prefix>p%26q/</Prefix>");
+    HASNT(out, "<Marker>");
+    gw_buf_free(&out);
+}
+
+static void test_delete_result_and_error(void **state)
+{
+    (void)state;
+    struct gw_delete_outcome r[] = {{"gone", GW_S3_OK, NULL},
+                                    {"a&b", GW_S3_ACCESS_DENIED, NULL},
+                                    {"c", GW_S3_INTERNAL_ERROR, "disk <on> fire"}};
+    struct gw_buf out = {0};
+    assert_int_equal(gw_xml_delete_result(&out, r, 3, false), 0);
+    HAS(out, "<DeleteResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+             "<Deleted><Key>gone</Key></Deleted>"
+             "<Error><Key>a&amp;b</Key><Code>AccessDenied</Code><Message>Access Denied</Message>"
+             "</Error><Error><Key>c</Key><Code>InternalError</Code>"
+             "<Message>disk &lt;on&gt; fire</Message></Error></DeleteResult>");
+    gw_buf_free(&out);
+    assert_int_equal(gw_xml_delete_result(&out, r, 3, true), 0);
+    HASNT(out, "Deleted");
+    HAS(out, "<Key>a&amp;b</Key>");
+    gw_buf_free(&out);
+
+    assert_int_equal(gw_xml_error(&out, GW_S3_NO_SUCH_KEY, NULL, "/bkt/a&b", "4442587FB7D0A2F9"),
+                     0);
+    assert_string_equal(out.data, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>"
+                                  "<Code>NoSuchKey</Code>"
+                                  "<Message>The specified key does not exist.</Message>"
+                                  "<Resource>/bkt/a&amp;b</Resource>"
+                                  "<RequestId>4442587FB7D0A2F9</RequestId></Error>\n");
+    gw_buf_free(&out);
+    assert_int_equal(gw_xml_error(&out, GW_S3_SIGNATURE_DOES_NOT_MATCH, "", NULL, NULL), 0);
+    HAS(out, "<Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated");
+    HAS(out, "<Resource></Resource><RequestId></RequestId>");
+    gw_buf_free(&out);
+}
+
+static enum gw_s3_err parse(const char *xml, struct gw_delete_request **r)
+{
+    char msg[200];
+    enum gw_s3_err e = gw_xml_parse_delete(xml, strlen(xml), r, msg, sizeof(msg));
+    if (e)
+        assert_true(msg[0] != '\0'); /* every refusal says why */
+    return e;
+}
+
+static void test_parse_delete(void **state)
+{
+    (void)state;
+    const char *xml =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\n"
+        "  <Object><Key>a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;</Key></Object>\n"
+        "  <Object>\n    <Key>&#65;&#x42;&#x65E5;&#128512;</Key>\n"
+        "    <VersionId>v1</VersionId>\n  </Object>\n"
+        "  <Object><Key>x</Key><ETag>\"e\"</ETag><Size>5</Size></Object>\n"
+        "  <Quiet>true</Quiet>\n</Delete>\n";
+    struct gw_delete_request *r;
+    assert_int_equal(parse(xml, &r), GW_S3_OK);
+    assert_true(r->quiet);
+    assert_int_equal(r->n, 3);
+    assert_string_equal(r->keys[0].key, "a&b <c> \"d\" 'e'");
+    assert_null(r->keys[0].version_id);
+    assert_string_equal(r->keys[1].key, "AB\xe6\x97\xa5\xf0\x9f\x98\x80");
+    assert_string_equal(r->keys[1].version_id, "v1");
+    assert_string_equal(r->keys[2].key, "x");
+    gw_delete_request_free(r);
+    gw_delete_request_free(NULL);
+
+    /* What botocore sends (no declaration, Quiet first or absent). */
+    assert_int_equal(parse("<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>"
+                           "false</Quiet><Object><Key>k</Key></Object></Delete>",
+                           &r),
+                     GW_S3_OK);
+    assert_false(r->quiet);
+    assert_int_equal(r->n, 1);
+    gw_delete_request_free(r);
+
+    /* '>' may stand unescaped in text, and a key may be exactly 1024 bytes. */
+    char *big = malloc(2048);
+    int n = sprintf(big, "<Delete><Object><Key>");
+    memset(big + n, 'k', GW_S3_KEY_MAX - 1);
+    n += GW_S3_KEY_MAX - 1;
+    sprintf(big + n, "></Key></Object></Delete>");
+    assert_int_equal(parse(big, &r), GW_S3_OK);
+    assert_int_equal(strlen(r->keys[0].key), GW_S3_KEY_MAX);
+    gw_delete_request_free(r);
+    n = sprintf(big, "<Delete><Object><Key>");
+    memset(big + n, 'k', GW_S3_KEY_MAX - 4);
+    n += GW_S3_KEY_MAX - 4;
+    sprintf(big + n, "&#x65E5;</Key></Object></Delete>"); /* 1020 + 3 bytes decoded: fits */
+    assert_int_equal(parse(big, &r), GW_S3_OK);
+    gw_delete_request_free(r);
+    n = sprintf(big, "<Delete><Object><Key>");
+    memset(big + n, 'k', GW_S3_KEY_MAX + 1);
+    n += GW_S3_KEY_MAX + 1;
+    sprintf(big + n, "</Key></Object></Delete>");
+    r = (void *)1;
+    assert_int_equal(parse(big, &r), GW_S3_KEY_TOO_LONG);
+    assert_null(r);
+    free(big);
+}
+
+static void test_parse_delete_hostile(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "   ",
+        "not xml",
+        "<Delete>",
+        "<Delete></Delete>", /* no objects */
+        "<Remove><Object><Key>a</Key></Object></Remove>",
+        "<Delete><Object><Key>a</Key></Object>",
+        "<Delete><Object><Key>a</Key></Object></Delet>",
+        "<Delete><Object><Key>a</Key></Object></Delete>trailing",
+        "<Delete><Object><Key>a</Key></Object></Delete><Delete/>",
+        "<Delete><Object><Key>a</Key></Objects></Delete>",
+        "<Delete><Object><Key>a</key></Object></Delete>",
+        "<Delete><Object><Key>a</Key><Key>b</Key></Object></Delete>",
+        "<Delete><Object></Object></Delete>",
+        "<Delete><Object><Key></Key></Object></Delete>",
+        "<Delete><Object><VersionId>v</VersionId></Object></Delete>",
+        "<Delete><Object><Key>a</Key><Owner>x</Owner></Object></Delete>",
+        "<Delete><Object><Key><b>a</b></Key></Object></Delete>",
+        "<Delete><Object><Object><Key>a</Key></Object></Object></Delete>",
+        "<Delete><Object id=\"1\"><Key>a</Key></Object></Delete>",
+        "<Delete><Object><Key/></Object></Delete>",
+        "<Delete><Quiet>yes</Quiet><Object><Key>a</Key></Object></Delete>",
+        "<Delete><Quiet>true</Quiet><Quiet>true</Quiet><Object><Key>a</Key></Object></Delete>",
+        "<Delete>text<Object><Key>a</Key></Object></Delete>",
+        "<Delete><Object><Key>a&foo;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&amp</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#0;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#x;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#xD800;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#x110000;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#99999999999999999999;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#xZZ;</Key></Object></Delete>",
+        "<Delete><Object><Key>a&#-1;</Key></Object></Delete>",
+        "<Delete><Object><Key><![CDATA[a]]></Key></Object></Delete>",
+        "<Delete><!-- c --><Object><Key>a</Key></Object></Delete>",
+        "<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY a \"aaaa\"><!ENTITY b \"&a;&a;\">]>"
+        "<Delete><Object><Key>&b;</Key></Object></Delete>",
+        "<?xml version=\"1.0\"",
+        "<Delete xmlns=\"unterminated><Object><Key>a</Key></Object></Delete>",
+        "<Delete xmlns><Object><Key>a</Key></Object></Delete>",
+        "<Delete xmlns=x><Object><Key>a</Key></Object></Delete>",
+        "<Delete foo=\"x\"><Object><Key>a</Key></Object></Delete>",
+        "<><Object><Key>a</Key></Object></Delete>",
+        "<Delete><Object><Key>a</Key></Object></Delete",
+        "<Delete><Object><Key>a",
+        "<Delete><Object><Key>a</Key></Object><Object></Delete>",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct gw_delete_request *r = (void *)1;
+        enum gw_s3_err e = parse(bad[i], &r);
+        if (e != GW_S3_MALFORMED_XML)
+            fail_msg("case %zu accepted or misjudged (%d): %s", i, e, bad[i]);
+        assert_null(r);
+    }
+
+    /* A NUL inside the body, and a body that is not NUL-terminated at all. */
+    const char nul[] = "<Delete><Object><Key>a\0b</Key></Object></Delete>";
+    struct gw_delete_request *r;
+    assert_int_equal(gw_xml_parse_delete(nul, sizeof(nul) - 1, &r, NULL, 0), GW_S3_MALFORMED_XML);
+    const char *ok = "<Delete><Object><Key>a</Key></Object></Delete>";
+    size_t oklen = strlen(ok);
+    char *exact = malloc(oklen); /* ASan flags any read past the end */
+    memcpy(exact, ok, oklen);
+    assert_int_equal(gw_xml_parse_delete(exact, oklen, &r, NULL, 0), GW_S3_OK);
+    gw_delete_request_free(r);
+    /* Every proper prefix of a valid body is refused cleanly. */
+    for (size_t len = 0; len < oklen; len++) {
+        char *cut = malloc(len + 1);
+        memcpy(cut, ok, len);
+        assert_int_equal(gw_xml_parse_delete(cut, len, &r, NULL, 0), GW_S3_MALFORMED_XML);
+        free(cut);
+    }
+    free(exact);
+
+    /* Random single-byte mutations: accepted or refused, never a crash or leak. */
+    const char *doc = "<?xml version=\"1.0\"?><Delete xmlns=\"x\"><Object><Key>k&amp;&#x41;</Key>"
+                      "<VersionId>v</VersionId></Object><Quiet>true</Quiet></Delete>";
+    size_t dlen = strlen(doc);
+    uint32_t seed = 1;
+    for (int i = 0; i < 20000; i++) {
+        char *m = malloc(dlen);
+        memcpy(m, doc, dlen);
+        for (int j = 0; j < 1 + i % 3; j++) {
+            seed = seed * 1103515245u + 12345u;
+            m[(seed >> 8) % dlen] = (char)(seed >> 20);
+        }
+        enum gw_s3_err e = gw_xml_parse_delete(m, dlen, &r, NULL, 0);
+        assert_true(e == GW_S3_OK || e == GW_S3_MALFORMED_XML || e == GW_S3_KEY_TOO_LONG);
+        if (e == GW_S3_OK)
+            gw_delete_request_free(r);
+        free(m);
+    }
+
+    /* 1000 objects pass, 1001 do not; bodies over 2 MiB are refused unread; deep
+     * nesting stops at the first unexpected element. */
+    size_t cap = 40 + 1001 * 32;
+    char *many = malloc(cap);
+    for (int count = 1000; count <= 1001; count++) {
+        size_t len = (size_t)sprintf(many, "<Delete>");
+        for (int i = 0; i < count; i++)
+            len += (size_t)sprintf(many + len, "<Object><Key>k%d</Key></Object>", i);
+        sprintf(many + len, "</Delete>");
+        enum gw_s3_err e = parse(many, &r);
+        if (count == 1000) {
+            assert_int_equal(e, GW_S3_OK);
+            assert_int_equal(r->n, 1000);
+            assert_string_equal(r->keys[999].key, "k999");
+            gw_delete_request_free(r);
+        } else {
+            assert_int_equal(e, GW_S3_MALFORMED_XML);
+        }
+    }
+    free(many);
+    size_t huge = GW_S3_DELETE_MAX_BODY + 1;
+    char *h = malloc(huge);
+    memset(h, ' ', huge);
+    assert_int_equal(gw_xml_parse_delete(h, huge, &r, NULL, 0), GW_S3_MALFORMED_XML);
+    size_t len = 0;
+    for (int i = 0; i < 100000; i++)
+        len += (size_t)sprintf(h + len, "<a>");
+    assert_int_equal(gw_xml_parse_delete(h, len, &r, NULL, 0), GW_S3_MALFORMED_XML);
+    len = (size_t)sprintf(h, "<Delete><Object><Key>");
+    for (int i = 0; i < 100000; i++)
+        len += (size_t)sprintf(h + len, "<Key>");
+    assert_int_equal(gw_xml_parse_delete(h, len, &r, NULL, 0), GW_S3_MALFORMED_XML);
+    free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list_buckets),        cmocka_unit_test(test_list_objects_v1),
+        cmocka_unit_test(test_list_objects_v2_url), cmocka_unit_test(test_delete_result_and_error),
+        cmocka_unit_test(test_parse_delete),        cmocka_unit_test(test_parse_delete_hostile),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
