@@ -551,6 +551,54 @@ static void test_post_limits(void **state)
     inec_qp_destroy(small);
 }
 
+static void test_scatter_gather(void **state)
+{
+    struct world *w = *state;
+    /* 250 KB gathered from 2 pieces, scattered over 3 (the tcp receiver reads
+     * large payloads straight into them), then a large WRITE, then INLINE. */
+    enum { P = 100000 };
+    fill(w->bufa, 3 * P, 21);
+    struct inec_sge g[2] = {{w->bufa, 150000, w->mra}, {w->bufa + 150000, 100000, w->mra}};
+    struct inec_sge sc[3] = {
+        {w->bufb + 2 * P, P, w->mrb}, {w->bufb, P, w->mrb}, {w->bufb + 3 * P, P, w->mrb}};
+    struct inec_wr r = {.wr_id = 1, .opcode = INEC_WR_RECV, .sg_list = sc, .num_sge = 3};
+    assert_int_equal(inec_post_recv(w->qb, &r, NULL), 0);
+    struct inec_wr s = {
+        .wr_id = 2, .opcode = INEC_WR_SEND, .flags = INEC_SIGNALED, .sg_list = g, .num_sge = 2};
+    assert_int_equal(inec_post_send(w->qa, &s, NULL), 0);
+    struct inec_wc wc = wait1(w->cqb);
+    assert_int_equal(wc.status, INEC_WC_SUCCESS);
+    assert_int_equal(wc.byte_len, 250000);
+    assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    assert_memory_equal(w->bufb + 2 * P, w->bufa, P);
+    assert_memory_equal(w->bufb, w->bufa + P, P);
+    assert_memory_equal(w->bufb + 3 * P, w->bufa + 2 * P, 50000);
+
+    struct inec_sge big = {w->bufa, 3 * P, w->mra};
+    struct inec_wr wr = {
+        .wr_id = 3, .opcode = INEC_WR_WRITE, .flags = INEC_SIGNALED, .sg_list = &big, .num_sge = 1};
+    wr.rdma.remote_addr = (uint64_t)(uintptr_t)(w->bufb + 1000000);
+    wr.rdma.rkey = inec_mr_rkey(w->mrb);
+    assert_int_equal(inec_post_send(w->qa, &wr, NULL), 0);
+    assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    assert_memory_equal(w->bufb + 1000000, w->bufa, 3 * P);
+
+    /* INLINE: the buffer may change right after the post. */
+    post_recv(w->qb, w->bufb, 64, w->mrb, 4);
+    memset(w->bufa, 0x5a, 64);
+    struct inec_sge in = {w->bufa, 64, w->mra};
+    struct inec_wr iw = {.wr_id = 5,
+                         .opcode = INEC_WR_SEND,
+                         .flags = INEC_SIGNALED | INEC_INLINE,
+                         .sg_list = &in,
+                         .num_sge = 1};
+    assert_int_equal(inec_post_send(w->qa, &iw, NULL), 0);
+    memset(w->bufa, 0, 64);
+    assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(w->bufb[i], 0x5a);
+}
+
 static void test_cq_wait_bounded(void **state)
 {
     struct world *w = *state;
@@ -1149,6 +1197,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_calc_on_engine_thread),
         T(test_zero_and_16mib),
         T(test_post_limits),
+        T(test_scatter_gather),
         T(test_cq_wait_bounded),
         T(test_write),
         T(test_peer_gone),
