@@ -625,7 +625,10 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     pthread_mutex_unlock(&q->lock);
     atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
-    engine_wake(dev->eng);
+    if (q == &qp->sq)
+        engine_wake(dev->eng);
+    else
+        dev->tr->recv_posted(qp); /* wakes whichever engine consumes the RQ */
     return 0;
 }
 
@@ -636,11 +639,7 @@ static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
 
 static int post_recv(struct inec_qp *q, struct inec_wr *chain, int nwr)
 {
-    struct soft_qp *qp = soft_qp(q);
-    int rc = post(qp, &qp->rq, chain, nwr, "receive queue");
-    if (rc == 0)
-        soft_dev(q->dev)->tr->recv_posted(qp);
-    return rc;
+    return post(soft_qp(q), &soft_qp(q)->rq, chain, nwr, "receive queue");
 }
 
 /* ---- execution (engine thread) --------------------------------------- */

@@ -755,7 +755,7 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
 
 static void tcp_recv_posted(struct soft_qp *qp)
 {
-    (void)qp; /* the doorbell woke our engine: it announces the credit */
+    engine_wake(soft_dev(qp->base.dev)->eng); /* it announces the credit */
 }
 
 static bool tcp_pass(struct soft_device *dev)
