@@ -145,7 +145,6 @@ static bool run_device(struct soft_device *dev);
 static void *engine_main(void *arg)
 {
     struct engine *eng = arg;
-    atomic_store(&eng->tid, my_tid());
     arm_efd(eng);
     uint64_t idle_since = 0;
     while (!atomic_load(&eng->stop)) {

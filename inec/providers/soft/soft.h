@@ -135,7 +135,6 @@ struct io_op {
 
 struct engine {
     pthread_t thread;
-    _Atomic int tid;
     _Atomic uint64_t gen;
     _Atomic int sleeping;
     _Atomic bool stop;
@@ -146,7 +145,6 @@ struct engine {
     struct io_uring ring;
     pthread_mutex_t lock; /* the device list */
     struct soft_device *devs;
-    int refs;
 };
 
 struct soft_device {
