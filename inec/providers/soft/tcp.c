@@ -255,7 +255,7 @@ static void tx_submit(struct tcp_conn *c)
     struct io_uring_sqe *sqe = engine_sqe(c->dev->eng);
     c->tx_msg = (struct msghdr){.msg_iov = c->tx_iov + c->tx_first,
                                 .msg_iovlen = (size_t)(c->tx_niov - c->tx_first)};
-    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL);
+    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
     io_uring_sqe_set_data(sqe, &c->tx_op);
     c->ops++;
 }
