@@ -5,6 +5,8 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+/* Chunk store put/get bandwidth against io_uring write+fdatasync and pread. */
+int bench_store(int argc, char **argv);
 /* Codec encode/decode bandwidth against raw ISA-L. */
 int bench_codec(int argc, char **argv);
 /* DEG encode/decode per scheme: coherent vs incoherent primitives. */

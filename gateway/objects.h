@@ -1,0 +1,99 @@
+/*
+ * The object layer: buckets and objects over the cluster's nodes. The S3
+ * front end (s3_server.c) and the control API speak only to this interface;
+ * it in turn places stripes (placement/), moves and computes them through the
+ * pool's DEGs (deg/), and keeps every byte and every metadata record on the
+ * nodes (node/), so any gateway can serve any object.
+ *
+ * Contract:
+ * - A PUT is streamed: gw_put_write() takes the body piece by piece and may
+ *   block while full stripes are written; nothing is visible until
+ *   gw_put_commit() returns 0, which means the data and the metadata record
+ *   are durable on the write quorum. An aborted or failed PUT leaves the
+ *   previous version (if any) untouched.
+ * - Concurrent PUTs to one key: the last acknowledged commit wins; readers see
+ *   one whole version, never a mix.
+ * - A GET is streamed: gw_get_read() returns bytes in order; a missing or
+ *   corrupt chunk turns its stripe into a degraded read (counted, and queued
+ *   for repair); more lost chunks than the code tolerates fail with -EIO,
+ *   never wrong bytes.
+ * - All calls are thread-safe; handles (gw_put, gw_get) belong to one thread
+ *   at a time.
+ *
+ * Errors (negative errno), mapped by the front end to S3 codes:
+ *   -ENOENT   NoSuchBucket / NoSuchKey       -EEXIST  BucketAlreadyOwnedByYou
+ *   -ENOTEMPTY BucketNotEmpty                -EINVAL  InvalidBucketName / InvalidArgument
+ *   -ENAMETOOLONG KeyTooLong                 -EFBIG   EntityTooLarge
+ *   -EIO, -EHOSTDOWN, -ETIMEDOUT  ServiceUnavailable (503): not enough nodes
+ *   -ENOSPC   the cluster is full (507/InsufficientStorage-like, as S3's 503)
+ */
+#ifndef INEC_GATEWAY_OBJECTS_H
+#define INEC_GATEWAY_OBJECTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#define GW_BUCKET_MAX 63
+#define GW_KEY_MAX    1024
+
+struct gw_objects;
+struct gw_put;
+struct gw_get;
+
+struct gw_bucket_info {
+    char name[GW_BUCKET_MAX + 1];
+    int64_t created_ns; /* CLOCK_REALTIME */
+};
+
+struct gw_object_info {
+    uint64_t size;
+    char etag[33];       /* hex MD5 of the body */
+    int64_t mtime_ns;    /* CLOCK_REALTIME of the commit */
+    uint64_t version;    /* grows with every overwrite */
+    char content_type[256];
+    json_t *user_meta;   /* {"name": "value"} from x-amz-meta-*; owned by the info */
+};
+
+/* Frees info->user_meta; the struct itself is the caller's. */
+void gw_object_info_clear(struct gw_object_info *info);
+
+/* Buckets. Names follow S3's rules (3..63 of [a-z0-9.-], ...). */
+int gw_bucket_create(struct gw_objects *o, const char *name);
+int gw_bucket_delete(struct gw_objects *o, const char *name); /* only when empty */
+int gw_bucket_head(struct gw_objects *o, const char *name, struct gw_bucket_info *out);
+/* Calls cb for each bucket in name order; a non-zero return stops the walk. */
+int gw_bucket_list(struct gw_objects *o, int (*cb)(const struct gw_bucket_info *b, void *arg),
+                   void *arg);
+
+/* PUT. `attrs` gives content_type and user_meta (borrowed); may be NULL. */
+int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
+                 const struct gw_object_info *attrs, struct gw_put **out);
+int gw_put_write(struct gw_put *p, const void *buf, size_t len);
+/* Durable on the write quorum, then visible; fills `out` (may be NULL).
+ * Frees the handle whatever it returns. */
+int gw_put_commit(struct gw_put *p, struct gw_object_info *out);
+void gw_put_abort(struct gw_put *p);
+
+/* GET of bytes [off, off + len) (len UINT64_MAX: to the end), already
+ * clamped by the caller against the size in `info` from gw_object_head. */
+int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint64_t off,
+                 uint64_t len, struct gw_object_info *info, struct gw_get **out);
+/* Returns bytes read (0 at the end) or a negative errno. */
+ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len);
+void gw_get_end(struct gw_get *g);
+
+int gw_object_head(struct gw_objects *o, const char *bucket, const char *key,
+                   struct gw_object_info *out);
+int gw_object_delete(struct gw_objects *o, const char *bucket, const char *key);
+/* Keys of `bucket` after `start_after` (may be NULL or "") that begin with
+ * `prefix`, in byte order; a non-zero return from cb stops the walk. */
+int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                   const char *start_after,
+                   int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
+                   void *arg);
+
+#endif
