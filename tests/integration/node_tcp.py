@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 INEC, PEER = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="inec-nodetcp-")
@@ -101,6 +102,12 @@ def stop_mid_writes(sig):
 
 def hung_node(node, addr):
     node.send_signal(signal.SIGSTOP)
+    for _ in range(6000):  # the signal is asynchronous: wait until the node is stopped
+        if open(f"/proc/{node.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+            break
+        time.sleep(0.01)
+    else:
+        fail("the node did not stop on SIGSTOP")
     try:
         out = peer("health", addr, 1000)
         rc, ms = (int(kv.split("=")[1]) for kv in out.split()[:2])
