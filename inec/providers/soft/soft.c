@@ -17,7 +17,7 @@
 #define ENGINE_SPIN_NS 10000
 #define HOST_SPIN_NS   5000
 
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -169,7 +169,13 @@ static void *engine_main(void *arg)
         atomic_store(&eng->sleeping, 1);
         if (atomic_load(&eng->gen) == gen && !atomic_load(&eng->stop)) {
             struct io_uring_cqe *cqe;
-            struct __kernel_timespec ts = {.tv_sec = 1};
+            int ms = 1000; /* a bound, though nothing needs it but transport ticks */
+            pthread_mutex_lock(&eng->lock);
+            for (struct soft_device *d = eng->devs; d; d = d->next)
+                if (d->tick_ms > 0 && d->tick_ms < ms)
+                    ms = d->tick_ms;
+            pthread_mutex_unlock(&eng->lock);
+            struct __kernel_timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
             io_uring_submit_and_wait_timeout(&eng->ring, &cqe, 1, &ts, NULL);
             atomic_fetch_add(&eng->wakes, 1);
         }
