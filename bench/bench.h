@@ -9,6 +9,8 @@
 int bench_store(int argc, char **argv);
 /* Codec encode/decode bandwidth against raw ISA-L. */
 int bench_codec(int argc, char **argv);
+/* DEG encode/decode per scheme: coherent vs incoherent primitives. */
+int bench_ec(int argc, char **argv);
 
 /* INEC primitives, coherent vs incoherent, against raw transfer and ISA-L. */
 int bench_primitive(int argc, char **argv);

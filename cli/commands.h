@@ -9,5 +9,6 @@
 int cmd_bench(int argc, char **argv);
 int cmd_node(int argc, char **argv);
 int cmd_ec(int argc, char **argv);
+int cmd_deg(int argc, char **argv);
 
 #endif

@@ -501,13 +501,11 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
     if (rc == 0)
         rc = wq_init(&qp->rq, attr->type == INEC_QP_RC ? attr->rq_depth : 1);
     pthread_mutex_lock(&dev->lock);
-    uint32_t i = attr->qpn ? attr->qpn - 1 : 0;
-    while (!attr->qpn && i < dev->nqps && dev->qps[i])
+    uint32_t i = 0;
+    while (i < dev->nqps && dev->qps[i])
         i++;
-    if (rc == 0 && i >= dev->nqps) {
-        uint32_t n = dev->nqps ? dev->nqps : 16;
-        while (n <= i)
-            n *= 2;
+    if (rc == 0 && i == dev->nqps) {
+        uint32_t n = dev->nqps ? dev->nqps * 2 : 16;
         struct soft_qp **q = realloc(dev->qps, n * sizeof(*q));
         if (q) {
             memset(q + dev->nqps, 0, (n - dev->nqps) * sizeof(*q));
@@ -517,8 +515,6 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
             rc = -ENOMEM;
         }
     }
-    if (rc == 0 && dev->qps[i])
-        rc = -EEXIST;
     if (rc == 0) {
         qp->base.qpn = i + 1;
         dev->qps[i] = qp;
@@ -528,8 +524,7 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
         wq_fini(&qp->sq);
         wq_fini(&qp->rq);
         free(qp);
-        return rc == -EEXIST ? inec_fail(rc, "soft: qp number %u is taken", attr->qpn)
-                             : inec_fail(rc, "soft: out of memory for a QP");
+        return inec_fail(rc, "soft: out of memory for a QP");
     }
     *out = &qp->base;
     return 0;
