@@ -658,6 +658,16 @@ static struct tcp_conn *find_conn(struct tcp_dev *t, const char *addr)
     return NULL;
 }
 
+/* The peer learns we are in error; what we placed before still succeeds. */
+static void tell_error(struct soft_qp *qp)
+{
+    if (qp->placed != qp->acked_sent)
+        control(qp->conn, F_ACK, qp->rqpn, qp->base.qpn, qp->placed, 0);
+    qp->acked_sent = qp->placed;
+    control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
+    qp->err_sent = true;
+}
+
 static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
@@ -720,7 +730,7 @@ static void tcp_detach(struct soft_qp *qp)
     struct tcp_dev *t = td(dev);
     /* In error, the receiver no longer places anything into it. */
     if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
-        control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
+        tell_error(qp);
     for (struct tcp_conn *c = t->conns; c; c = c->next)
         if (c->rx_qp == qp) {
             c->rx_qp = NULL;
@@ -777,10 +787,8 @@ static bool tcp_pass(struct soft_device *dev)
         if (!qp || !qp->conn)
             continue;
         if (atomic_load(&qp->base.error)) {
-            if (!qp->err_sent) {
-                control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
-                qp->err_sent = true;
-            }
+            if (!qp->err_sent)
+                tell_error(qp);
             fail_inflight(qp, INEC_WC_FLUSH_ERR);
             continue;
         }
