@@ -415,7 +415,9 @@ static struct hosted *hosted_take(struct node_service *s, int handle)
     return h;
 }
 
-static struct hosted *hosted_find(struct node_service *s, int handle)
+/* Vertex `handle`, marked busy (running) so nothing closes it meanwhile;
+ * NULL if unknown or busy. hosted_release() ends that. */
+static struct hosted *hosted_claim(struct node_service *s, int handle)
 {
     pthread_mutex_lock(&s->lock);
     struct hosted *h = s->vertices;
@@ -423,8 +425,17 @@ static struct hosted *hosted_find(struct node_service *s, int handle)
         h = h->next;
     if (h && h->running)
         h = NULL;
+    if (h)
+        h->running = true;
     pthread_mutex_unlock(&s->lock);
     return h;
+}
+
+static void hosted_release(struct node_service *s, struct hosted *h)
+{
+    pthread_mutex_lock(&s->lock);
+    h->running = false;
+    pthread_mutex_unlock(&s->lock);
 }
 
 static json_t *req_json(struct req *r)
@@ -528,7 +539,7 @@ static void h_vertex_connect(struct req *r)
 {
     char err[256] = "";
     json_t *j = req_json(r);
-    struct hosted *h = hosted_find(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
+    struct hosted *h = hosted_claim(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
     int rc = h ? 0 : sfail(err, sizeof(err), -ENOENT, "vertex connect: no such vertex");
     for (int d = 0; d < 2 && rc == 0; d++) {
         json_t *a = json_object_get(j, d ? "out" : "in");
@@ -543,6 +554,8 @@ static void h_vertex_connect(struct req *r)
         }
     }
     json_decref(j);
+    if (h)
+        hosted_release(r->svc, h);
     if (rc)
         return reply_err(r, rc, err);
     reply(r, 0);
@@ -581,18 +594,11 @@ static void h_vertex_run(struct req *r)
     bool *started = calloc(n + 1, sizeof(*started));
     int rc = v && t && started ? 0 : -ENOMEM;
     char err[300] = "";
-    pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < n && rc == 0; i++) {
         int handle = (int)json_integer_value(json_array_get(hs, i));
-        struct hosted *h = s->vertices;
-        while (h && h->handle != handle)
-            h = h->next;
-        if (!h || h->running)
+        if (!(v[i] = hosted_claim(s, handle)))
             rc = sfail(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
-        else
-            (v[i] = h)->running = true;
     }
-    pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n && rc == 0; i++)
         started[i] = pthread_create(&t[i], NULL, vertex_main, v[i]) == 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -629,8 +635,9 @@ static void h_vertex_run(struct req *r)
     }
     /* A vertex runs once: its QPs hold requests that will never complete after a failure. */
     for (size_t i = 0; i < n && v && v[i]; i++) {
-        v[i]->running = false;
-        hosted_free(hosted_take(s, v[i]->handle));
+        int handle = v[i]->handle;
+        hosted_release(s, v[i]);
+        hosted_free(hosted_take(s, handle));
     }
     free(v);
     free(t);
