@@ -28,6 +28,7 @@
 #ifndef INEC_DEG_DEG_H
 #define INEC_DEG_DEG_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -229,6 +230,30 @@ int deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
             size_t errlen);
 
 /* --- other processes (remote.c) ------------------------------------------ */
+
+/* --- one vertex (runner.c) ------------------------------------------------
+ * The unit every runner is made of, public for hosts that run their own
+ * vertices (node services, deg_serve): one vertex on one device of its own.
+ * Open it, exchange device addresses and QP numbers with its neighbours
+ * (in-edge slot / out-edge position), connect, run. */
+
+struct deg_vx;
+
+int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *chunks,
+                const struct deg_run_opts *opts, struct deg_vx **out, char *err, size_t errlen);
+void deg_vx_close(struct deg_vx *x);
+const char *deg_vx_addr(const struct deg_vx *x);
+uint32_t deg_vx_in_qpn(const struct deg_vx *x, int slot);
+uint32_t deg_vx_out_qpn(const struct deg_vx *x, int pos);
+int deg_vx_connect_in(struct deg_vx *x, int slot, const char *addr, uint32_t qpn, char *err,
+                      size_t errlen);
+int deg_vx_connect_out(struct deg_vx *x, int pos, const char *addr, uint32_t qpn, char *err,
+                       size_t errlen);
+/* Posts the vertex's primitive for every slice, waits (bounded) for its
+ * inputs, calculation and sends, then hands its results to result() under
+ * result_lock (may be NULL). */
+int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_t *result_lock,
+               char *err, size_t errlen);
 
 /* Where participants serve (deg_serve addresses, "host:port"). */
 struct deg_peers {

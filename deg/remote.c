@@ -36,7 +36,7 @@
 
 #include <jansson.h>
 
-#include "deg/internal.h"
+#include "deg/deg.h"
 #include "inec/log.h"
 
 #define MAX_FRAME ((uint32_t)1 << 30)

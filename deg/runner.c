@@ -26,7 +26,6 @@
 #include <time.h>
 
 #include "codecs/gf.h"
-#include "deg/internal.h"
 #include "inec/inec.h"
 
 struct deg_vx {

@@ -8,6 +8,7 @@
  * deadline passes. A timeout or a broken QP closes the endpoint (the engine
  * then touches none of the caller's buffers); the next call reconnects.
  */
+#include "deg/deg.h"
 #include "node/client.h"
 
 #include <errno.h>
@@ -24,7 +25,6 @@
 
 #include <jansson.h>
 
-#include "deg/internal.h"
 #include "inec/inec.h"
 #include "node/rpc.h"
 

@@ -12,6 +12,7 @@
  * Connections: the loop owns the list; a request holds a reference to its
  * connection so a late reply never touches a closed QP.
  */
+#include "deg/deg.h"
 #include "node/service.h"
 
 #include <arpa/inet.h>
@@ -30,7 +31,6 @@
 
 #include <jansson.h>
 
-#include "deg/internal.h"
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/client.h"
