@@ -17,8 +17,9 @@
  *     one queue are produced in posting order.
  *   - WAIT{cq, count} at the head of a SQ holds that SQ only, until
  *     inec_count_reached(cq.count, count). If the CQ produced an error
- *     completion after the WAIT was posted, the WAIT fails instead, so errors
- *     propagate along chains (a soft-provider guarantee; hardware would send).
+ *     completion after the WAIT was posted, the WAIT fails instead
+ *     (INEC_WC_DEP_ERR), so errors propagate along chains instead of letting
+ *     a SEND go out with data that was never computed.
  *   - Only SIGNALED requests and errors produce completions. RECVs always do.
  *   - inec_post_send/inec_post_recv post a whole linked chain with one doorbell.
  *   - A SEND finding no posted RECV at the peer waits for one (receiver not
@@ -26,12 +27,17 @@
  *   - A failed request completes with an error status and moves its QP to the
  *     error state: everything after it (SQ and RQ) completes with
  *     INEC_WC_FLUSH_ERR. Posting to a QP in error is allowed and flushes.
+ *     Its peer goes to error too; a peer that dies or closes completes
+ *     everything waiting on it with INEC_WC_REMOTE_ERR or FLUSH_ERR.
  *   - CALC runs on the engine thread, never on the posting thread.
+ *   - Any thread may post, poll or wait; posts to one queue are serialized.
  *
  * Counts. A chain is built before anything completes, so WAIT counts are
  * absolute: the builder takes inec_cq_expected(cq), the number of completions
  * that everything posted so far will produce on that CQ (signaled send-queue
  * requests plus all RECVs), right after posting the requests it waits for.
+ * (After an error, flushed unsignaled requests complete too, so count may
+ * pass expected; the failed WAITs report it.)
  *
  * Errors: functions return 0 (or a count) or a negative errno; inec_errmsg()
  * explains the last failure of the calling thread.
@@ -157,7 +163,8 @@ int inec_poll_cq(struct inec_cq *cq, int n, struct inec_wc *wc);
 /* As inec_poll_cq, sleeping (not spinning) until at least one completion is
  * there; -ETIMEDOUT after timeout_ms (< 0: no bound). */
 int inec_cq_wait(struct inec_cq *cq, int n, struct inec_wc *wc, int timeout_ms);
-/* Sleep until inec_count_reached(count, target); -ETIMEDOUT after timeout_ms. */
+/* Sleep until inec_count_reached(count, target); -ETIMEDOUT after timeout_ms.
+ * Errors count too: compare inec_cq_errors() before and after. */
 int inec_cq_wait_count(struct inec_cq *cq, uint64_t target, int timeout_ms);
 
 /* ---- queue pair ------------------------------------------------------ */
@@ -173,14 +180,21 @@ struct inec_qp_attr {
     struct inec_cq *recv_cq; /* RC only */
     uint32_t sq_depth;       /* 0 = 256 */
     uint32_t rq_depth;       /* 0 = 256 */
+    /* 0: the next free number. Else this number (-EEXIST if taken), so peers
+     * can agree on QP numbers by convention instead of exchanging them. */
+    uint32_t qpn;
 };
+
+#define INEC_MAX_QPN 65535
 
 int inec_qp_create(struct inec_device *dev, const struct inec_qp_attr *attr, struct inec_qp **out);
 void inec_qp_destroy(struct inec_qp *qp);
 uint32_t inec_qp_num(const struct inec_qp *qp);
 /* Connect an RC QP to QP `remote_qpn` of the device at `addr` (its
- * inec_device_addr()). Both sides connect, each naming the other; the
- * exchange of QP numbers is the caller's (as in verbs). */
+ * inec_device_addr()). Both sides connect, each naming the other; QP numbers
+ * are exchanged by the caller or fixed by convention (attr.qpn). mem: the
+ * remote QP must exist already; tcp: the first connect to a device opens its
+ * connection (shared by all QPs of the pair), later ones reuse it. */
 int inec_qp_connect(struct inec_qp *qp, const char *addr, uint32_t remote_qpn);
 /* True once the QP is in the error state. */
 bool inec_qp_in_error(const struct inec_qp *qp);

@@ -95,9 +95,19 @@ static int build(struct plan *p, const struct inec_wait_desc *wait, struct inec_
 
     for (int i = 0; i < nsend; i++) {
         struct inec_stripe_send *s = &stripe->sends[i];
-        c = &p->chains[p->nchains++];
-        c->qp = s->qp;
-        if (!(s->flags & INEC_STRIPE_NOWAIT)) {
+        /* Sends on one QP share its chain (one doorbell) and its WAIT. */
+        c = NULL;
+        bool waited = false;
+        for (int j = 1; j < p->nchains && !c; j++)
+            if (p->chains[j].qp == s->qp)
+                c = &p->chains[j];
+        for (struct inec_wr *x = c ? c->head : NULL; x; x = x->next)
+            waited |= x->opcode == INEC_WR_WAIT;
+        if (!c) {
+            c = &p->chains[p->nchains++];
+            c->qp = s->qp;
+        }
+        if (!(s->flags & INEC_STRIPE_NOWAIT) && !waited) {
             wr = append(p, c, INEC_WR_WAIT);
             wr->wait.cq = calc_cq;
             wr->wait.count = calc->done_count;

@@ -164,6 +164,15 @@ static void test_open_and_limits(void **state)
     assert_non_null(strstr(inec_errmsg(), "bogus"));
     assert_int_equal(inec_device_open("soft", "engine_threads=0", &d), -EINVAL);
     assert_int_equal(inec_device_open("soft", "transport=carrier-pigeon", &d), -EINVAL);
+    /* Connecting to nobody fails with a reason, and the QP stays usable. */
+    struct inec_qp *q = rc_qp(w->a, w->cqa);
+    bool tcp = strstr(w->opts, "tcp") != NULL;
+    assert_int_equal(inec_qp_connect(q, tcp ? "tcp:127.0.0.1:1" : "mem:999", 1),
+                     tcp ? -ECONNREFUSED : -ENOENT);
+    assert_true(strlen(inec_errmsg()) > 0);
+    assert_int_equal(inec_qp_connect(q, tcp ? "mem:0" : "tcp:127.0.0.1:1", 1), -EINVAL);
+    assert_int_equal(inec_qp_connect(w->qa, inec_device_addr(w->b), inec_qp_num(w->qb)), -EISCONN);
+    inec_qp_destroy(q);
     inec_device_close(NULL);
     inec_qp_destroy(NULL);
     inec_cq_destroy(NULL);
@@ -529,7 +538,65 @@ static void test_post_limits(void **state)
     qa.sq_depth = at.max_qp_wr + 1;
     struct inec_qp *unused;
     assert_int_equal(inec_qp_create(w->a, &qa, &unused), -EINVAL);
+    /* QP numbers by convention. */
+    qa.sq_depth = 0;
+    qa.qpn = 1000;
+    assert_int_equal(inec_qp_create(w->a, &qa, &unused), 0);
+    assert_int_equal(inec_qp_num(unused), 1000);
+    struct inec_qp *dup;
+    assert_int_equal(inec_qp_create(w->a, &qa, &dup), -EEXIST);
+    inec_qp_destroy(unused);
+    qa.qpn = INEC_MAX_QPN + 1;
+    assert_int_equal(inec_qp_create(w->a, &qa, &unused), -EINVAL);
     inec_qp_destroy(small);
+}
+
+static void test_scatter_gather(void **state)
+{
+    struct world *w = *state;
+    /* 250 KB gathered from 2 pieces, scattered over 3 (the tcp receiver reads
+     * large payloads straight into them), then a large WRITE, then INLINE. */
+    enum { P = 100000 };
+    fill(w->bufa, 3 * P, 21);
+    struct inec_sge g[2] = {{w->bufa, 150000, w->mra}, {w->bufa + 150000, 100000, w->mra}};
+    struct inec_sge sc[3] = {
+        {w->bufb + 2 * P, P, w->mrb}, {w->bufb, P, w->mrb}, {w->bufb + 3 * P, P, w->mrb}};
+    struct inec_wr r = {.wr_id = 1, .opcode = INEC_WR_RECV, .sg_list = sc, .num_sge = 3};
+    assert_int_equal(inec_post_recv(w->qb, &r, NULL), 0);
+    struct inec_wr s = {
+        .wr_id = 2, .opcode = INEC_WR_SEND, .flags = INEC_SIGNALED, .sg_list = g, .num_sge = 2};
+    assert_int_equal(inec_post_send(w->qa, &s, NULL), 0);
+    struct inec_wc wc = wait1(w->cqb);
+    assert_int_equal(wc.status, INEC_WC_SUCCESS);
+    assert_int_equal(wc.byte_len, 250000);
+    assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    assert_memory_equal(w->bufb + 2 * P, w->bufa, P);
+    assert_memory_equal(w->bufb, w->bufa + P, P);
+    assert_memory_equal(w->bufb + 3 * P, w->bufa + 2 * P, 50000);
+
+    struct inec_sge big = {w->bufa, 3 * P, w->mra};
+    struct inec_wr wr = {
+        .wr_id = 3, .opcode = INEC_WR_WRITE, .flags = INEC_SIGNALED, .sg_list = &big, .num_sge = 1};
+    wr.rdma.remote_addr = (uint64_t)(uintptr_t)(w->bufb + 1000000);
+    wr.rdma.rkey = inec_mr_rkey(w->mrb);
+    assert_int_equal(inec_post_send(w->qa, &wr, NULL), 0);
+    assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    assert_memory_equal(w->bufb + 1000000, w->bufa, 3 * P);
+
+    /* INLINE: the buffer may change right after the post. */
+    post_recv(w->qb, w->bufb, 64, w->mrb, 4);
+    memset(w->bufa, 0x5a, 64);
+    struct inec_sge in = {w->bufa, 64, w->mra};
+    struct inec_wr iw = {.wr_id = 5,
+                         .opcode = INEC_WR_SEND,
+                         .flags = INEC_SIGNALED | INEC_INLINE,
+                         .sg_list = &in,
+                         .num_sge = 1};
+    assert_int_equal(inec_post_send(w->qa, &iw, NULL), 0);
+    memset(w->bufa, 0, 64);
+    assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(w->bufb[i], 0x5a);
 }
 
 static void test_cq_wait_bounded(void **state)
@@ -743,6 +810,133 @@ static void test_primitives_incoherent(void **state)
     flow3(w->opts, INEC_PRIM_INCOHERENT, 1 << 20, 8);
 }
 
+/* PPR's shape: two leaves ec-send a partial product each (c_i * D_i) to an
+ * internal vertex, which waits on one CQ per input, XORs them with its own
+ * partial and sends the sum to the root, which recv-ec's (XOR) it with a
+ * local chunk. Checked against codec_gf_encode of all four terms. */
+static void ppr(const char *opts, unsigned flags)
+{
+    enum { LEN = 50000 };
+    struct inec_device *d[4];
+    struct inec_cq *cq[4], *ccq[4], *in1, *in2;
+    struct inec_qp *calc[4];
+    struct inec_mr *mr[4];
+    uint8_t *m[4];
+    for (int i = 0; i < 4; i++) {
+        d[i] = open_dev(opts);
+        assert_int_equal(inec_cq_create(d[i], 0, &cq[i]), 0);
+        assert_int_equal(inec_cq_create(d[i], 0, &ccq[i]), 0);
+        struct inec_qp_attr a = {.type = INEC_QP_CALC, .send_cq = ccq[i]};
+        assert_int_equal(inec_qp_create(d[i], &a, &calc[i]), 0);
+        m[i] = calloc(4, LEN);
+        fill(m[i], LEN, 10u + i); /* slot 0: the local chunk */
+        assert_int_equal(inec_mr_reg(d[i], m[i], 4 * LEN, &mr[i]), 0);
+    }
+    assert_int_equal(inec_cq_create(d[2], 0, &in1), 0);
+    assert_int_equal(inec_cq_create(d[2], 0, &in2), 0);
+    /* leaves 0, 1 -> internal 2 (one CQ per input) -> root 3 */
+    struct inec_qp_attr ra = {.type = INEC_QP_RC};
+    struct inec_qp *l0, *l1, *r0, *r1, *up, *root;
+    ra.send_cq = ra.recv_cq = cq[0];
+    assert_int_equal(inec_qp_create(d[0], &ra, &l0), 0);
+    ra.send_cq = ra.recv_cq = cq[1];
+    assert_int_equal(inec_qp_create(d[1], &ra, &l1), 0);
+    ra.send_cq = cq[2];
+    ra.recv_cq = in1;
+    assert_int_equal(inec_qp_create(d[2], &ra, &r0), 0);
+    ra.recv_cq = in2;
+    assert_int_equal(inec_qp_create(d[2], &ra, &r1), 0);
+    ra.recv_cq = cq[2];
+    assert_int_equal(inec_qp_create(d[2], &ra, &up), 0);
+    ra.send_cq = ra.recv_cq = cq[3];
+    assert_int_equal(inec_qp_create(d[3], &ra, &root), 0);
+    connect_pair(d[0], l0, d[2], r0);
+    connect_pair(d[1], l1, d[2], r1);
+    connect_pair(d[2], up, d[3], root);
+    uint8_t coeff[4];
+    fill(coeff, sizeof(coeff), 8);
+    uint8_t tab[4][CODEC_GF_TABLE_BYTES];
+    for (int i = 0; i < 4; i++)
+        codec_gf_init_tables(1, 1, &coeff[i], tab[i]);
+
+    post_recv(r0, m[2] + LEN, LEN, mr[2], 0);
+    post_recv(r1, m[2] + 2 * LEN, LEN, mr[2], 0);
+    post_recv(root, m[3] + LEN, LEN, mr[3], 0);
+    struct inec_calc_desc c;
+    struct inec_mem_desc mem;
+    struct inec_sge in[3], out;
+    /* root first: it waits */
+    struct inec_cq *rcq = cq[3];
+    uint64_t rcount = inec_cq_expected(cq[3]);
+    struct inec_wait_desc rw = {&rcq, &rcount, 1};
+    in[0] = (struct inec_sge){m[3], LEN, mr[3]};
+    in[1] = (struct inec_sge){m[3] + LEN, LEN, mr[3]};
+    out = (struct inec_sge){m[3] + 2 * LEN, LEN, mr[3]};
+    mem = (struct inec_mem_desc){in, 2, &out, 1};
+    c = (struct inec_calc_desc){.qp = calc[3], .kind = INEC_CALC_XOR, .flags = flags};
+    if (!(flags & INEC_PRIM_INCOHERENT))
+        assert_int_equal(inec_recv_ec(&rw, &c, &mem), 0);
+    uint64_t root_done = c.done_count;
+    /* internal: coherent posts before the leaves send */
+    struct inec_cq *wcq[2] = {in1, in2};
+    uint64_t wcnt[2] = {inec_cq_expected(in1), inec_cq_expected(in2)};
+    struct inec_wait_desc iw = {wcq, wcnt, 2};
+    struct inec_sge iin[3] = {
+        {m[2] + LEN, LEN, mr[2]}, {m[2] + 2 * LEN, LEN, mr[2]}, {m[2], LEN, mr[2]}};
+    struct inec_sge iout = {m[2] + 3 * LEN, LEN, mr[2]};
+    struct inec_mem_desc imem = {iin, 3, &iout, 1};
+    struct inec_calc_desc ic = {.qp = calc[2], .kind = INEC_CALC_XOR, .flags = flags};
+    struct inec_stripe_send is = {.qp = up, .buf = iout};
+    struct inec_stripe_desc istripe = {&is, 1};
+    if (!(flags & INEC_PRIM_INCOHERENT))
+        assert_int_equal(inec_recv_ec_send(&iw, &ic, &imem, &istripe), 0);
+    /* leaves: partial = coeff * local, sent up */
+    struct inec_qp *leafqp[2] = {l0, l1};
+    for (int i = 0; i < 2; i++) {
+        struct inec_sge lin = {m[i], LEN, mr[i]}, lout = {m[i] + LEN, LEN, mr[i]};
+        struct inec_mem_desc lm = {&lin, 1, &lout, 1};
+        struct inec_calc_desc lc = {
+            .qp = calc[i], .kind = INEC_CALC_EC, .tables = tab[i], .flags = flags};
+        struct inec_stripe_send ls = {.qp = leafqp[i], .buf = lout};
+        struct inec_stripe_desc lst = {&ls, 1};
+        assert_int_equal(inec_ec_send(&lc, &lm, &lst), 0);
+    }
+    if (flags & INEC_PRIM_INCOHERENT) { /* the host drives each vertex in turn */
+        assert_int_equal(inec_recv_ec_send(&iw, &ic, &imem, &istripe), 0);
+        assert_int_equal(inec_recv_ec(&rw, &c, &mem), 0);
+        root_done = c.done_count;
+    }
+    if (inec_cq_wait_count(ccq[3], root_done, T_MS))
+        fail_msg("%s", inec_errmsg());
+    /* reference: c0*D0 ^ c1*D1 ^ D2 ^ D3 (the XOR vertices add plain chunks) */
+    uint8_t *ref = malloc(LEN), *srcs[2] = {m[0], m[1]}, coeffs[2] = {coeff[0], coeff[1]};
+    calc_reference(LEN, 1, 2, coeffs, srcs, &ref);
+    for (int j = 0; j < LEN; j++)
+        ref[j] ^= m[2][j] ^ m[3][j];
+    assert_memory_equal(m[3] + 2 * LEN, ref, LEN);
+    free(ref);
+    struct inec_qp *qps[] = {l0, l1, r0, r1, up, root};
+    for (size_t i = 0; i < 6; i++)
+        inec_qp_destroy(qps[i]);
+    inec_cq_destroy(in1);
+    inec_cq_destroy(in2);
+    for (int i = 0; i < 4; i++) {
+        inec_qp_destroy(calc[i]);
+        inec_mr_dereg(mr[i]);
+        inec_cq_destroy(cq[i]);
+        inec_cq_destroy(ccq[i]);
+        inec_device_close(d[i]);
+        free(m[i]);
+    }
+}
+
+static void test_ppr_tree(void **state)
+{
+    struct world *w = *state;
+    ppr(w->opts, 0);
+    ppr(w->opts, INEC_PRIM_INCOHERENT);
+}
+
 static void test_primitive_errors(void **state)
 {
     struct world *w = *state;
@@ -887,6 +1081,11 @@ static void test_randomized(void **state)
         fail_msg("%s", inec_errmsg());
     struct inec_wc *wc = calloc(total + 1, sizeof(*wc));
     assert_int_equal(inec_poll_cq(cq, (int)total + 1, wc), (int)total);
+    /* Unsignaled requests may still run: a signaled NOP behind them, per queue. */
+    for (int qi = 0; qi < RQPS; qi++)
+        post_nop(q[qi], 0);
+    if (inec_cq_wait_count(cq, total + RQPS, T_MS))
+        fail_msg("%s", inec_errmsg());
     int seen_sq[RQPS] = {0}, seen_rq[RQPS] = {0};
     for (uint64_t i = 0; i < total; i++) {
         assert_int_equal(wc[i].status, INEC_WC_SUCCESS);
@@ -998,11 +1197,13 @@ static int run_suite(const char *name, const char *opts)
         T(test_calc_on_engine_thread),
         T(test_zero_and_16mib),
         T(test_post_limits),
+        T(test_scatter_gather),
         T(test_cq_wait_bounded),
         T(test_write),
         T(test_peer_gone),
         T(test_primitives_coherent),
         T(test_primitives_incoherent),
+        T(test_ppr_tree),
         T(test_primitive_errors),
         T(test_randomized),
         T(test_pool_and_idle),

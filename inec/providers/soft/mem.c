@@ -165,7 +165,12 @@ static enum exec_result mem_send(struct soft_qp *qp, struct wqe *e)
 
 static void mem_recv_posted(struct soft_qp *qp)
 {
-    /* A sender blocked on us runs on its own engine: usually our peer's. */
+    /* A sender blocked on us runs on its own engine: usually our peer's.
+     * In error, our own engine flushes the new RECVs. */
+    if (atomic_load(&qp->base.error)) {
+        engine_wake(soft_dev(qp->base.dev)->eng);
+        return;
+    }
     pthread_rwlock_rdlock(&mem_lock);
     if (qp->mem_peer)
         engine_wake(soft_dev(qp->mem_peer->base.dev)->eng);

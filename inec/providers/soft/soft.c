@@ -145,7 +145,6 @@ static bool run_device(struct soft_device *dev);
 static void *engine_main(void *arg)
 {
     struct engine *eng = arg;
-    atomic_store(&eng->tid, my_tid());
     arm_efd(eng);
     uint64_t idle_since = 0;
     while (!atomic_load(&eng->stop)) {
@@ -496,11 +495,13 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
     if (rc == 0)
         rc = wq_init(&qp->rq, attr->type == INEC_QP_RC ? attr->rq_depth : 1);
     pthread_mutex_lock(&dev->lock);
-    uint32_t i = 0;
-    while (i < dev->nqps && dev->qps[i])
+    uint32_t i = attr->qpn ? attr->qpn - 1 : 0;
+    while (!attr->qpn && i < dev->nqps && dev->qps[i])
         i++;
-    if (rc == 0 && i == dev->nqps) {
-        uint32_t n = dev->nqps ? dev->nqps * 2 : 16;
+    if (rc == 0 && i >= dev->nqps) {
+        uint32_t n = dev->nqps ? dev->nqps : 16;
+        while (n <= i)
+            n *= 2;
         struct soft_qp **q = realloc(dev->qps, n * sizeof(*q));
         if (q) {
             memset(q + dev->nqps, 0, (n - dev->nqps) * sizeof(*q));
@@ -510,6 +511,8 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
             rc = -ENOMEM;
         }
     }
+    if (rc == 0 && dev->qps[i])
+        rc = -EEXIST;
     if (rc == 0) {
         qp->base.qpn = i + 1;
         dev->qps[i] = qp;
@@ -519,7 +522,8 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
         wq_fini(&qp->sq);
         wq_fini(&qp->rq);
         free(qp);
-        return inec_fail(rc, "soft: out of memory for a QP");
+        return rc == -EEXIST ? inec_fail(rc, "soft: qp number %u is taken", attr->qpn)
+                             : inec_fail(rc, "soft: out of memory for a QP");
     }
     *out = &qp->base;
     return 0;
@@ -620,7 +624,10 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     pthread_mutex_unlock(&q->lock);
     atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
-    engine_wake(dev->eng);
+    if (q == &qp->sq)
+        engine_wake(dev->eng);
+    else
+        dev->tr->recv_posted(qp); /* wakes whichever engine consumes the RQ */
     return 0;
 }
 
@@ -631,11 +638,7 @@ static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
 
 static int post_recv(struct inec_qp *q, struct inec_wr *chain, int nwr)
 {
-    struct soft_qp *qp = soft_qp(q);
-    int rc = post(qp, &qp->rq, chain, nwr, "receive queue");
-    if (rc == 0)
-        soft_dev(q->dev)->tr->recv_posted(qp);
-    return rc;
+    return post(soft_qp(q), &soft_qp(q)->rq, chain, nwr, "receive queue");
 }
 
 /* ---- execution (engine thread) --------------------------------------- */
@@ -882,6 +885,16 @@ static int device_open(const char *options, struct inec_device **out)
 static void device_close(struct inec_device *d)
 {
     struct soft_device *dev = soft_dev(d);
+    /* QPs left alive are destroyed, so no peer keeps pointing at them. */
+    for (uint32_t i = 0; i < dev->nqps; i++) {
+        pthread_mutex_lock(&dev->lock);
+        struct soft_qp *qp = dev->qps[i];
+        pthread_mutex_unlock(&dev->lock);
+        if (qp) {
+            inec_log(INEC_LOG_WARN, "inec", "device closed with qp=%u alive: destroyed", i + 1);
+            qp_destroy(&qp->base);
+        }
+    }
     dev->tr->fini(dev);
     pthread_mutex_lock(&dev->eng->lock);
     for (struct soft_device **p = &dev->eng->devs; *p; p = &(*p)->next)
@@ -896,9 +909,6 @@ static void device_close(struct inec_device *d)
         engine_stop(dev->eng);
     if (dev->tr->release)
         dev->tr->release(dev);
-    for (uint32_t i = 0; i < dev->nqps; i++)
-        if (dev->qps[i])
-            inec_log(INEC_LOG_WARN, "inec", "device closed with qp=%u alive", i + 1);
     free(dev->qps);
     free(dev->mrs);
     pthread_mutex_destroy(&dev->lock);

@@ -114,6 +114,7 @@ struct soft_transport {
     int (*connect)(struct soft_qp *qp, const char *addr, uint32_t rqpn);
     void (*qp_detach)(struct soft_qp *qp);
     enum exec_result (*send)(struct soft_qp *qp, struct wqe *e);
+    /* The RQ doorbell's wake-up: of the engine that consumes the RQ. */
     void (*recv_posted)(struct soft_qp *qp);
     /* Once per engine pass, on the engine thread; true if it made progress. */
     bool (*pass)(struct soft_device *dev);
@@ -134,7 +135,6 @@ struct io_op {
 
 struct engine {
     pthread_t thread;
-    _Atomic int tid;
     _Atomic uint64_t gen;
     _Atomic int sleeping;
     _Atomic bool stop;
@@ -145,7 +145,6 @@ struct engine {
     struct io_uring ring;
     pthread_mutex_t lock; /* the device list */
     struct soft_device *devs;
-    int refs;
 };
 
 struct soft_device {

@@ -20,7 +20,9 @@
  * payloads are read by recvmsg straight into the RECV's (or the region's)
  * memory, so big messages cost no copy beyond the kernel's.
  * All of it runs on the device's engine thread (under engine.lock); the
- * posting thread only connects.
+ * posting thread only connects. Frames are in host byte order: peers share
+ * an architecture. Listen on an address peers can reach: it is the device's
+ * address.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -313,19 +315,18 @@ static void rx_arm(struct tcp_conn *c)
         return;
     struct io_uring_sqe *sqe = engine_sqe(c->dev->eng);
     if (c->rx_direct) {
-        /* Straight into place, never past this frame's payload. */
-        static _Thread_local struct iovec v[SOFT_MAX_SGE];
+        /* Straight into place, never past this frame's payload: trim the
+         * destination list to `left` bytes (in place, n <= i). */
         int n = 0;
         uint64_t want = c->left;
         for (int i = 0; i < c->ndst && want; i++) {
             size_t l = c->dst[i].iov_len < want ? c->dst[i].iov_len : want;
             if (l)
-                v[n++] = (struct iovec){c->dst[i].iov_base, l};
+                c->dst[n++] = (struct iovec){c->dst[i].iov_base, l};
             want -= l;
         }
-        c->rx_msg = (struct msghdr){.msg_iov = c->dst, .msg_iovlen = (size_t)n};
-        memcpy(c->dst, v, (size_t)n * sizeof(*v));
         c->ndst = n;
+        c->rx_msg = (struct msghdr){.msg_iov = c->dst, .msg_iovlen = (size_t)n};
         io_uring_prep_recvmsg(sqe, c->fd, &c->rx_msg, MSG_WAITALL);
     } else {
         io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_len, RXBUF - c->rx_len, 0);
@@ -708,7 +709,8 @@ static void tcp_detach(struct soft_qp *qp)
     struct soft_device *dev = soft_dev(qp->base.dev);
     pthread_mutex_lock(&dev->eng->lock);
     struct tcp_dev *t = td(dev);
-    if (qp->conn && !atomic_load(&qp->base.error))
+    /* In error, the receiver no longer places anything into it. */
+    if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
         control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
     for (struct tcp_conn *c = t->conns; c; c = c->next)
         if (c->rx_qp == qp) {
@@ -753,7 +755,7 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
 
 static void tcp_recv_posted(struct soft_qp *qp)
 {
-    (void)qp; /* the doorbell woke our engine: it announces the credit */
+    engine_wake(soft_dev(qp->base.dev)->eng); /* it announces the credit */
 }
 
 static bool tcp_pass(struct soft_device *dev)
