@@ -250,6 +250,19 @@ static int run(const struct args *a)
             ref[i][b] = (uint8_t)(seed >> 16);
         }
     }
+    for (int i = 0; i < n && junk; i++)
+        if (!ref[i]) {
+            free(junk);
+            junk = NULL;
+        }
+    if (!junk) {
+        fprintf(stderr, "inec deg run: out of memory for %d chunks of %zu bytes\n", n, len);
+        for (int i = 0; i < n; i++)
+            free(ref[i]);
+        deg_graph_destroy(g);
+        codec_destroy(codec);
+        return 1;
+    }
     codec_encode(codec, len, ref);
     /* Vertices get only the chunks they hold (data chunks for an encode,
      * survivors for a decode); every other chunk reads as zeros. */

@@ -185,7 +185,7 @@ static int decode_tree(struct ctx *x, const struct codec_plan *p)
             if (rc >= 0)
                 rc = deg_add_local(x->g, vid[i], p->survivors[pos[i - 1]]);
         }
-        /* Children first, so every parent's inputs exist when its row is set. */
+        /* Edges before rows: a row is as wide as its vertex's inputs. */
         for (int i = n; i >= 1 && rc >= 0; i--)
             rc = deg_add_edge(x->g, vid[i], deg_out(0), vid[i & (i - 1)]);
         for (int i = 0; i <= n && rc >= 0; i++) {

@@ -11,6 +11,8 @@
  *   runner -> participant  {"op":"run"}
  *   participant -> runner  {"ok":true,"results":[{"chunk":c,"partial":b}...]},
  *                           then one frame per result (len bytes each)
+ *   the runner hangs up once every vertex has answered; only then does a
+ *   participant close its vertex's QPs
  * Any step may instead answer {"error":"..."}. Frames are a 4-byte
  * big-endian length and the bytes. The data itself moves between the
  * participants' inec devices (transport=tcp), never over this channel.
@@ -320,6 +322,14 @@ out:
     inec_log(INEC_LOG_WARN, "deg", "serve failed vertex=%s err=\"%s\"", vname, err);
     send_json(s->fd, error_msg(err, rc));
 out_quiet:
+    /* Keep the vertex (its QPs) until the runner hangs up: a peer may still
+     * be waiting for the acknowledgement of what it sent here, and closing a
+     * QP fails the peer's outstanding requests. */
+    if (x) {
+        json_t *bye = NULL;
+        recv_json(s->fd, &bye);
+        json_decref(bye);
+    }
     deg_vx_close(x);
     deg_graph_destroy(g);
     for (int i = 0; i < CODEC_MAX_CHUNKS; i++)
@@ -386,8 +396,8 @@ int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr
         }
         s->fd = c;
         snprintf(s->host, sizeof(s->host), "%s", host);
-        /* Timeouts are set per message once the vertex's timeout is known;
-         * until then a silent runner is bounded by this one. */
+        /* A runner that goes silent between messages costs a session at
+         * most this long. */
         set_timeouts(c, 60000);
         if (pthread_create(&t, NULL, session_main, s)) {
             close(c);
@@ -582,6 +592,8 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
     if (!order)
         rc = -ENOMEM;
     free(order);
+    /* Hanging up releases every participant's vertex at once (see
+     * serve_vertex), now that none of them has anything in flight. */
     for (int v = 0; v < g->nvertices; v++) {
         if (rv[v].fd >= 0)
             close(rv[v].fd);

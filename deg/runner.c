@@ -46,7 +46,7 @@ struct deg_vx {
     struct inec_mr **local_mr, **in_mr, **out_mr;
     uint8_t *tables;
     enum inec_calc_kind kind;
-    uint64_t *in_base, *in_errs, *out_errs, calc_errs;
+    uint64_t *in_base, *in_errs, *out_errs, *out_target, calc_errs;
     /* scratch for one slice */
     struct inec_sge *sg_in, *sg_out;
     struct inec_stripe_send *sends;
@@ -95,11 +95,11 @@ void deg_vx_close(struct deg_vx *x)
     inec_cq_destroy(x->calc_cq);
     for (int j = 0; x->local_mr && j < v->nlocal; j++)
         inec_mr_dereg(x->local_mr[j]);
-    for (int j = 0; x->in_mr && j < v->nin; j++) {
+    for (int j = 0; x->in_mr && x->in_buf && j < v->nin; j++) {
         inec_mr_dereg(x->in_mr[j]);
         free(x->in_buf[j]);
     }
-    for (int j = 0; x->out_mr && j < v->nrows; j++) {
+    for (int j = 0; x->out_mr && x->out_buf && j < v->nrows; j++) {
         inec_mr_dereg(x->out_mr[j]);
         free(x->out_buf[j]);
     }
@@ -118,6 +118,7 @@ void deg_vx_close(struct deg_vx *x)
     free(x->in_base);
     free(x->in_errs);
     free(x->out_errs);
+    free(x->out_target);
     free(x->sg_in);
     free(x->sg_out);
     free(x->sends);
@@ -149,28 +150,16 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     x->nslices = (int)((len + x->slice - 1) / x->slice);
     size_t nin = (size_t)vx->nin, nout = (size_t)vx->nout_edges, nrows = (size_t)vx->nrows;
     size_t nloc = (size_t)vx->nlocal, ncols = nloc + nin;
-    x->in_cq = array(nin, sizeof(void *));
-    x->out_cq = array(nout, sizeof(void *));
-    x->in_qp = array(nin, sizeof(void *));
-    x->out_qp = array(nout, sizeof(void *));
-    x->local = array(nloc, sizeof(void *));
-    x->in_buf = array(nin, sizeof(void *));
-    x->out_buf = array(nrows, sizeof(void *));
-    x->local_mr = array(nloc, sizeof(void *));
-    x->in_mr = array(nin, sizeof(void *));
-    x->out_mr = array(nrows, sizeof(void *));
-    x->in_base = array(nin, sizeof(uint64_t));
-    x->in_errs = array(nin, sizeof(uint64_t));
-    x->out_errs = array(nout, sizeof(uint64_t));
-    x->sg_in = array(ncols, sizeof(*x->sg_in));
-    x->sg_out = array(nrows, sizeof(*x->sg_out));
-    x->sends = array(nout, sizeof(*x->sends));
-    x->wait_cqs = array(nin, sizeof(void *));
-    x->wait_counts = array(nin, sizeof(uint64_t));
+    bool oom = false;
+#define ALLOC(field, n) (oom |= !(x->field = array((n), sizeof(*x->field))))
+    ALLOC(in_cq, nin), ALLOC(in_qp, nin), ALLOC(in_buf, nin), ALLOC(in_mr, nin);
+    ALLOC(in_base, nin), ALLOC(in_errs, nin), ALLOC(wait_cqs, nin), ALLOC(wait_counts, nin);
+    ALLOC(out_cq, nout), ALLOC(out_qp, nout), ALLOC(out_errs, nout), ALLOC(out_target, nout);
+    ALLOC(sends, nout), ALLOC(local, nloc), ALLOC(local_mr, nloc), ALLOC(sg_in, ncols);
+    ALLOC(out_buf, nrows), ALLOC(out_mr, nrows), ALLOC(sg_out, nrows);
+#undef ALLOC
     int rc = 0;
-    if (!x->in_cq || !x->out_cq || !x->in_qp || !x->out_qp || !x->local || !x->in_buf ||
-        !x->out_buf || !x->local_mr || !x->in_mr || !x->out_mr || !x->in_base || !x->in_errs ||
-        !x->out_errs || !x->sg_in || !x->sg_out || !x->sends || !x->wait_cqs || !x->wait_counts) {
+    if (oom) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -444,9 +433,7 @@ int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_
 {
     const struct deg_vertex *v = x->v;
     int64_t deadline = now_ms() + x->timeout_ms;
-    uint64_t calc_done = 0, out_target[CODEC_MAX_CHUNKS * 4];
-    if ((size_t)v->nout_edges > sizeof(out_target) / sizeof(out_target[0]))
-        return vfail(err, errlen, -E2BIG, "vertex %s: too many out-edges", v->name);
+    uint64_t calc_done = 0;
     x->calc_errs = inec_cq_errors(x->calc_cq);
     for (int e = 0; e < v->nout_edges; e++)
         x->out_errs[e] = inec_cq_errors(x->out_cq[e]);
@@ -456,7 +443,7 @@ int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_
     if (rc)
         return rc;
     for (int e = 0; e < v->nout_edges; e++)
-        out_target[e] = inec_cq_expected(x->out_cq[e]);
+        x->out_target[e] = inec_cq_expected(x->out_cq[e]);
 
     /* Inputs first: a missing input explains everything that follows. */
     for (int j = 0; j < v->nin; j++) {
@@ -475,7 +462,7 @@ int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_
                          x->timeout_ms);
     }
     for (int e = 0; e < v->nout_edges; e++) {
-        rc = inec_cq_wait_count(x->out_cq[e], out_target[e], left_ms(deadline));
+        rc = inec_cq_wait_count(x->out_cq[e], x->out_target[e], left_ms(deadline));
         if (rc == 0 && inec_cq_errors(x->out_cq[e]) != x->out_errs[e])
             return vfail(err, errlen, -EIO, "vertex %s: edge %d to %s failed: %s", v->name,
                          v->out[e], to_name(x, e), error_status(x->out_cq[e]));

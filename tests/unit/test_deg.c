@@ -107,10 +107,11 @@ static void run_and_check(const struct deg_graph *g, const struct stripe *s, con
     }
 }
 
-/* Runs g on mem devices, coherent and incoherent, and checks every result
- * against the reference stripe; the erased chunks' inputs are garbage. */
-static void run_on_engine(const struct deg_graph *g, const struct stripe *s, const int *erased,
-                          int nerased)
+/* Runs g on devices opened with `options`, coherent and incoherent, and
+ * checks every result against the reference stripe; the erased chunks'
+ * inputs are garbage. */
+static void run_with(const struct deg_graph *g, const struct stripe *s, const int *erased,
+                     int nerased, const char *options)
 {
     uint8_t *inputs[CODEC_MAX_CHUNKS];
     uint8_t junk[LEN];
@@ -121,8 +122,7 @@ static void run_on_engine(const struct deg_graph *g, const struct stripe *s, con
         inputs[erased[e]] = junk;
     for (int mode = 0; mode < 2; mode++) {
         struct check ck = {.ref = s};
-        struct deg_run_opts opts = {
-            .incoherent = mode, .timeout_ms = 20000, .options = "transport=mem,engine_threads=2"};
+        struct deg_run_opts opts = {.incoherent = mode, .timeout_ms = 20000, .options = options};
         char err[512] = "";
         if (deg_run(g, LEN, inputs, &opts, on_result, &ck, err, sizeof(err)))
             fail_msg("%s %s: %s", g->desc, mode ? "incoherent" : "coherent", err);
@@ -132,6 +132,12 @@ static void run_on_engine(const struct deg_graph *g, const struct stripe *s, con
         for (int i = 0; nerased == 0 && i < s->n; i++)
             assert_true(ck.got[i] >= 1);
     }
+}
+
+static void run_on_engine(const struct deg_graph *g, const struct stripe *s, const int *erased,
+                          int nerased)
+{
+    run_with(g, s, erased, nerased, NULL); /* mem */
 }
 
 static struct deg_request request(enum deg_op op)
@@ -232,7 +238,7 @@ static void test_decode_every_pattern(void **state)
         /* On the engine (each run sets up a device per vertex, so not every
          * pattern): every single loss, every pattern of (3,2), a spread of
          * the others. All of them are evaluated above. */
-        d.stride = codec_n(d.c) <= 5 ? 1 : codec_n(d.c) <= 10 ? 19 : 211;
+        d.stride = codec_n(d.c) <= 5 ? 1 : codec_n(d.c) <= 10 ? 37 : 421;
         stripe_init(&d.s, d.c, 1000u + (unsigned)p);
         int total = for_each_pattern(codec_n(d.c), codec_m(d.c), decode_one, &d);
         assert_int_equal(d.built + d.unrecoverable, total);
@@ -525,6 +531,37 @@ static void test_json_round_trip(void **state)
     }
 }
 
+/* The same graphs over the tcp transport (loopback, one process): a tree,
+ * a sliced chain, a tripartite encode and a multi-loss decode. */
+static void test_tcp_subset(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *profile;
+        int nerased, erased[2];
+    } cases[] = {
+        {"ppr:k=6,m=3", 1, {2}},   {"ecpipe:k=6,m=3", 1, {4}},  {"tri:k=6,m=3", 0, {0}},
+        {"rs:k=6,m=3", 2, {0, 7}}, {"lrc:k=6,l=2,r=2", 1, {1}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct codec *c = make_codec(cases[i].profile);
+        struct stripe s;
+        stripe_init(&s, c, 900 + (unsigned)i);
+        struct deg_request req = request(cases[i].nerased ? DEG_OP_DECODE : DEG_OP_ENCODE);
+        req.nerased = cases[i].nerased;
+        memcpy(req.erased, cases[i].erased, sizeof(cases[i].erased));
+        req.slice = 64;
+        struct deg_graph *g;
+        char err[256];
+        if (deg_build(c, &req, &g, err, sizeof(err)))
+            fail_msg("%s", err);
+        run_with(g, &s, cases[i].erased, cases[i].nerased, "transport=tcp,listen=127.0.0.1:0");
+        deg_graph_destroy(g);
+        stripe_free(&s);
+        codec_destroy(c);
+    }
+}
+
 /* A participant that never shows up: every other vertex gives up in bounded
  * time and the error names the edge to or from the missing one. */
 static void test_dead_participant(void **state)
@@ -576,8 +613,10 @@ static void test_placement(void **state)
     codec_destroy(c);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]); /* e.g. test_deg 'test_dead*' */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode_all),
         cmocka_unit_test(test_decode_every_pattern),
@@ -586,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_placement),
         cmocka_unit_test(test_dead_participant),
+        cmocka_unit_test(test_tcp_subset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
