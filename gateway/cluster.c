@@ -624,8 +624,8 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
     struct gw_objects_stats st;
     gw_objects_counters(o, &st);
     *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i}}", "mode",
-                     o->embedded ? "embedded" : "tcp", (json_int_t)o->map->epoch, "nodes", a,
-                     "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
+                     o->embedded ? "embedded" : "tcp", "epoch", (json_int_t)o->map->epoch, "nodes",
+                     a, "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
                      "corrupt_chunks", (json_int_t)st.corrupt_chunks, "missing_chunks",
                      (json_int_t)st.missing_chunks, "failed_reads", (json_int_t)st.failed_reads,
                      "repair_queue", (json_int_t)st.repair_queue, "metadata", "copies",
