@@ -51,11 +51,11 @@ struct gw_bucket_info {
 
 struct gw_object_info {
     uint64_t size;
-    char etag[33];       /* hex MD5 of the body */
-    int64_t mtime_ns;    /* CLOCK_REALTIME of the commit */
-    uint64_t version;    /* grows with every overwrite */
+    char etag[33];    /* hex MD5 of the body */
+    int64_t mtime_ns; /* CLOCK_REALTIME of the commit */
+    uint64_t version; /* grows with every overwrite */
     char content_type[256];
-    json_t *user_meta;   /* {"name": "value"} from x-amz-meta-*; owned by the info */
+    json_t *user_meta; /* {"name": "value"} from x-amz-meta-*; owned by the info */
 };
 
 /* Frees info->user_meta; the struct itself is the caller's. */
@@ -95,5 +95,33 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
                    const char *start_after,
                    int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
                    void *arg);
+
+/*
+ * Queries for the control API (admin_server.c) and /metrics. Each returns 0
+ * and a new JSON reference in *out, or a negative errno.
+ *
+ * gw_objects_cluster_json:
+ *   {"nodes": [{"id": 0, "addr": "...", "domain": "...", "up": true,
+ *               "capacity_bytes": N, "used_bytes": N}, ...],
+ *    "pools": [...as gw_objects_pools_json...], "degraded_reads": N}
+ * gw_objects_pools_json: [{"name": "...", "profile": "rs:k=6,m=3", "nodes": [ids]}, ...]
+ * gw_objects_pool_create: spec {"name", "profile", "nodes" (optional)}; -EEXIST,
+ *   -EINVAL (msg says why); *out is the new pool.
+ * gw_objects_object_json (-ENOENT):
+ *   {"bucket", "key", "size", "etag", "version", "pool",
+ *    "stripes": [{"index": i, "chunks": [{"index": c, "node": id,
+ *                 "state": "ok" | "missing" | "corrupt" | "node-down"}]}]}
+ * gw_objects_deg: the DEG the pool runs to encode a stripe, or to decode one
+ *   with the chunk indices `lost` missing: JSON in *json, or, when dot is not
+ *   NULL, Graphviz text in *dot (free()) instead. -ENOENT unknown pool,
+ *   -EINVAL bad op or more losses than the code tolerates.
+ */
+int gw_objects_cluster_json(struct gw_objects *o, json_t **out);
+int gw_objects_pools_json(struct gw_objects *o, json_t **out);
+int gw_objects_pool_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
+                           size_t msglen);
+int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
+int gw_objects_deg(struct gw_objects *o, const char *pool, const char *op, const int *lost,
+                   size_t nlost, json_t **json, char **dot);
 
 #endif
