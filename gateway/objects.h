@@ -51,11 +51,11 @@ struct gw_bucket_info {
 
 struct gw_object_info {
     uint64_t size;
-    char etag[33];    /* hex MD5 of the body */
-    int64_t mtime_ns; /* CLOCK_REALTIME of the commit */
-    uint64_t version; /* grows with every overwrite */
+    char etag[33];       /* hex MD5 of the body */
+    int64_t mtime_ns;    /* CLOCK_REALTIME of the commit */
+    uint64_t version;    /* grows with every overwrite */
     char content_type[256];
-    json_t *user_meta; /* {"name": "value"} from x-amz-meta-*; owned by the info */
+    json_t *user_meta;   /* {"name": "value"} from x-amz-meta-*; owned by the info */
 };
 
 /* Frees info->user_meta; the struct itself is the caller's. */
