@@ -55,6 +55,7 @@ struct req {
     char *uri; /* raw path, then the raw query after a NUL */
     const char *raw_query;
     char id[17];
+    char content_range[48]; /* sent with an error too (416) */
     int64_t t0;
     enum gw_s3_op op;
     int status;
@@ -196,15 +197,8 @@ static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
         gw_buf_free(&b);
         return;
     }
-    if (e == GW_S3_INVALID_RANGE) {
-        struct gw_object_info oi = {0};
-        if (gw_object_head(r->srv->objects, r->t.bucket, r->t.key, &oi) == 0) {
-            char cr[48];
-            snprintf(cr, sizeof(cr), "bytes */%" PRIu64, oi.size);
-            MHD_add_response_header(resp, "Content-Range", cr);
-        }
-        gw_object_info_clear(&oi);
-    }
+    if (r->content_range[0])
+        MHD_add_response_header(resp, "Content-Range", r->content_range);
     queue(r, info->status, resp);
 }
 
@@ -550,6 +544,7 @@ static void get_object(struct req *r, bool head)
         }
         enum gw_s3_err e = gw_range_parse(header(r, "Range"), oi.size, &range);
         if (e) {
+            snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);
             gw_object_info_clear(&oi);
             answer_error(r, e, NULL);
             return;
@@ -597,10 +592,10 @@ static void get_object(struct req *r, bool head)
     if (resp) {
         object_headers(resp, &oi);
         if (range.partial) {
-            char cr[80];
-            snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, range.first,
+            snprintf(r->content_range, sizeof(r->content_range),
+                     "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, range.first,
                      range.first + range.length - 1, oi.size);
-            MHD_add_response_header(resp, "Content-Range", cr);
+            MHD_add_response_header(resp, "Content-Range", r->content_range);
         }
         queue(r, range.partial ? 206 : 200, resp);
     }

@@ -309,6 +309,59 @@ def test_security(s3):
     still_serving()
 
 
+def streaming_put(key, body, chunk, tamper=None):
+    """PUT with STREAMING-AWS4-HMAC-SHA256-PAYLOAD: the aws-chunked body with a
+    chained signature per chunk, as the Java and Go SDKs send it. tamper(i,
+    data) may change chunk i after it was signed."""
+    import hmac
+    hdrs = {"x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+            "x-amz-decoded-content-length": str(len(body)), "Content-Encoding": "aws-chunked"}
+    pieces = [body[i:i + chunk] for i in range(0, len(body), chunk)] + [b""]
+    enc_len = sum(len("%x;chunk-signature=" % len(p)) + 64 + 2 + len(p) + 2 for p in pieces)
+    req = AWSRequest(method="PUT", url=srv.endpoint + "/data/" + key, data=b"", headers=hdrs)
+    req.headers["Content-Length"] = str(enc_len)
+    SigV4Auth(Credentials(srv.access_key, srv.secret_key), "s3", "us-east-1").add_auth(req)
+    auth = req.headers["Authorization"]
+    prev = auth.split("Signature=")[1]
+    date = req.headers["X-Amz-Date"]
+    scope = auth.split("Credential=")[1].split(",")[0].split("/", 1)[1]
+
+    def h(k, m):
+        return hmac.new(k, m.encode() if isinstance(m, str) else m, hashlib.sha256).digest()
+
+    key_ = h(h(h(h(("AWS4" + srv.secret_key).encode(), date[:8]), "us-east-1"), "s3"),
+             "aws4_request")
+    out = b""
+    for i, p in enumerate(pieces):
+        sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", date, scope, prev,
+                         hashlib.sha256(b"").hexdigest(), hashlib.sha256(p).hexdigest()])
+        prev = hmac.new(key_, sts.encode(), hashlib.sha256).hexdigest()
+        if tamper:
+            p = tamper(i, p)
+        out += b"%x;chunk-signature=%s\r\n%s\r\n" % (len(p), prev.encode(), p)
+    headers = dict(req.headers.items())
+    headers.pop("Content-Length", None)
+    return raw("PUT", "/data/" + key, body=out, headers=headers, sign=False)
+
+
+def test_streaming(s3, rng):
+    body = rng.randbytes(200000)
+    st, h, resp = streaming_put("chunked", body, 65536)
+    check(st == 200, "streaming PUT: %d %r" % (st, resp[:300]))
+    check(h["etag"] == '"%s"' % hashlib.md5(body).hexdigest(), "streaming ETag")
+    check(s3.get_object(Bucket="data", Key="chunked")["Body"].read() == body, "streaming bytes")
+
+    def flip(i, p):
+        return bytes([p[0] ^ 1]) + p[1:] if i == 2 else p
+
+    st, _, resp = streaming_put("chunked", rng.randbytes(200000), 65536, tamper=flip)
+    check(st == 403 and b"SignatureDoesNotMatch" in resp, "tampered chunk: %d %r" % (st, resp))
+    check(s3.get_object(Bucket="data", Key="chunked")["Body"].read() == body,
+          "a PUT with a bad chunk signature must not be committed")
+    s3.delete_object(Bucket="data", Key="chunked")
+    still_serving()
+
+
 def test_malformed(s3):
     for body in (b"<Delete><Object><Key>a</Key></Object>", b"not xml", b"",
                  b"<Delete></Delete>", b"<!DOCTYPE x [<!ENTITY a 'b'>]><Delete/>"):
@@ -396,6 +449,7 @@ def main():
     test_listing(s3)
     test_virtual_host()
     test_security(s3)
+    test_streaming(s3, rng)
     test_malformed(s3)
     test_not_implemented(s3)
     test_admin()
