@@ -12,7 +12,10 @@ struct bench {
 };
 
 static const struct bench benches[] = {
+    {"store", bench_store, "chunk store put/get vs raw io_uring write+fdatasync"},
     {"codec", bench_codec, "codec encode/decode bandwidth vs raw ISA-L"},
+    {"primitive", bench_primitive, "INEC primitives: coherent vs incoherent vs raw"},
+    {"ec", bench_ec, "DEG encode/decode per scheme: coherent vs incoherent primitives"},
     {NULL, NULL, NULL},
 };
 

@@ -7,6 +7,8 @@
 #define INEC_CLI_COMMANDS_H
 
 int cmd_bench(int argc, char **argv);
+int cmd_node(int argc, char **argv);
 int cmd_ec(int argc, char **argv);
+int cmd_deg(int argc, char **argv);
 
 #endif

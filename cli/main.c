@@ -12,6 +12,8 @@ struct command {
 
 static const struct command commands[] = {
     {"bench", cmd_bench, "measure codec, primitive, EC graph, store and S3 performance"},
+    {"node", cmd_node, "serve a storage node; store tools: scrub, stat"},
+    {"deg", cmd_deg, "show, run and serve Dynamic EC Graphs"},
     {"ec", cmd_ec, "erasure-code a file into chunk files and back"},
     {NULL, NULL, NULL},
 };

@@ -1,0 +1,333 @@
+/*
+ * `inec bench store`: chunk store write and read bandwidth against a raw floor
+ * measured in the same run on the same file system: io_uring write + fdatasync
+ * of the same bytes, chunk by chunk (every chunk durable, as every put is), and
+ * pread of them back for reads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "node/store.h"
+
+enum { ROUNDS = 3 };
+
+struct cfg {
+    const char *dir;
+    uint64_t bytes; /* per configuration */
+    int threads;
+    int json;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rm_rf(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct node_chunk_id cid(uint64_t n)
+{
+    struct node_chunk_id id = {.stripe = n};
+    memcpy(id.object, "bench-store-obj", 15);
+    return id;
+}
+
+/* Raw floor: one file, io_uring write then fdatasync per chunk; then pread back. */
+static int raw_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint64_t n, double *wsec,
+                   double *rsec)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/raw.dat", c->dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    struct io_uring ring;
+    int rc = io_uring_queue_init(4, &ring, 0);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    double t0 = now();
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        for (size_t done = 0; done < chunk && rc == 0;) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_write(sqe, fd, buf + done, (unsigned)(chunk - done), i * chunk + done);
+            struct io_uring_cqe *cqe;
+            rc = io_uring_submit_and_wait(&ring, 1);
+            if (rc >= 0 && (rc = io_uring_wait_cqe(&ring, &cqe)) == 0) {
+                if (cqe->res > 0)
+                    done += (size_t)cqe->res;
+                else
+                    rc = cqe->res ? cqe->res : -EIO;
+                io_uring_cqe_seen(&ring, cqe);
+            }
+        }
+        if (rc == 0) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+            struct io_uring_cqe *cqe;
+            rc = io_uring_submit_and_wait(&ring, 1);
+            if (rc >= 0 && (rc = io_uring_wait_cqe(&ring, &cqe)) == 0) {
+                rc = cqe->res;
+                io_uring_cqe_seen(&ring, cqe);
+            }
+        }
+    }
+    *wsec = now() - t0;
+    io_uring_queue_exit(&ring);
+    uint8_t *rb = malloc(chunk);
+    t0 = now();
+    for (uint64_t i = 0; i < n && rc == 0 && rb; i++)
+        if (pread(fd, rb, chunk, (off_t)(i * chunk)) != (ssize_t)chunk)
+            rc = -EIO;
+    *rsec = now() - t0;
+    free(rb);
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+struct put_job {
+    struct node_store *s;
+    const uint8_t *buf;
+    size_t chunk;
+    uint64_t first, n;
+    int rc;
+};
+
+static void *put_worker(void *p)
+{
+    struct put_job *j = p;
+    for (uint64_t i = j->first; i < j->first + j->n && j->rc == 0; i++) {
+        struct node_chunk_id id = cid(i);
+        j->rc = node_store_put_chunk(j->s, &id, 1, j->buf, j->chunk);
+    }
+    return NULL;
+}
+
+/* Writes n chunks with `threads` writers, then (if rsec) reads them back. */
+static int store_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint64_t n, int gc,
+                     int threads, double *wsec, double *rsec)
+{
+    char path[4200], err[256];
+    snprintf(path, sizeof(path), "%s/store", c->dir);
+    rm_rf(path);
+    struct node_store_options o;
+    node_store_options_default(&o);
+    o.group_commit = gc;
+    struct node_store *s;
+    int rc = node_store_open(path, &o, &s, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "inec bench store: %s\n", err);
+        return rc;
+    }
+    struct put_job jobs[64];
+    pthread_t th[64];
+    double t0 = now();
+    for (int t = 0; t < threads; t++) {
+        uint64_t per = n / (uint64_t)threads;
+        jobs[t] = (struct put_job){
+            s, buf, chunk, (uint64_t)t * per, t == threads - 1 ? n - (uint64_t)t * per : per, 0};
+        pthread_create(&th[t], NULL, put_worker, &jobs[t]);
+    }
+    for (int t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        if (jobs[t].rc)
+            rc = jobs[t].rc;
+    }
+    *wsec = now() - t0;
+    if (rc == 0 && rsec) {
+        uint8_t *rb = malloc(chunk);
+        t0 = now();
+        for (uint64_t i = 0; i < n && rc == 0 && rb; i++) {
+            struct node_chunk_id id = cid(i);
+            rc = node_store_get_chunk(s, &id, rb, chunk, NULL, NULL);
+        }
+        *rsec = now() - t0;
+        free(rb);
+    }
+    node_store_close(s);
+    rm_rf(path);
+    if (rc)
+        fprintf(stderr, "inec bench store: %s\n", node_store_strerror(rc));
+    return rc;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: inec bench store [--quick] [--json] [--dir DIR] [--bytes N] [--threads N]\n\n"
+            "Chunk store put/get bandwidth for 64 KiB .. 16 MiB chunks, without and with\n"
+            "group commit (N writer threads), against io_uring write + fdatasync per chunk\n"
+            "(and pread) of the same bytes on the same file system.\n\n"
+            "  --dir DIR     where to write (default /var/tmp); removed afterwards\n"
+            "  --bytes N     bytes per configuration over 3 rounds (best counts), suffix K/M/G\n"
+            "                (default 384M, quick 48M)\n"
+            "  --threads N   writer threads with group commit (default 4)\n"
+            "  --quick       fewer sizes and bytes\n"
+            "  --json        JSON instead of a table\n");
+}
+
+static uint64_t parse_size(const char *s)
+{
+    char *end;
+    uint64_t v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'G':
+    case 'g':
+        v <<= 10; /* fall through */
+    case 'M':
+    case 'm':
+        v <<= 10; /* fall through */
+    case 'K':
+    case 'k':
+        v <<= 10;
+        break;
+    default:
+        break;
+    }
+    return v;
+}
+
+int bench_store(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"quick", no_argument, NULL, 'q'},
+        {"json", no_argument, NULL, 'j'},
+        {"dir", required_argument, NULL, 'd'},
+        {"bytes", required_argument, NULL, 'b'},
+        {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct cfg c = {.dir = "/var/tmp", .bytes = 0, .threads = 4};
+    int quick = 0;
+    optind = 1;
+    for (int o; (o = getopt_long(argc, argv, "qjd:b:t:h", opts, NULL)) != -1;) {
+        switch (o) {
+        case 'q':
+            quick = 1;
+            break;
+        case 'j':
+            c.json = 1;
+            break;
+        case 'd':
+            c.dir = optarg;
+            break;
+        case 'b':
+            c.bytes = parse_size(optarg);
+            break;
+        case 't':
+            c.threads = atoi(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc || c.threads < 1 || c.threads > 64) {
+        usage(stderr);
+        return 2;
+    }
+    if (!c.bytes)
+        c.bytes = quick ? 48ull << 20 : 384ull << 20;
+    static const size_t all[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
+    static const size_t fast[] = {64 << 10, 1 << 20, 16 << 20};
+    const size_t *sizes = quick ? fast : all;
+    size_t nsizes = quick ? 3 : 5;
+
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/inec-bench-store-XXXXXX", c.dir);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "inec bench store: %s: %s\n", c.dir, strerror(errno));
+        return 1;
+    }
+    c.dir = dir;
+    uint8_t *buf = malloc(16 << 20);
+    for (size_t i = 0; buf && i < (16u << 20); i++)
+        buf[i] = (uint8_t)(i * 2654435761u >> 13);
+
+    if (c.json)
+        printf("{\"bench\":\"store\",\"threads\":%d,\"bytes\":%llu,\"results\":[", c.threads,
+               (unsigned long long)c.bytes);
+    else
+        printf("%-8s %10s %10s %6s %10s %6s %10s %10s %6s\n", "chunk", "raw_w MB/s", "put MB/s",
+               "ratio", "gc MB/s", "ratio", "raw_r MB/s", "get MB/s", "ratio");
+    int rc = buf ? 0 : -ENOMEM;
+    for (size_t i = 0; i < nsizes && rc == 0; i++) {
+        size_t chunk = sizes[i];
+        uint64_t n = c.bytes / ROUNDS / chunk;
+        if (n < (uint64_t)c.threads)
+            n = (uint64_t)c.threads;
+        /* Best of ROUNDS, the three writers interleaved: the disk is shared and
+         * bursty, so a single run says more about the neighbours than the code. */
+        double mb = (double)(n * chunk) / 1e6, rw = 1e9, rr = 1e9, sw = 1e9, sr = 1e9, gw = 1e9;
+        for (int round = 0; round < ROUNDS && rc == 0; round++) {
+            double w, r;
+            if ((rc = raw_run(&c, buf, chunk, n, &w, &r)) != 0)
+                break;
+            rw = w < rw ? w : rw;
+            rr = r < rr ? r : rr;
+            if ((rc = store_run(&c, buf, chunk, n, 0, 1, &w, &r)) != 0)
+                break;
+            sw = w < sw ? w : sw;
+            sr = r < sr ? r : sr;
+            if ((rc = store_run(&c, buf, chunk, n, 1, c.threads, &w, NULL)) != 0)
+                break;
+            gw = w < gw ? w : gw;
+        }
+        if (rc)
+            break;
+        double raw_w = mb / rw, put = mb / sw, gcw = mb / gw, raw_r = mb / rr, get = mb / sr;
+        if (c.json)
+            printf("%s{\"chunk\":%zu,\"chunks\":%llu,\"raw_write_mbps\":%.1f,\"put_mbps\":%.1f,"
+                   "\"put_ratio\":%.3f,\"gc_put_mbps\":%.1f,\"gc_put_ratio\":%.3f,"
+                   "\"raw_read_mbps\":%.1f,\"get_mbps\":%.1f,\"get_ratio\":%.3f}",
+                   i ? "," : "", chunk, (unsigned long long)n, raw_w, put, put / raw_w, gcw,
+                   gcw / raw_w, raw_r, get, get / raw_r);
+        else {
+            char label[32];
+            snprintf(label, sizeof(label), "%zu%s", chunk >= (1 << 20) ? chunk >> 20 : chunk >> 10,
+                     chunk >= (1 << 20) ? "MiB" : "KiB");
+            printf("%-8s %10.1f %10.1f %6.2f %10.1f %6.2f %10.1f %10.1f %6.2f\n", label, raw_w, put,
+                   put / raw_w, gcw, gcw / raw_w, raw_r, get, get / raw_r);
+        }
+        fflush(stdout);
+    }
+    if (c.json)
+        printf("]}\n");
+    free(buf);
+    rm_rf(dir);
+    if (rc) {
+        fprintf(stderr, "inec bench store: %s\n", node_store_strerror(rc));
+        return 1;
+    }
+    return 0;
+}

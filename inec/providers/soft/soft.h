@@ -1,0 +1,195 @@
+/*
+ * The soft provider: a software NIC. Internal to inec/providers/soft/.
+ *
+ * Threads. Every device is served by exactly one engine thread (its own, or
+ * one of a shared pool). The engine is the only consumer of the device's send
+ * queues; it executes each SQ in order, retires completed entries in order,
+ * and moves bytes over the device's transport. Posting threads are the
+ * producers: they fill entries under the queue's lock and publish them with
+ * one release-store of `tail` (the doorbell) followed by engine_wake().
+ *
+ * A receive queue is consumed by whoever delivers into it: the peer's engine
+ * (mem transport) or this device's engine (tcp). Consumers and posters of an
+ * RQ serialize on rq.lock; so do flushes. Lock order:
+ *   engine.lock > device.lock > mem_lock (read) > rq.lock > mr_lock > cq.lock.
+ *
+ * Sleeping. An engine with nothing to do spins briefly, then sets `sleeping`
+ * and blocks in io_uring on an eventfd read (and its sockets). engine_wake()
+ * bumps `gen` and writes the eventfd only if the engine sleeps; the engine
+ * re-checks `gen` after setting `sleeping` (seq_cst on both sides), so no
+ * wake-up is lost and an idle device costs no CPU.
+ */
+#ifndef INEC_SOFT_H
+#define INEC_SOFT_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "inec/provider.h"
+
+#define SOFT_MAX_SGE    32
+#define SOFT_MAX_INLINE 128
+
+/* What executing the head of a send queue did. */
+enum exec_result {
+    EXEC_DONE,     /* finished (e->status says how) */
+    EXEC_BLOCKED,  /* cannot start yet: the queue stops here */
+    EXEC_INFLIGHT, /* started; the transport sets e->done later */
+};
+
+struct wqe {
+    uint64_t wr_id;
+    uint64_t len; /* payload bytes (RECV: capacity; CALC: per buffer) */
+    uint8_t opcode, flags, nsge, ndst, calc_kind;
+    bool has_imm;
+    bool done; /* send queue: ready to retire */
+    bool busy; /* receive queue: being filled by the tcp receiver */
+    uint32_t imm;
+    enum inec_wc_status status;
+    union {
+        struct {
+            uint64_t remote_addr;
+            uint32_t rkey;
+        } rdma;
+        struct {
+            struct soft_cq *cq;
+            uint64_t count;
+            uint64_t errors; /* the CQ's error count when posted */
+        } wait;
+        const uint8_t *tables;
+    };
+    struct inec_sge sge[SOFT_MAX_SGE]; /* CALC: sources, then destinations */
+    uint8_t inline_data[SOFT_MAX_INLINE];
+};
+
+struct wq {
+    struct wqe *e;
+    uint32_t depth;
+    _Atomic uint64_t tail;   /* producer: posted */
+    uint64_t head;           /* SQ: next to execute (engine only) */
+    _Atomic uint64_t retire; /* next to complete; SQ: engine only, RQ: under lock */
+    pthread_mutex_t lock;    /* producers; for an RQ also its consumers */
+};
+
+struct soft_cq {
+    struct inec_cq base;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int waiters;
+    struct inec_wc *ring;
+    uint32_t depth;
+    uint64_t head, tail;
+};
+
+struct tcp_conn;
+
+struct soft_qp {
+    struct inec_qp base;
+    struct wq sq, rq;
+    /* mem transport: the connected QP, read under mem_lock. */
+    struct soft_qp *mem_peer;
+    bool flushing; /* engine: an error was retired, the rest reports flushed */
+    /* tcp transport: engine-owned (changed under engine.lock). */
+    struct tcp_conn *conn;
+    uint32_t rqpn;
+    uint64_t peer_posted; /* RECVs the peer announced (absolute) */
+    uint64_t consumed;    /* of those, used by our SEND/WRITE_IMM */
+    uint64_t announced;   /* our RECVs announced to the peer */
+    uint64_t placed;      /* peer messages we placed (acknowledged cumulatively) */
+    uint64_t acked_sent;  /* `placed` as last sent to the peer */
+    uint64_t acked;       /* our messages the peer acknowledged */
+    uint64_t ack_cursor;  /* SQ index from which to look for unacknowledged messages */
+    bool err_sent;        /* the peer was told we are in error */
+};
+
+struct soft_device;
+
+struct soft_transport {
+    int (*init)(struct soft_device *dev, const char *options);
+    /* Device close: fini while the engine still serves the device (to drain
+     * I/O), release (may be NULL) once it no longer does. */
+    void (*fini)(struct soft_device *dev);
+    void (*release)(struct soft_device *dev);
+    int (*connect)(struct soft_qp *qp, const char *addr, uint32_t rqpn);
+    void (*qp_detach)(struct soft_qp *qp);
+    enum exec_result (*send)(struct soft_qp *qp, struct wqe *e);
+    /* The RQ doorbell's wake-up: of the engine that consumes the RQ. */
+    void (*recv_posted)(struct soft_qp *qp);
+    /* Once per engine pass, on the engine thread; true if it made progress. */
+    bool (*pass)(struct soft_device *dev);
+};
+
+extern const struct soft_transport soft_mem_transport;
+extern const struct soft_transport soft_tcp_transport;
+
+/* mem_lock for reading around an engine pass over a mem device. */
+void soft_mem_lock(bool on);
+
+struct io_op;
+typedef void (*io_cb)(struct io_op *op, int res, uint32_t cqe_flags);
+/* Every io_uring request carries one of these as user_data. */
+struct io_op {
+    io_cb cb;
+};
+
+struct engine {
+    pthread_t thread;
+    _Atomic uint64_t gen;
+    _Atomic int sleeping;
+    _Atomic bool stop;
+    _Atomic uint64_t wakes;
+    int efd;
+    uint64_t efd_buf;
+    struct io_op efd_op;
+    struct io_uring ring;
+    pthread_mutex_t lock; /* the device list */
+    struct soft_device *devs;
+};
+
+struct soft_device {
+    struct inec_device base;
+    struct engine *eng;
+    bool pooled;
+    const struct soft_transport *tr;
+    void *tr_state;
+    struct soft_device *next; /* the engine's device list */
+    pthread_mutex_t lock;     /* qps[] */
+    struct soft_qp **qps;     /* by qpn - 1 */
+    uint32_t nqps;
+    pthread_mutex_t mr_lock;
+    struct soft_mr **mrs; /* by rkey - 1 */
+    uint32_t nmrs;
+    _Atomic uint64_t doorbells, wrs_posted;
+};
+
+/* The value of `key` in "k=v,k=v" options; false if absent. */
+bool soft_opt(const char *options, const char *key, char *buf, size_t len);
+
+void engine_wake(struct engine *eng);
+/* Get an SQE of the engine's ring, submitting first if it is full. */
+struct io_uring_sqe *engine_sqe(struct engine *eng);
+
+void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc);
+/* Move a QP to the error state; its engine flushes it. */
+void soft_qp_set_error(struct soft_qp *qp);
+struct soft_qp *soft_qp_lookup(struct soft_device *dev, uint32_t qpn);
+/* The registered range [addr, addr+len) of rkey, or NULL; call under mr_lock. */
+uint8_t *soft_mr_range(struct soft_device *dev, uint32_t rkey, uint64_t addr, uint64_t len);
+/* Complete the RECV at the head of qp's RQ (caller holds rq.lock). */
+void soft_rq_complete(struct soft_qp *qp, enum inec_wc_status status, uint64_t byte_len,
+                      enum inec_wc_opcode opcode, bool has_imm, uint32_t imm);
+/* Copy a gather list into a scatter list of enough capacity. */
+void soft_copy_sg(const struct inec_sge *src, int nsrc, const struct inec_sge *dst, int ndst);
+
+static inline struct soft_device *soft_dev(struct inec_device *d)
+{
+    return (struct soft_device *)d;
+}
+
+static inline struct soft_qp *soft_qp(struct inec_qp *q)
+{
+    return (struct soft_qp *)q;
+}
+
+#endif

@@ -1,0 +1,916 @@
+/*
+ * The tcp transport: devices in different processes, over TCP sockets driven
+ * by the engine's io_uring. One connection per pair of devices carries all
+ * their QPs as frames: a fixed header (struct frame), then `len` payload bytes.
+ *
+ * Reliable-connected semantics over a byte stream:
+ *   - Receiver not ready: a QP announces how many RECVs it has posted
+ *     (F_CREDIT, absolute count); a SEND or WRITE_IMM only goes out while the
+ *     peer has an unused one, so a SEND always finds its RECV and the stream
+ *     never stalls on one QP.
+ *   - Completion: a SEND/WRITE completes when the peer has placed it
+ *     (F_ACK, cumulative count of placed messages) or failed it (F_NAK with a
+ *     status: RECV too small, bad rkey, unknown QP, QP in error).
+ *   - A QP that goes to error tells its peer (F_NAK), which goes to error too.
+ *   - A connection that fails (EOF, reset, keepalive/user timeout) moves every
+ *     QP using it to error and completes its unacknowledged requests with
+ *     INEC_WC_REMOTE_ERR: nothing waits for a dead peer.
+ * Payload is gathered straight from the request's buffers by sendmsg; on the
+ * receiving side small frames are parsed out of a staging buffer and large
+ * payloads are read by recvmsg straight into the RECV's (or the region's)
+ * memory, so big messages cost no copy beyond the kernel's.
+ * All of it runs on the device's engine thread (under engine.lock); the
+ * posting thread only connects. Frames are in host byte order: peers share
+ * an architecture. Listen on an address peers can reach: it is the device's
+ * address.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "inec/log.h"
+#include "inec/providers/soft/soft.h"
+
+#define RXBUF           (256u << 10)
+#define DIRECT_MIN      (32u << 10) /* read payloads this large straight into place */
+#define TX_BATCH_IOV    256
+#define DEFAULT_TIMEOUT 5000
+
+enum frame_op {
+    F_HELLO = 1, /* payload: the sender's device address */
+    F_SEND,
+    F_WRITE,
+    F_WRITE_IMM,
+    F_CREDIT, /* addr: RECVs posted by src_qpn so far */
+    F_ACK,    /* addr: messages of dst_qpn placed so far */
+    F_NAK,    /* status: why the next message (or the QP) failed */
+};
+
+struct frame {
+    uint32_t dst_qpn, src_qpn;
+    uint8_t op, has_imm;
+    uint16_t status;
+    uint32_t imm;
+    uint32_t rkey, pad;
+    uint64_t len;
+    uint64_t addr;
+};
+
+struct txi {
+    struct txi *next;
+    struct frame hdr;
+    int niov;
+    struct iovec iov[SOFT_MAX_SGE];
+};
+
+enum rx_state { RX_HDR, RX_PAYLOAD };
+
+struct tcp_conn {
+    struct tcp_conn *next;
+    struct soft_device *dev;
+    int fd;
+    char peer[128]; /* the peer device's address ("" until its HELLO) */
+    bool dead, started;
+    int ops; /* io_uring requests in flight */
+    /* receive */
+    struct io_op rx_op;
+    uint8_t *rxbuf;
+    size_t rx_off, rx_len;
+    enum rx_state state;
+    struct frame cur;
+    uint64_t left;         /* payload bytes of `cur` still to come */
+    struct soft_qp *rx_qp; /* RECV being filled (rq head marked busy) */
+    enum inec_wc_status rx_status;
+    struct iovec dst[SOFT_MAX_SGE]; /* where the payload goes; niov 0 = discard */
+    int ndst;
+    bool rx_direct;
+    struct msghdr rx_msg;
+    /* transmit */
+    struct io_op tx_op;
+    struct txi *tx_head, *tx_tail; /* queued, the first tx_batch of them in flight */
+    int tx_batch;
+    struct iovec tx_iov[TX_BATCH_IOV];
+    int tx_niov, tx_first;
+    struct msghdr tx_msg;
+};
+
+struct tcp_dev {
+    struct soft_device *dev;
+    int lfd;
+    int timeout_ms;
+    struct io_op accept_op, cancel_op;
+    bool accepting, closing, cancelling, leak;
+    struct tcp_conn *conns;
+    struct txi *free_txi;
+};
+
+static struct tcp_dev *td(struct soft_device *dev)
+{
+    return dev->tr_state;
+}
+
+/* ---- set-up ---------------------------------------------------------- */
+
+static int parse_hostport(const char *s, struct sockaddr_in *sa)
+{
+    char host[128];
+    const char *colon = strrchr(s, ':');
+    if (!colon || (size_t)(colon - s) >= sizeof(host))
+        return -EINVAL;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535)
+        return -EINVAL;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &sa->sin_addr) == 1)
+        return 0;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(host, NULL, &hints, &ai))
+        return -EINVAL;
+    sa->sin_addr = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* A silent or dead peer must surface within the timeout: keepalive probes
+ * for an idle connection, TCP_USER_TIMEOUT for unacknowledged data. */
+static void sock_opts(int fd, int timeout_ms)
+{
+    int one = 1, idle = timeout_ms / 3000 > 0 ? timeout_ms / 3000 : 1, cnt = 3;
+    unsigned user = (unsigned)timeout_ms;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
+}
+
+static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *peer)
+{
+    struct tcp_conn *c = calloc(1, sizeof(*c));
+    if (!c || !(c->rxbuf = malloc(RXBUF))) {
+        free(c);
+        return NULL;
+    }
+    c->dev = dev;
+    c->fd = fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    sock_opts(fd, td(dev)->timeout_ms);
+    return c;
+}
+
+static struct txi *txi_get(struct tcp_dev *t)
+{
+    struct txi *x = t->free_txi;
+    if (x)
+        t->free_txi = x->next;
+    else
+        x = malloc(sizeof(*x));
+    if (x)
+        x->next = NULL;
+    return x;
+}
+
+static void txi_put(struct tcp_dev *t, struct txi *x)
+{
+    x->next = t->free_txi;
+    t->free_txi = x;
+}
+
+static void conn_fail(struct tcp_conn *c, const char *why);
+
+static void queue_frame(struct tcp_conn *c, const struct frame *h, const struct inec_sge *sg,
+                        int nsg)
+{
+    if (c->dead)
+        return;
+    struct txi *x = txi_get(td(c->dev));
+    if (!x) {
+        conn_fail(c, "out of memory");
+        return;
+    }
+    x->hdr = *h;
+    x->niov = 0;
+    for (int i = 0; i < nsg; i++)
+        if (sg[i].length)
+            x->iov[x->niov++] = (struct iovec){sg[i].addr, sg[i].length};
+    if (c->tx_tail)
+        c->tx_tail->next = x;
+    else
+        c->tx_head = x;
+    c->tx_tail = x;
+}
+
+static void control(struct tcp_conn *c, uint8_t op, uint32_t dst, uint32_t src, uint64_t addr,
+                    uint16_t status)
+{
+    struct frame h = {.dst_qpn = dst, .src_qpn = src, .op = op, .addr = addr, .status = status};
+    queue_frame(c, &h, NULL, 0);
+}
+
+static bool is_msg(const struct wqe *e)
+{
+    return e->opcode == INEC_WR_SEND || e->opcode == INEC_WR_SEND_IMM ||
+           e->opcode == INEC_WR_WRITE || e->opcode == INEC_WR_WRITE_IMM;
+}
+
+/* Complete the next `n` unacknowledged messages of qp with `status`. */
+static void ack(struct soft_qp *qp, uint64_t n, enum inec_wc_status status)
+{
+    for (; n > 0 && qp->ack_cursor != qp->sq.head; qp->ack_cursor++) {
+        struct wqe *e = &qp->sq.e[qp->ack_cursor % qp->sq.depth];
+        if (!is_msg(e) || e->done)
+            continue;
+        e->status = status;
+        e->done = true;
+        qp->acked++;
+        n--;
+    }
+}
+
+static void fail_inflight(struct soft_qp *qp, enum inec_wc_status status)
+{
+    ack(qp, UINT64_MAX, status);
+}
+
+/* ---- transmit -------------------------------------------------------- */
+
+static void tx_submit(struct tcp_conn *c)
+{
+    struct io_uring_sqe *sqe = engine_sqe(c->dev->eng);
+    c->tx_msg = (struct msghdr){.msg_iov = c->tx_iov + c->tx_first,
+                                .msg_iovlen = (size_t)(c->tx_niov - c->tx_first)};
+    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL);
+    io_uring_sqe_set_data(sqe, &c->tx_op);
+    c->ops++;
+}
+
+/* Gather as many queued frames as fit into one sendmsg. */
+static void tx_kick(struct tcp_conn *c)
+{
+    if (c->dead || c->tx_batch || !c->tx_head)
+        return;
+    int n = 0;
+    for (struct txi *x = c->tx_head; x && n + 1 + x->niov <= TX_BATCH_IOV; x = x->next) {
+        c->tx_iov[n++] = (struct iovec){&x->hdr, sizeof(x->hdr)};
+        for (int i = 0; i < x->niov; i++)
+            c->tx_iov[n++] = x->iov[i];
+        c->tx_batch++;
+    }
+    c->tx_niov = n;
+    c->tx_first = 0;
+    tx_submit(c);
+}
+
+static void tx_done(struct io_op *op, int res, uint32_t flags)
+{
+    (void)flags;
+    struct tcp_conn *c = (struct tcp_conn *)((char *)op - offsetof(struct tcp_conn, tx_op));
+    c->ops--;
+    if (res <= 0) {
+        conn_fail(c, res < 0 ? strerror(-res) : "short send");
+        return;
+    }
+    size_t left = (size_t)res;
+    while (c->tx_first < c->tx_niov && left >= c->tx_iov[c->tx_first].iov_len)
+        left -= c->tx_iov[c->tx_first++].iov_len;
+    if (c->tx_first < c->tx_niov) { /* short write: send the rest */
+        struct iovec *v = &c->tx_iov[c->tx_first];
+        v->iov_base = (uint8_t *)v->iov_base + left;
+        v->iov_len -= left;
+        if (!c->dead)
+            tx_submit(c);
+        return;
+    }
+    for (; c->tx_batch > 0; c->tx_batch--) {
+        struct txi *x = c->tx_head;
+        c->tx_head = x->next;
+        if (!c->tx_head)
+            c->tx_tail = NULL;
+        txi_put(td(c->dev), x);
+    }
+    tx_kick(c);
+}
+
+/* ---- receive --------------------------------------------------------- */
+
+static void rx_arm(struct tcp_conn *c)
+{
+    if (c->dead)
+        return;
+    struct io_uring_sqe *sqe = engine_sqe(c->dev->eng);
+    if (c->rx_direct) {
+        /* Straight into place, never past this frame's payload: trim the
+         * destination list to `left` bytes (in place, n <= i). */
+        int n = 0;
+        uint64_t want = c->left;
+        for (int i = 0; i < c->ndst && want; i++) {
+            size_t l = c->dst[i].iov_len < want ? c->dst[i].iov_len : want;
+            if (l)
+                c->dst[n++] = (struct iovec){c->dst[i].iov_base, l};
+            want -= l;
+        }
+        c->ndst = n;
+        c->rx_msg = (struct msghdr){.msg_iov = c->dst, .msg_iovlen = (size_t)n};
+        io_uring_prep_recvmsg(sqe, c->fd, &c->rx_msg, MSG_WAITALL);
+    } else {
+        io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_len, RXBUF - c->rx_len, 0);
+    }
+    io_uring_sqe_set_data(sqe, &c->rx_op);
+    c->ops++;
+}
+
+/* Move `n` payload bytes from src (NULL: already in place) to the destination. */
+static void rx_place(struct tcp_conn *c, const uint8_t *src, size_t n)
+{
+    c->left -= n;
+    while (n > 0 && c->ndst > 0) {
+        size_t l = c->dst[0].iov_len < n ? c->dst[0].iov_len : n;
+        if (src) {
+            memcpy(c->dst[0].iov_base, src, l);
+            src += l;
+        }
+        c->dst[0].iov_base = (uint8_t *)c->dst[0].iov_base + l;
+        c->dst[0].iov_len -= l;
+        n -= l;
+        if (c->dst[0].iov_len == 0) {
+            memmove(c->dst, c->dst + 1, (size_t)(c->ndst - 1) * sizeof(c->dst[0]));
+            c->ndst--;
+        }
+    }
+}
+
+/* Handles a frame header; true if payload (maybe none) follows for placement. */
+static bool rx_header(struct tcp_conn *c)
+{
+    struct soft_device *dev = c->dev;
+    const struct frame *h = &c->cur;
+    struct soft_qp *qp = soft_qp_lookup(dev, h->dst_qpn);
+    c->ndst = 0;
+    c->rx_qp = NULL;
+    c->rx_status = INEC_WC_SUCCESS;
+    c->left = 0;
+    switch (h->op) {
+    case F_CREDIT:
+        if (qp && h->addr > qp->peer_posted)
+            qp->peer_posted = h->addr;
+        return false;
+    case F_ACK:
+        if (qp && h->addr > qp->acked)
+            ack(qp, h->addr - qp->acked, INEC_WC_SUCCESS);
+        return false;
+    case F_NAK:
+        if (qp) {
+            ack(qp, 1, h->status ? (enum inec_wc_status)h->status : INEC_WC_REMOTE_ERR);
+            qp->err_sent = true; /* the peer knows */
+            soft_qp_set_error(qp);
+        }
+        return false;
+    case F_SEND:
+    case F_WRITE:
+    case F_WRITE_IMM:
+        break;
+    default:
+        conn_fail(c, "bad frame");
+        return false;
+    }
+    c->left = h->len;
+    if (!qp || qp->base.type != INEC_QP_RC || atomic_load(&qp->base.error)) {
+        c->rx_status = INEC_WC_REMOTE_ERR;
+        return true;
+    }
+    if (h->op != F_SEND) {
+        pthread_mutex_lock(&dev->mr_lock);
+        uint8_t *p = soft_mr_range(dev, h->rkey, h->addr, h->len);
+        pthread_mutex_unlock(&dev->mr_lock);
+        if (!p && h->len)
+            c->rx_status = INEC_WC_PROT_ERR;
+        else if (h->len)
+            c->dst[c->ndst++] = (struct iovec){p, h->len};
+        if (h->op == F_WRITE)
+            return true;
+    }
+    pthread_mutex_lock(&qp->rq.lock);
+    uint64_t r = atomic_load_explicit(&qp->rq.retire, memory_order_relaxed);
+    if (r == atomic_load_explicit(&qp->rq.tail, memory_order_acquire)) {
+        c->rx_status = INEC_WC_REMOTE_ERR; /* no credit was given: a broken peer */
+        c->ndst = 0;
+    } else {
+        struct wqe *recv = &qp->rq.e[r % qp->rq.depth];
+        recv->busy = true;
+        c->rx_qp = qp;
+        if (h->op == F_SEND && h->len > recv->len) {
+            c->rx_status = INEC_WC_LEN_ERR;
+        } else if (h->op == F_SEND) {
+            for (int i = 0; i < recv->nsge; i++)
+                if (recv->sge[i].length)
+                    c->dst[c->ndst++] = (struct iovec){recv->sge[i].addr, recv->sge[i].length};
+        }
+    }
+    pthread_mutex_unlock(&qp->rq.lock);
+    if (c->rx_status != INEC_WC_SUCCESS)
+        c->ndst = 0; /* discard the payload */
+    return true;
+}
+
+static void rx_payload_done(struct tcp_conn *c)
+{
+    const struct frame *h = &c->cur;
+    struct soft_qp *qp = soft_qp_lookup(c->dev, h->dst_qpn);
+    enum inec_wc_status st = c->rx_status;
+    if (c->rx_qp) {
+        struct soft_qp *rq = c->rx_qp;
+        pthread_mutex_lock(&rq->rq.lock);
+        rq->rq.e[atomic_load(&rq->rq.retire) % rq->rq.depth].busy = false;
+        soft_rq_complete(rq, st, h->len, h->op == F_SEND ? INEC_WC_RECV : INEC_WC_RECV_WRITE_IMM,
+                         h->has_imm, h->imm);
+        pthread_mutex_unlock(&rq->rq.lock);
+        c->rx_qp = NULL;
+    }
+    if (st == INEC_WC_SUCCESS && qp) {
+        qp->placed++;
+        return;
+    }
+    /* Fail the sender's request and, for a QP of ours, the QP. */
+    control(c, F_NAK, h->src_qpn, h->dst_qpn, 0, (uint16_t)st);
+    if (qp && st != INEC_WC_REMOTE_ERR) {
+        qp->err_sent = true;
+        soft_qp_set_error(qp);
+    }
+}
+
+static void rx_process(struct tcp_conn *c)
+{
+    for (;;) {
+        size_t avail = c->rx_len - c->rx_off;
+        if (c->state == RX_PAYLOAD) {
+            size_t n = avail < c->left ? avail : (size_t)c->left;
+            rx_place(c, c->rxbuf + c->rx_off, n);
+            c->rx_off += n;
+            if (c->left == 0) {
+                rx_payload_done(c);
+                c->state = RX_HDR;
+                continue;
+            }
+            c->rx_off = c->rx_len = 0;
+            c->rx_direct = c->left >= DIRECT_MIN && c->ndst > 0;
+            return;
+        }
+        if (avail >= sizeof(struct frame)) {
+            struct frame h;
+            memcpy(&h, c->rxbuf + c->rx_off, sizeof(h));
+            if (h.op == F_HELLO) {
+                if (h.len >= sizeof(c->peer)) {
+                    conn_fail(c, "bad hello");
+                    return;
+                }
+                if (avail >= sizeof(h) + h.len) {
+                    memcpy(c->peer, c->rxbuf + c->rx_off + sizeof(h), h.len);
+                    c->peer[h.len] = '\0';
+                    c->rx_off += sizeof(h) + h.len;
+                    continue;
+                }
+            } else {
+                c->cur = h;
+                c->rx_off += sizeof(h);
+                if (rx_header(c))
+                    c->state = RX_PAYLOAD;
+                if (c->dead)
+                    return;
+                continue;
+            }
+        }
+        /* Need more: keep the partial frame at the start of the buffer. */
+        memmove(c->rxbuf, c->rxbuf + c->rx_off, avail);
+        c->rx_len = avail;
+        c->rx_off = 0;
+        return;
+    }
+}
+
+static void rx_done(struct io_op *op, int res, uint32_t flags)
+{
+    (void)flags;
+    struct tcp_conn *c = (struct tcp_conn *)((char *)op - offsetof(struct tcp_conn, rx_op));
+    c->ops--;
+    if (c->dead)
+        return;
+    if (res <= 0) {
+        conn_fail(c, res < 0 ? strerror(-res) : "closed by peer");
+        return;
+    }
+    if (c->rx_direct) {
+        c->rx_direct = false;
+        rx_place(c, NULL, (size_t)res);
+    } else {
+        c->rx_len += (size_t)res;
+    }
+    rx_process(c);
+    rx_arm(c);
+}
+
+static void conn_start(struct tcp_conn *c)
+{
+    c->rx_op.cb = rx_done;
+    c->tx_op.cb = tx_done;
+    c->started = true;
+    rx_arm(c);
+}
+
+/* Under engine.lock. */
+static void conn_fail(struct tcp_conn *c, const char *why)
+{
+    if (c->dead)
+        return;
+    c->dead = true;
+    struct soft_device *dev = c->dev;
+    if (!td(dev)->closing)
+        inec_log(INEC_LOG_INFO, "inec", "tcp connection closed peer=%s why=%s", c->peer, why);
+    shutdown(c->fd, SHUT_RDWR);
+    if (c->rx_qp) {
+        struct soft_qp *rq = c->rx_qp;
+        pthread_mutex_lock(&rq->rq.lock);
+        rq->rq.e[atomic_load(&rq->rq.retire) % rq->rq.depth].busy = false;
+        soft_rq_complete(rq, INEC_WC_REMOTE_ERR, 0, INEC_WC_RECV, false, 0);
+        pthread_mutex_unlock(&rq->rq.lock);
+        c->rx_qp = NULL;
+    }
+    pthread_mutex_lock(&dev->lock);
+    for (uint32_t i = 0; i < dev->nqps; i++) {
+        struct soft_qp *qp = dev->qps[i];
+        if (qp && qp->conn == c) {
+            qp->conn = NULL;
+            soft_qp_set_error(qp);
+            fail_inflight(qp, INEC_WC_REMOTE_ERR);
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    /* Frames not yet handed to the kernel are dropped. */
+    struct txi **p = &c->tx_head;
+    for (int i = 0; i < c->tx_batch && *p; i++)
+        p = &(*p)->next;
+    while (*p) {
+        struct txi *x = *p;
+        *p = x->next;
+        txi_put(td(dev), x);
+    }
+    c->tx_tail = NULL;
+}
+
+static void conn_free(struct tcp_conn *c)
+{
+    close(c->fd);
+    for (struct txi *x = c->tx_head, *n; x; x = n) {
+        n = x->next;
+        txi_put(td(c->dev), x);
+    }
+    free(c->rxbuf);
+    free(c);
+}
+
+/* ---- accept and connect ---------------------------------------------- */
+
+static void accept_done(struct io_op *op, int res, uint32_t flags)
+{
+    (void)flags;
+    struct tcp_dev *t = (struct tcp_dev *)((char *)op - offsetof(struct tcp_dev, accept_op));
+    t->accepting = false;
+    if (res < 0) {
+        if (!t->closing && res != -ECANCELED)
+            inec_log(INEC_LOG_WARN, "inec", "tcp accept failed err=%s", strerror(-res));
+        return;
+    }
+    if (t->closing) {
+        close(res);
+        return;
+    }
+    struct tcp_conn *c = conn_new(t->dev, res, "");
+    if (!c) {
+        close(res);
+        return;
+    }
+    c->next = t->conns;
+    t->conns = c;
+    conn_start(c);
+}
+
+static int dial(const char *hostport, int timeout_ms, int *out)
+{
+    struct sockaddr_in sa;
+    if (parse_hostport(hostport, &sa))
+        return inec_fail(-EINVAL, "tcp: address '%s' is not HOST:PORT", hostport);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return inec_fail(-errno, "tcp: socket: %s", strerror(errno));
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+    if (rc == -EINPROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t l = sizeof(err);
+        rc = poll(&p, 1, timeout_ms);
+        if (rc == 0)
+            rc = -ETIMEDOUT;
+        else if (rc < 0)
+            rc = -errno;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) || err)
+            rc = -(err ? err : errno);
+        else
+            rc = 0;
+    }
+    if (rc) {
+        close(fd);
+        return inec_fail(rc, "tcp: cannot connect to %s: %s", hostport, strerror(-rc));
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *out = fd;
+    return 0;
+}
+
+static struct tcp_conn *find_conn(struct tcp_dev *t, const char *addr)
+{
+    for (struct tcp_conn *c = t->conns; c; c = c->next)
+        if (!c->dead && strcmp(c->peer, addr) == 0)
+            return c;
+    return NULL;
+}
+
+static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
+{
+    struct soft_device *dev = soft_dev(qp->base.dev);
+    struct tcp_dev *t = td(dev);
+    if (strncmp(addr, "tcp:", 4) != 0)
+        return inec_fail(-EINVAL, "tcp transport: address '%s' is not tcp:HOST:PORT", addr);
+    /* A connection the peer just opened to us is reused once its HELLO says
+     * who it is; wait a little for unidentified ones (one connection per pair
+     * unless both sides dial at the same moment). */
+    struct tcp_conn *c = NULL;
+    bool connected = false, unknown = true;
+    for (int i = 0; i < 100 && !c && !connected && unknown; i++) {
+        if (i)
+            usleep(1000);
+        pthread_mutex_lock(&dev->eng->lock);
+        connected = qp->conn != NULL;
+        c = find_conn(t, addr);
+        unknown = false;
+        for (struct tcp_conn *x = t->conns; x; x = x->next)
+            unknown |= !x->dead && x->peer[0] == '\0';
+        pthread_mutex_unlock(&dev->eng->lock);
+    }
+    if (connected)
+        return inec_fail(-EISCONN, "qp %u is already connected", qp->base.qpn);
+    if (!c) {
+        int fd = -1;
+        int rc = dial(addr + 4, t->timeout_ms, &fd);
+        if (rc)
+            return rc;
+        /* HELLO goes first, before the engine owns the socket. */
+        size_t alen = strlen(dev->base.addr);
+        struct frame h = {.op = F_HELLO, .len = alen};
+        struct iovec v[2] = {{&h, sizeof(h)}, {dev->base.addr, alen}};
+        if (writev(fd, v, 2) != (ssize_t)(sizeof(h) + alen)) {
+            close(fd);
+            return inec_fail(-EIO, "tcp: hello to %s failed", addr);
+        }
+        c = conn_new(dev, fd, addr);
+        if (!c) {
+            close(fd);
+            return inec_fail(-ENOMEM, "tcp: out of memory");
+        }
+        pthread_mutex_lock(&dev->eng->lock);
+        c->next = t->conns;
+        t->conns = c;
+        pthread_mutex_unlock(&dev->eng->lock);
+    }
+    pthread_mutex_lock(&dev->eng->lock);
+    qp->conn = c;
+    qp->rqpn = rqpn;
+    pthread_mutex_unlock(&dev->eng->lock);
+    engine_wake(dev->eng);
+    return 0;
+}
+
+static void tcp_detach(struct soft_qp *qp)
+{
+    struct soft_device *dev = soft_dev(qp->base.dev);
+    pthread_mutex_lock(&dev->eng->lock);
+    struct tcp_dev *t = td(dev);
+    /* In error, the receiver no longer places anything into it. */
+    if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
+        control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
+    for (struct tcp_conn *c = t->conns; c; c = c->next)
+        if (c->rx_qp == qp) {
+            c->rx_qp = NULL;
+            c->ndst = 0;
+        }
+    qp->conn = NULL;
+    pthread_mutex_unlock(&dev->eng->lock);
+    engine_wake(dev->eng);
+}
+
+/* ---- the engine's part ----------------------------------------------- */
+
+static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
+{
+    struct tcp_conn *c = qp->conn;
+    if (!c || c->dead) {
+        e->status = INEC_WC_REMOTE_ERR;
+        return EXEC_DONE;
+    }
+    bool consumes = e->opcode != INEC_WR_WRITE;
+    if (consumes && qp->consumed == qp->peer_posted)
+        return EXEC_BLOCKED; /* receiver not ready: retried when its credit arrives */
+    qp->consumed += consumes;
+    static const uint8_t ops[] = {[INEC_WR_SEND] = F_SEND,
+                                  [INEC_WR_SEND_IMM] = F_SEND,
+                                  [INEC_WR_WRITE] = F_WRITE,
+                                  [INEC_WR_WRITE_IMM] = F_WRITE_IMM};
+    struct frame h = {.dst_qpn = qp->rqpn,
+                      .src_qpn = qp->base.qpn,
+                      .op = ops[e->opcode],
+                      .has_imm = e->has_imm,
+                      .imm = e->imm,
+                      .rkey = e->rdma.rkey,
+                      .len = e->len,
+                      .addr = e->rdma.remote_addr};
+    if (e->opcode == INEC_WR_SEND || e->opcode == INEC_WR_SEND_IMM)
+        h.rkey = 0, h.addr = 0;
+    queue_frame(c, &h, e->sge, e->nsge);
+    return EXEC_INFLIGHT; /* done when acknowledged */
+}
+
+static void tcp_recv_posted(struct soft_qp *qp)
+{
+    engine_wake(soft_dev(qp->base.dev)->eng); /* it announces the credit */
+}
+
+static bool tcp_pass(struct soft_device *dev)
+{
+    struct tcp_dev *t = td(dev);
+    bool progress = false;
+    pthread_mutex_lock(&dev->lock);
+    for (uint32_t i = 0; i < dev->nqps; i++) {
+        struct soft_qp *qp = dev->qps[i];
+        if (!qp || !qp->conn)
+            continue;
+        if (atomic_load(&qp->base.error)) {
+            if (!qp->err_sent) {
+                control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
+                qp->err_sent = true;
+            }
+            fail_inflight(qp, INEC_WC_FLUSH_ERR);
+            continue;
+        }
+        uint64_t posted = atomic_load_explicit(&qp->rq.tail, memory_order_acquire);
+        if (posted != qp->announced) {
+            control(qp->conn, F_CREDIT, qp->rqpn, qp->base.qpn, posted, 0);
+            qp->announced = posted;
+        }
+        if (qp->placed != qp->acked_sent) {
+            control(qp->conn, F_ACK, qp->rqpn, qp->base.qpn, qp->placed, 0);
+            qp->acked_sent = qp->placed;
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    for (struct tcp_conn **p = &t->conns; *p;) {
+        struct tcp_conn *c = *p;
+        if (c->dead && c->ops == 0) {
+            *p = c->next;
+            conn_free(c);
+            progress = true;
+            continue;
+        }
+        if (!c->started) {
+            conn_start(c);
+            progress = true;
+        }
+        tx_kick(c);
+        p = &c->next;
+    }
+    if (!t->accepting && !t->closing) {
+        struct io_uring_sqe *sqe = engine_sqe(dev->eng);
+        io_uring_prep_accept(sqe, t->lfd, NULL, NULL, SOCK_CLOEXEC);
+        io_uring_sqe_set_data(sqe, &t->accept_op);
+        t->accepting = true;
+    } else if (t->accepting && t->closing && !t->cancelling) {
+        struct io_uring_sqe *sqe = engine_sqe(dev->eng);
+        io_uring_prep_cancel(sqe, &t->accept_op, 0);
+        io_uring_sqe_set_data(sqe, &t->cancel_op);
+        t->cancelling = true;
+    }
+    return progress;
+}
+
+static void cancel_done(struct io_op *op, int res, uint32_t flags)
+{
+    (void)res;
+    (void)flags;
+    ((struct tcp_dev *)((char *)op - offsetof(struct tcp_dev, cancel_op)))->cancelling = false;
+}
+
+static int tcp_init(struct soft_device *dev, const char *options)
+{
+    char val[128] = "127.0.0.1:0";
+    soft_opt(options, "listen", val, sizeof(val));
+    struct tcp_dev *t = calloc(1, sizeof(*t));
+    if (!t)
+        return inec_fail(-ENOMEM, "tcp: out of memory");
+    t->timeout_ms = DEFAULT_TIMEOUT;
+    char tmo[32];
+    if (soft_opt(options, "timeout_ms", tmo, sizeof(tmo))) {
+        char *end;
+        long v = strtol(tmo, &end, 10);
+        if (*end || v < 100 || v > 3600000) {
+            free(t);
+            return inec_fail(-EINVAL, "tcp: timeout_ms must be 100..3600000, not '%s'", tmo);
+        }
+        t->timeout_ms = (int)v;
+    }
+    struct sockaddr_in sa;
+    if (parse_hostport(val, &sa)) {
+        free(t);
+        return inec_fail(-EINVAL, "tcp: listen address '%s' is not HOST:PORT", val);
+    }
+    t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    socklen_t sl = sizeof(sa);
+    if (t->lfd < 0 || setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        bind(t->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(t->lfd, 128) ||
+        getsockname(t->lfd, (struct sockaddr *)&sa, &sl)) {
+        int err = -errno;
+        if (t->lfd >= 0)
+            close(t->lfd);
+        free(t);
+        return inec_fail(err, "tcp: cannot listen on %s: %s", val, strerror(-err));
+    }
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+    snprintf(dev->base.addr, sizeof(dev->base.addr), "tcp:%s:%u", ip, ntohs(sa.sin_port));
+    dev->tr_state = t;
+    t->dev = dev;
+    t->accept_op.cb = accept_done;
+    t->cancel_op.cb = cancel_done;
+    return 0;
+}
+
+static void tcp_fini(struct soft_device *dev)
+{
+    struct tcp_dev *t = td(dev);
+    pthread_mutex_lock(&dev->eng->lock);
+    t->closing = true; /* the engine cancels the accept: only it touches the ring */
+    for (struct tcp_conn *c = t->conns; c; c = c->next)
+        conn_fail(c, "device closed");
+    pthread_mutex_unlock(&dev->eng->lock);
+    /* The engine reaps what is in flight and frees the connections. */
+    bool done = false;
+    for (int i = 0; i < 5000 && !done; i++) {
+        pthread_mutex_lock(&dev->eng->lock);
+        done = !t->accepting && !t->conns && !t->cancelling;
+        pthread_mutex_unlock(&dev->eng->lock);
+        if (!done) {
+            engine_wake(dev->eng);
+            usleep(1000);
+        }
+    }
+    if (!done)
+        inec_log(INEC_LOG_WARN, "inec", "tcp close: I/O still in flight, leaking its state");
+    t->leak = !done;
+}
+
+/* After the device left its engine: nothing can reach `t` any more. */
+static void tcp_release(struct soft_device *dev)
+{
+    struct tcp_dev *t = td(dev);
+    close(t->lfd);
+    for (struct txi *x = t->free_txi, *n; x; x = n) {
+        n = x->next;
+        free(x);
+    }
+    if (!t->leak)
+        free(t);
+}
+
+const struct soft_transport soft_tcp_transport = {
+    .init = tcp_init,
+    .fini = tcp_fini,
+    .release = tcp_release,
+    .connect = tcp_connect,
+    .qp_detach = tcp_detach,
+    .send = tcp_send,
+    .recv_posted = tcp_recv_posted,
+    .pass = tcp_pass,
+};

@@ -1,0 +1,755 @@
+/*
+ * The client side of the node RPCs, and node_deg_run: a DEG whose node
+ * vertices run on their nodes, set up and started through RPCs.
+ *
+ * One call at a time per client (its lock): send the request, then poll the
+ * client's own CQ until the response with this request id is there and the
+ * request's sends have completed (so the caller may free its data), or the
+ * deadline passes. A timeout or a broken QP closes the endpoint (the engine
+ * then touches none of the caller's buffers); the next call reconnects.
+ */
+#include "node/client.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "deg/internal.h"
+#include "inec/inec.h"
+#include "node/rpc.h"
+
+#define DEFAULT_TIMEOUT 5000
+
+struct node_client {
+    struct inec_device *dev;
+    struct inec_cq *cq;
+    struct rpc_ep *ep;
+    struct node_service *local; /* in-process node, or NULL */
+    char addr[300];
+    int timeout_ms;
+    uint64_t seq;
+    pthread_mutex_t lock;
+    char err[512];
+};
+
+static int cfail(struct node_client *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cfail(struct node_client *c, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The connection manager exchange over TCP (see service.c). */
+static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t peerlen,
+                       uint32_t *peer_qpn)
+{
+    char host[256];
+    const char *colon = strrchr(c->addr, ':');
+    if (!colon || colon == c->addr || (size_t)(colon - c->addr) >= sizeof(host))
+        return cfail(c, -EINVAL, "node address '%s' is not HOST:PORT", c->addr);
+    memcpy(host, c->addr, (size_t)(colon - c->addr));
+    host[colon - c->addr] = 0;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
+    if (getaddrinfo(host, colon + 1, &hints, &res))
+        return cfail(c, -EHOSTUNREACH, "cannot resolve %s", c->addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = {.tv_sec = c->timeout_ms / 1000, .tv_usec = c->timeout_ms % 1000 * 1000};
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)); /* bounds connect() too */
+    }
+    int rc = fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) ? -errno : 0;
+    freeaddrinfo(res);
+    if (rc) {
+        if (fd >= 0)
+            close(fd);
+        if (rc == -EINPROGRESS || rc == -EAGAIN)
+            rc = -ETIMEDOUT;
+        return cfail(c, rc, "cannot connect to node %s: %s", c->addr, strerror(-rc));
+    }
+    char line[512];
+    int n = snprintf(line, sizeof(line), "{\"addr\":\"%s\",\"qpn\":%u}\n", inec_device_addr(c->dev),
+                     qpn);
+    size_t got = 0;
+    if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n) {
+        rc = -EHOSTDOWN;
+    } else {
+        while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
+            ssize_t r = recv(fd, line + got, sizeof(line) - 1 - got, 0);
+            if (r <= 0) {
+                rc = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -EHOSTDOWN;
+                break;
+            }
+            got += (size_t)r;
+        }
+    }
+    close(fd);
+    if (rc)
+        return cfail(c, rc, "node %s: connection setup: %s", c->addr, strerror(-rc));
+    line[got] = 0;
+    json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+    const char *a = json_string_value(json_object_get(j, "addr"));
+    if (!a) {
+        int e = (int)json_integer_value(json_object_get(j, "errno"));
+        json_decref(j);
+        return cfail(c, e > 0 ? -e : -EPROTO, "node %s refused the connection: %s", c->addr,
+                     e > 0 ? strerror(e) : "bad answer");
+    }
+    snprintf(peer, peerlen, "%s", a);
+    *peer_qpn = (uint32_t)json_integer_value(json_object_get(j, "qpn"));
+    json_decref(j);
+    return 0;
+}
+
+static int ep_setup(struct node_client *c)
+{
+    char peer[300];
+    const char *local_addr = NULL;
+    uint32_t peer_qpn = 0;
+    int rc = rpc_ep_open(c->dev, c->cq, &c->ep);
+    if (rc)
+        return cfail(c, rc, "rpc endpoint: %s", inec_errmsg());
+    uint32_t qpn = rpc_ep_qpn(c->ep);
+    if (c->local) {
+        rc = node_service_accept(c->local, inec_device_addr(c->dev), qpn, &peer_qpn, &local_addr);
+        if (rc)
+            cfail(c, rc, "in-process node refused the connection: %s", strerror(-rc));
+        else
+            snprintf(peer, sizeof(peer), "%s", local_addr);
+    } else {
+        rc = cm_exchange(c, qpn, peer, sizeof(peer), &peer_qpn);
+    }
+    if (rc == 0 && (rc = rpc_ep_connect(c->ep, peer, peer_qpn)))
+        cfail(c, rc, "connecting to node %s: %s", c->addr, inec_errmsg());
+    if (rc) {
+        rpc_ep_close(c->ep);
+        c->ep = NULL;
+    }
+    return rc;
+}
+
+static int client_new(struct inec_device *dev, const struct node_client_opts *opts,
+                      struct node_client **out)
+{
+    struct node_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->dev = dev;
+    c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT;
+    pthread_mutex_init(&c->lock, NULL);
+    int rc = inec_cq_create(dev, 4096, &c->cq);
+    if (rc) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static int client_finish(struct node_client *c, struct node_client **out, char *err, size_t errlen)
+{
+    int rc = ep_setup(c);
+    if (rc) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", c->err);
+        node_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int node_client_connect(struct inec_device *dev, const char *addr,
+                        const struct node_client_opts *opts, struct node_client **out, char *err,
+                        size_t errlen)
+{
+    struct node_client *c;
+    int rc = client_new(dev, opts, &c);
+    if (rc)
+        return rc;
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    return client_finish(c, out, err, errlen);
+}
+
+int node_client_connect_local(struct inec_device *dev, struct node_service *svc,
+                              const struct node_client_opts *opts, struct node_client **out,
+                              char *err, size_t errlen)
+{
+    struct node_client *c;
+    int rc = client_new(dev, opts, &c);
+    if (rc)
+        return rc;
+    c->local = svc;
+    snprintf(c->addr, sizeof(c->addr), "%s", node_service_id(svc));
+    return client_finish(c, out, err, errlen);
+}
+
+void node_client_close(struct node_client *c)
+{
+    if (!c)
+        return;
+    rpc_ep_close(c->ep);
+    inec_cq_destroy(c->cq);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+const char *node_client_errmsg(const struct node_client *c)
+{
+    return c->err;
+}
+
+/*
+ * One RPC: *resp gets the response (caller frees resp->data) when it returns
+ * 0 or the node's status (< 0, resp filled); transport failures return
+ * -ETIMEDOUT / -EHOSTDOWN / ... with resp untouched.
+ */
+static int call_timeout(struct node_client *c, int type, const void *head, size_t hlen,
+                        const void *data, size_t dlen, struct rpc_msg *resp, int timeout_ms)
+{
+    pthread_mutex_lock(&c->lock);
+    c->err[0] = 0;
+    int rc = 0;
+    if (c->ep && rpc_ep_broken(c->ep)) {
+        rpc_ep_close(c->ep);
+        c->ep = NULL;
+    }
+    if (!c->ep) {
+        if (c->local) /* the in-process node may be gone: do not touch it */
+            rc = cfail(c, -EHOSTDOWN, "connection to node %s is broken", c->addr);
+        else
+            rc = ep_setup(c);
+        if (rc) {
+            pthread_mutex_unlock(&c->lock);
+            return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EINVAL ? rc : -EHOSTDOWN;
+        }
+    }
+    struct rpc_msg h = {.type = (uint16_t)type, .req_id = ++c->seq};
+    if ((rc = rpc_ep_send(c->ep, &h, head, hlen, data, dlen, NULL, NULL))) {
+        pthread_mutex_unlock(&c->lock);
+        return cfail(c, rc, "request to node %s: %s", c->addr, strerror(-rc));
+    }
+    int64_t deadline = now_ms() + timeout_ms;
+    bool got = false;
+    while (rc == 0 && !(got && rpc_ep_idle(c->ep))) {
+        int64_t left = deadline - now_ms();
+        struct inec_wc wc[16];
+        int n = left > 0 ? inec_cq_wait(c->cq, 16, wc, (int)left) : -ETIMEDOUT;
+        if (n < 0) {
+            rc = cfail(c, -ETIMEDOUT, "node %s did not answer within %d ms", c->addr, timeout_ms);
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (!rpc_ep_owns(c->ep, &wc[i]))
+                continue; /* of an endpoint closed earlier */
+            struct rpc_msg m;
+            int r = rpc_ep_complete(c->ep, &wc[i], &m);
+            if (r == 1 && (m.flags & RPC_F_RESPONSE) && m.req_id == h.req_id && !got) {
+                *resp = m;
+                got = true;
+            } else if (r == 1) {
+                free(m.data); /* an answer to a request we gave up on */
+            } else if (r == -EHOSTDOWN && rc == 0) {
+                rc = cfail(c, -EHOSTDOWN, "connection to node %s broke", c->addr);
+            }
+        }
+    }
+    if (rc) {
+        /* Closing the QP guarantees the engine no longer reads the caller's data. */
+        rpc_ep_close(c->ep);
+        c->ep = NULL;
+        if (got)
+            free(resp->data);
+        pthread_mutex_unlock(&c->lock);
+        return rc;
+    }
+    if (resp->status < 0) {
+        if (resp->len)
+            cfail(c, resp->status, "node %s: %.*s", c->addr, (int)resp->len, (char *)resp->data);
+        else
+            cfail(c, resp->status, "node %s: %s", c->addr, strerror(-resp->status));
+    }
+    pthread_mutex_unlock(&c->lock);
+    return resp->status;
+}
+
+static int call(struct node_client *c, int type, const void *head, size_t hlen, const void *data,
+                size_t dlen, struct rpc_msg *resp)
+{
+    return call_timeout(c, type, head, hlen, data, dlen, resp, c->timeout_ms);
+}
+
+/* A call whose response carries nothing the caller needs. */
+static int call0(struct node_client *c, int type, const void *head, size_t hlen, const void *data,
+                 size_t dlen)
+{
+    struct rpc_msg m = {0};
+    int rc = call(c, type, head, hlen, data, dlen, &m);
+    free(m.data);
+    return rc;
+}
+
+/* ---- chunks ------------------------------------------------------------------ */
+
+int node_client_put_chunk(struct node_client *c, const struct node_chunk_id *id, uint64_t version,
+                          const void *data, size_t len)
+{
+    uint8_t head[RPC_CHUNK_HEAD];
+    if (len > NODE_CHUNK_MAX)
+        return cfail(c, -EMSGSIZE, "chunk of %zu bytes exceeds %u", len, NODE_CHUNK_MAX);
+    rpc_chunk_head_encode(head, id, version);
+    return call0(c, NODE_RPC_PUT_CHUNK, head, sizeof(head), data, len);
+}
+
+int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
+                          size_t *len, uint64_t *version)
+{
+    uint8_t head[RPC_CHUNK_HEAD];
+    struct rpc_msg m = {0};
+    rpc_chunk_head_encode(head, id, 0);
+    int rc = call(c, NODE_RPC_GET_CHUNK, head, sizeof(head), NULL, 0, &m);
+    if (rc == 0 && m.len < 8)
+        rc = cfail(c, -EPROTO, "node %s: short get response", c->addr);
+    if (rc) {
+        free(m.data);
+        return rc;
+    }
+    if (version)
+        *version = rpc_get64(m.data);
+    *len = m.len - 8;
+    memmove(m.data, m.data + 8, *len);
+    *data = m.data;
+    return 0;
+}
+
+int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *id,
+                             uint64_t version)
+{
+    uint8_t head[RPC_CHUNK_HEAD];
+    rpc_chunk_head_encode(head, id, version);
+    return call0(c, NODE_RPC_DELETE_CHUNK, head, sizeof(head), NULL, 0);
+}
+
+/* ---- metadata ------------------------------------------------------------------- */
+
+/* "bucket\0key\0" in a malloc'ed buffer. */
+static char *names(const char *bucket, const char *key, size_t *len)
+{
+    size_t b = strlen(bucket) + 1, k = strlen(key) + 1;
+    char *p = malloc(b + k);
+    if (p) {
+        memcpy(p, bucket, b);
+        memcpy(p + b, key, k);
+    }
+    *len = b + k;
+    return p;
+}
+
+static int meta_call(struct node_client *c, int type, const char *bucket, const char *key,
+                     const void *blob, size_t len, struct rpc_msg *m)
+{
+    size_t hlen;
+    if (!bucket || !key)
+        return cfail(c, -EINVAL, "bucket and key are required");
+    if (len > NODE_META_MAX)
+        return cfail(c, -EMSGSIZE, "metadata of %zu bytes exceeds %u", len, NODE_META_MAX);
+    char *head = names(bucket, key, &hlen);
+    if (!head)
+        return -ENOMEM;
+    int rc = call(c, type, head, hlen, blob, len, m);
+    free(head);
+    return rc;
+}
+
+int node_client_put_meta(struct node_client *c, const char *bucket, const char *key,
+                         const void *blob, size_t len)
+{
+    struct rpc_msg m = {0};
+    int rc = meta_call(c, NODE_RPC_PUT_META, bucket, key, blob, len, &m);
+    free(m.data);
+    return rc;
+}
+
+int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
+                         size_t *len)
+{
+    struct rpc_msg m = {0};
+    int rc = meta_call(c, NODE_RPC_GET_META, bucket, key, NULL, 0, &m);
+    if (rc) {
+        free(m.data);
+        return rc;
+    }
+    *blob = m.data ? m.data : malloc(1);
+    *len = m.len;
+    return *blob ? 0 : -ENOMEM;
+}
+
+int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key)
+{
+    struct rpc_msg m = {0};
+    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, &m);
+    free(m.data);
+    return rc;
+}
+
+int node_client_list_meta(struct node_client *c, const char *bucket, const char *prefix,
+                          const char *start_after, size_t limit, node_meta_cb cb, void *arg,
+                          int *more)
+{
+    const char *f[3] = {bucket ? bucket : "", prefix ? prefix : "", start_after ? start_after : ""};
+    size_t l[3], hlen = 8;
+    for (int i = 0; i < 3; i++)
+        hlen += (l[i] = strlen(f[i]) + 1);
+    uint8_t *head = malloc(hlen), *p = head + 8;
+    if (!head)
+        return -ENOMEM;
+    rpc_put64(head, limit);
+    for (int i = 0; i < 3; i++, p += l[i - 1])
+        memcpy(p, f[i], l[i]);
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_LIST_META, head, hlen, NULL, 0, &m);
+    free(head);
+    if (rc == 0 && m.len < 1)
+        rc = cfail(c, -EPROTO, "node %s: short list response", c->addr);
+    int n = 0;
+    for (size_t off = 1; rc == 0 && off < m.len; n++) {
+        if (m.len - off < 8) {
+            rc = cfail(c, -EPROTO, "node %s: bad list response", c->addr);
+            break;
+        }
+        uint64_t kb = rpc_get64(m.data + off);
+        size_t klen = (uint32_t)kb, blen = kb >> 32;
+        if (m.len - off - 8 < klen + blen) {
+            rc = cfail(c, -EPROTO, "node %s: bad list response", c->addr);
+            break;
+        }
+        char *key = strndup((char *)m.data + off + 8, klen);
+        if (!key) {
+            rc = -ENOMEM;
+            break;
+        }
+        int stop = cb ? cb(key, m.data + off + 8 + klen, blen, arg) : 0;
+        free(key);
+        off += 8 + klen + blen;
+        if (stop)
+            break;
+    }
+    if (rc == 0 && more)
+        *more = m.data[0];
+    free(m.data);
+    return rc ? rc : n;
+}
+
+/* ---- node state ---------------------------------------------------------------------- */
+
+int node_client_health(struct node_client *c, struct node_health *h)
+{
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_HEALTH, NULL, 0, NULL, 0, &m);
+    json_t *j = rc ? NULL : json_loadb((char *)m.data, m.len, 0, NULL);
+    free(m.data);
+    if (rc)
+        return rc;
+    if (!j)
+        return cfail(c, -EPROTO, "node %s: bad health response", c->addr);
+    memset(h, 0, sizeof(*h));
+    snprintf(h->id, sizeof(h->id), "%s", json_string_value(json_object_get(j, "id")) ?: "");
+    snprintf(h->domain, sizeof(h->domain), "%s",
+             json_string_value(json_object_get(j, "domain")) ?: "");
+    h->uptime_ms = (uint64_t)json_integer_value(json_object_get(j, "uptime_ms"));
+    h->stopping = json_is_true(json_object_get(j, "stopping"));
+    json_decref(j);
+    return 0;
+}
+
+int node_client_stats(struct node_client *c, struct node_store_stats *st)
+{
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_STATS, NULL, 0, NULL, 0, &m);
+    if (rc == 0 && m.len != 64)
+        rc = cfail(c, -EPROTO, "node %s: bad stats response", c->addr);
+    if (rc == 0) {
+        uint64_t v[8];
+        for (int i = 0; i < 8; i++)
+            v[i] = rpc_get64(m.data + 8 * i);
+        *st = (struct node_store_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    }
+    free(m.data);
+    return rc;
+}
+
+int node_client_scrub(struct node_client *c, struct node_scrub_result *res)
+{
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_SCRUB, NULL, 0, NULL, 0, &m);
+    if (rc == 0 && m.len != 24)
+        rc = cfail(c, -EPROTO, "node %s: bad scrub response", c->addr);
+    if (rc == 0)
+        *res = (struct node_scrub_result){rpc_get64(m.data), rpc_get64(m.data + 8),
+                                          rpc_get64(m.data + 16)};
+    free(m.data);
+    return rc;
+}
+
+/* ---- DEG vertices ------------------------------------------------------------------------ */
+
+struct vstate {
+    struct deg_vx *x;      /* a gateway vertex, run here */
+    struct node_client *c; /* a node vertex, run there */
+    int handle;            /* on its node, 0 when not set up */
+    char addr[128];
+    uint32_t *in_qpn, *out_qpn;
+};
+
+struct run_ctx {
+    const struct deg_graph *g;
+    struct vstate *vs;
+    deg_result_fn result;
+    void *arg;
+    pthread_mutex_t lock;
+    int timeout_ms;
+    /* per thread */
+    int rc;
+    char err[512];
+};
+
+struct node_job {
+    struct run_ctx *ctx;
+    struct node_client *c; /* RUN of all vertices on this node */
+    int v;                 /* or a gateway vertex run here */
+    bool started;
+    int rc;
+    char err[512];
+};
+
+static json_t *call_json(struct node_client *c, int type, json_t *req, int timeout_ms, int *rc)
+{
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!text) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    struct rpc_msg m = {0};
+    *rc = call_timeout(c, type, text, strlen(text), NULL, 0, &m, timeout_ms);
+    free(text);
+    json_t *j = *rc == 0 && m.len ? json_loadb((char *)m.data, m.len, 0, NULL) : NULL;
+    free(m.data);
+    return j;
+}
+
+static void *job_main(void *arg)
+{
+    struct node_job *jb = arg;
+    struct run_ctx *x = jb->ctx;
+    if (!jb->c) {
+        jb->rc = deg_vx_run(x->vs[jb->v].x, x->result, x->arg, &x->lock, jb->err, sizeof(jb->err));
+        return NULL;
+    }
+    json_t *hs = json_array();
+    for (int v = 0; v < x->g->nvertices; v++)
+        if (x->vs[v].c == jb->c)
+            json_array_append_new(hs, json_integer(x->vs[v].handle));
+    /* The node's own bound on the run, plus room for storing the results. */
+    json_decref(call_json(jb->c, NODE_RPC_VERTEX_RUN, json_pack("{s:o}", "handles", hs),
+                          x->timeout_ms * 2 + 2000, &jb->rc));
+    if (jb->rc)
+        snprintf(jb->err, sizeof(jb->err), "%s", node_client_errmsg(jb->c));
+    for (int v = 0; v < x->g->nvertices; v++)
+        if (x->vs[v].c == jb->c)
+            x->vs[v].handle = 0; /* the node closes a vertex once run */
+    return NULL;
+}
+
+static int out_pos(const struct deg_graph *g, int from, int edge)
+{
+    int pos = 0;
+    while (g->vertices[from].out[pos] != edge)
+        pos++;
+    return pos;
+}
+
+int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
+                 struct node_client *const *nodes, int nnodes, const struct node_stripe *stripe,
+                 const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
+                 size_t errlen)
+{
+    int rc = deg_validate(g, err, errlen);
+    if (rc)
+        return rc;
+    struct run_ctx ctx = {.g = g, .result = result, .arg = arg};
+    ctx.timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
+    struct deg_run_opts vo = {.incoherent = opts && opts->incoherent,
+                              .timeout_ms = ctx.timeout_ms,
+                              .options = opts ? opts->options : NULL};
+    pthread_mutex_init(&ctx.lock, NULL);
+    ctx.vs = calloc((size_t)g->nvertices, sizeof(*ctx.vs));
+    struct node_job *jobs = calloc((size_t)g->nvertices, sizeof(*jobs));
+    pthread_t *threads = calloc((size_t)g->nvertices, sizeof(*threads));
+    char *gtext = deg_to_json(g);
+    json_t *gjson = gtext ? json_loads(gtext, 0, NULL) : NULL;
+    free(gtext);
+    char obj[2 * NODE_OBJECT_ID_BYTES + 1];
+    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
+        snprintf(obj + 2 * i, 3, "%02x", stripe->object[i]);
+    if (!ctx.vs || !jobs || !threads || !gjson) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    /* 1. set up every vertex: gateway ones here, node ones on their nodes. */
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        struct vstate *s = &ctx.vs[v];
+        s->in_qpn = calloc((size_t)vx->nin + 1, sizeof(uint32_t));
+        s->out_qpn = calloc((size_t)vx->nout_edges + 1, sizeof(uint32_t));
+        if (!s->in_qpn || !s->out_qpn) {
+            rc = -ENOMEM;
+            snprintf(err, errlen, "out of memory");
+            break;
+        }
+        if (vx->node == DEG_GATEWAY) {
+            if ((rc = deg_vx_open(g, v, len, chunks, &vo, &s->x, err, errlen)))
+                break;
+            snprintf(s->addr, sizeof(s->addr), "%s", deg_vx_addr(s->x));
+            for (int i = 0; i < vx->nin; i++)
+                s->in_qpn[i] = deg_vx_in_qpn(s->x, i);
+            for (int i = 0; i < vx->nout_edges; i++)
+                s->out_qpn[i] = deg_vx_out_qpn(s->x, i);
+            continue;
+        }
+        if (vx->node < 0 || vx->node >= nnodes || !nodes[vx->node]) {
+            rc = -EHOSTDOWN;
+            snprintf(err, errlen, "vertex %s: node %d has no connection", vx->name, vx->node);
+            break;
+        }
+        s->c = nodes[vx->node];
+        json_t *req = json_pack("{s:O,s:s,s:I,s:i,s:b,s:s,s:I,s:I}", "graph", gjson, "vertex",
+                                vx->name, "len", (json_int_t)len, "timeout_ms", ctx.timeout_ms,
+                                "incoherent", vo.incoherent, "object", obj, "stripe",
+                                (json_int_t)stripe->stripe, "version", (json_int_t)stripe->version);
+        json_t *ans = call_json(s->c, NODE_RPC_VERTEX_SETUP, req, s->c->timeout_ms, &rc);
+        if (rc) {
+            snprintf(err, errlen, "vertex %s: setup: %s", vx->name, node_client_errmsg(s->c));
+            break;
+        }
+        s->handle = (int)json_integer_value(json_object_get(ans, "handle"));
+        snprintf(s->addr, sizeof(s->addr), "%s",
+                 json_string_value(json_object_get(ans, "addr")) ?: "");
+        for (int i = 0; i < vx->nin; i++)
+            s->in_qpn[i] =
+                (uint32_t)json_integer_value(json_array_get(json_object_get(ans, "in"), (size_t)i));
+        for (int i = 0; i < vx->nout_edges; i++)
+            s->out_qpn[i] = (uint32_t)json_integer_value(
+                json_array_get(json_object_get(ans, "out"), (size_t)i));
+        json_decref(ans);
+    }
+    /* 2. connect every edge at both ends. */
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        struct vstate *s = &ctx.vs[v];
+        json_t *ins = json_array(), *outs = json_array();
+        for (int i = 0; i < vx->nin && rc == 0; i++) {
+            const struct deg_edge *e = &g->edges[vx->in[i]];
+            const struct vstate *f = &ctx.vs[e->from];
+            uint32_t qpn = f->out_qpn[out_pos(g, e->from, vx->in[i])];
+            if (s->x)
+                rc = deg_vx_connect_in(s->x, i, f->addr, qpn, err, errlen);
+            json_array_append_new(ins,
+                                  json_pack("{s:s,s:I}", "addr", f->addr, "qpn", (json_int_t)qpn));
+        }
+        for (int i = 0; i < vx->nout_edges && rc == 0; i++) {
+            const struct deg_edge *e = &g->edges[vx->out[i]];
+            const struct vstate *t = &ctx.vs[e->to];
+            if (s->x)
+                rc = deg_vx_connect_out(s->x, i, t->addr, t->in_qpn[e->slot], err, errlen);
+            json_array_append_new(outs, json_pack("{s:s,s:I}", "addr", t->addr, "qpn",
+                                                  (json_int_t)t->in_qpn[e->slot]));
+        }
+        if (rc == 0 && s->c) {
+            json_decref(
+                call_json(s->c, NODE_RPC_VERTEX_CONNECT,
+                          json_pack("{s:i,s:o,s:o}", "handle", s->handle, "in", ins, "out", outs),
+                          s->c->timeout_ms, &rc));
+            if (rc)
+                snprintf(err, errlen, "vertex %s: connect: %s", vx->name, node_client_errmsg(s->c));
+        } else {
+            json_decref(ins);
+            json_decref(outs);
+        }
+    }
+    if (rc)
+        goto out;
+    /* 3. run: one thread per node (all its vertices in one RUN) and per gateway vertex. */
+    int njobs = 0;
+    for (int v = 0; v < g->nvertices; v++) {
+        struct vstate *s = &ctx.vs[v];
+        bool first = true;
+        for (int u = 0; u < v && s->c; u++)
+            first &= ctx.vs[u].c != s->c;
+        if (s->c && !first)
+            continue;
+        jobs[njobs] = (struct node_job){.ctx = &ctx, .c = s->c, .v = v};
+        jobs[njobs].started = pthread_create(&threads[njobs], NULL, job_main, &jobs[njobs]) == 0;
+        if (!jobs[njobs].started) {
+            jobs[njobs].rc = -EAGAIN;
+            snprintf(jobs[njobs].err, sizeof(jobs[njobs].err), "no thread for vertex %s",
+                     g->vertices[v].name);
+        }
+        njobs++;
+    }
+    /* The root cause first: a failure other than a timeout (timeouts are
+     * usually echoes of a failure upstream). */
+    int best = 0;
+    for (int i = 0; i < njobs; i++) {
+        if (jobs[i].started)
+            pthread_join(threads[i], NULL);
+        int rank = !jobs[i].rc ? 0 : jobs[i].rc == -ETIMEDOUT ? 1 : 2;
+        if (rank > best) {
+            best = rank;
+            rc = jobs[i].rc;
+            snprintf(err, errlen, "%s", jobs[i].err);
+        }
+    }
+out:
+    for (int v = 0; ctx.vs && v < g->nvertices; v++) {
+        struct vstate *s = &ctx.vs[v];
+        if (s->c && s->handle) {
+            int crc;
+            json_decref(call_json(s->c, NODE_RPC_VERTEX_CLOSE,
+                                  json_pack("{s:i}", "handle", s->handle), s->c->timeout_ms, &crc));
+        }
+        deg_vx_close(s->x);
+        free(s->in_qpn);
+        free(s->out_qpn);
+    }
+    free(ctx.vs);
+    free(jobs);
+    free(threads);
+    json_decref(gjson);
+    pthread_mutex_destroy(&ctx.lock);
+    return rc;
+}

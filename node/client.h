@@ -1,0 +1,118 @@
+/*
+ * The gateway's side of the node RPCs (node/service.h serves them).
+ *
+ * A client is one RC QP on a device the caller owns (one device can carry
+ * clients to many nodes). Calls are synchronous; calls on one client are
+ * serialised, so use one client per node per thread for parallelism.
+ *
+ * Every call is bounded by timeout_ms. Errors (negative errno):
+ *   -ETIMEDOUT     no answer in time (the client reconnects on the next call)
+ *   -EHOSTDOWN     the connection to the node broke (node died or restarted);
+ *                  the next call reconnects (tcp) or fails again (in-process)
+ *   -ECONNREFUSED  nobody listens there
+ *   -EMSGSIZE      a request or response larger than NODE_RPC_MAX_MSG
+ *   -EOPNOTSUPP    the node does not know the request type
+ *   -EPROTO        a malformed message
+ *   -ESHUTDOWN     the node is shutting down
+ * and the store's errors as the node's store returned them: -ENOENT, -ESTALE,
+ * -ENOSPC, -EBADMSG (the chunk is corrupt on the node, now on its repair
+ * list), -ENAMETOOLONG, ... node_client_errmsg() says more.
+ */
+#ifndef INEC_NODE_CLIENT_H
+#define INEC_NODE_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deg/deg.h"
+#include "node/service.h"
+#include "node/store.h"
+
+struct inec_device;
+struct node_client;
+
+#define NODE_RPC_FRAG    (256u << 10) /* bytes of one RECV buffer (a fragment) */
+#define NODE_RPC_MAX_MSG (NODE_CHUNK_MAX + (64u << 10))
+
+struct node_client_opts {
+    int timeout_ms; /* bound of each call; 0 = 5000 */
+};
+
+/* To the node whose connection manager listens on addr ("host:port"); dev
+ * must use the tcp transport. */
+int node_client_connect(struct inec_device *dev, const char *addr,
+                        const struct node_client_opts *opts, struct node_client **out, char *err,
+                        size_t errlen);
+/* To a node of this process; dev must use the mem transport. */
+int node_client_connect_local(struct inec_device *dev, struct node_service *svc,
+                              const struct node_client_opts *opts, struct node_client **out,
+                              char *err, size_t errlen);
+void node_client_close(struct node_client *c); /* NULL is a no-op */
+/* What the last failed call of this client was about ("" if none). */
+const char *node_client_errmsg(const struct node_client *c);
+
+/* --- chunks ------------------------------------------------------------- */
+
+/* Durable on the node when this returns 0. */
+int node_client_put_chunk(struct node_client *c, const struct node_chunk_id *id, uint64_t version,
+                          const void *data, size_t len);
+/* *data is malloc'ed (caller frees); version may be NULL. */
+int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
+                          size_t *len, uint64_t *version);
+int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *id,
+                             uint64_t version);
+
+/* --- object metadata (node_store_*_meta semantics) ---------------------- */
+
+int node_client_put_meta(struct node_client *c, const char *bucket, const char *key,
+                         const void *blob, size_t len);
+int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
+                         size_t *len);
+int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);
+/* One page: limit 0 means as many as fit one response (at most 1000). cb gets
+ * each key and blob in order; returns the number listed or -errno. */
+int node_client_list_meta(struct node_client *c, const char *bucket, const char *prefix,
+                          const char *start_after, size_t limit, node_meta_cb cb, void *arg,
+                          int *more);
+
+/* --- node state ------------------------------------------------------------ */
+
+struct node_health {
+    char id[NODE_ID_MAX];
+    char domain[NODE_ID_MAX];
+    uint64_t uptime_ms;
+    bool stopping;
+};
+int node_client_health(struct node_client *c, struct node_health *h);
+int node_client_stats(struct node_client *c, struct node_store_stats *st);
+/* Verifies every chunk on the node (may take long: give a large timeout). */
+int node_client_scrub(struct node_client *c, struct node_scrub_result *res);
+
+/* --- DEG vertices ------------------------------------------------------------ */
+
+/* The stripe a graph works on: node vertices load local chunk i as
+ * {object, stripe, i} and store each whole-chunk result c as {object,
+ * stripe, c} at `version`. */
+struct node_stripe {
+    uint8_t object[NODE_OBJECT_ID_BYTES];
+    uint64_t stripe;
+    uint64_t version;
+};
+
+/*
+ * Runs graph g: each node vertex on its node (set up, connected and run over
+ * RPCs through nodes[node id], nnodes entries, NULL for a node that is down),
+ * each gateway vertex in this process on a device opened with opts->options
+ * (it must reach the nodes' devices: "transport=tcp,listen=HOST:0" or
+ * "transport=mem"), with its local chunk i read from chunks[i]. Gateway
+ * results go to result(); node results are durable in their stores when this
+ * returns 0. Data moves device to device; the RPCs carry only control.
+ * Bounded by opts->timeout_ms (0 = 10 s); a failure names vertex and edge.
+ */
+int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
+                 struct node_client *const *nodes, int nnodes, const struct node_stripe *stripe,
+                 const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,344 @@
+/*
+ * RPC endpoints over inec RC QPs: fragmentation, reassembly, RECV buffers.
+ *
+ * Completions carry no pointers: a RECV's wr_id is (endpoint serial << 8 |
+ * buffer) and a send's is a serial looked up among the endpoint's pending
+ * sends, so a completion that outlives its endpoint (a shared CQ still holds
+ * it when a broken connection is closed and its QP number reused) is
+ * recognised and ignored.
+ */
+#include "node/rpc.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/client.h"
+
+#define RPC_MAGIC     0x50524e49u /* "INRP" */
+#define RPC_HDR_BYTES 32
+#define FRAG_PAYLOAD  (NODE_RPC_FRAG - RPC_HDR_BYTES)
+#define CHAIN_MAX     128
+
+struct rpc_out {
+    struct rpc_out *next;
+    uint64_t serial;
+    uint8_t *meta; /* fragment headers, then the head */
+    struct inec_mr *meta_mr, *data_mr;
+    void (*done)(void *arg);
+    void *arg;
+};
+
+struct rpc_ep {
+    struct inec_device *dev;
+    struct inec_qp *qp;
+    struct inec_cq *cq;
+    uint64_t serial;
+    uint8_t *rbuf;
+    struct inec_mr *rmr;
+    pthread_mutex_t lock; /* pending sends */
+    struct rpc_out *pending;
+    bool broken;
+    /* reassembly (one completing thread at a time) */
+    struct rpc_msg rx;
+    size_t got;
+    bool receiving, skipping;
+};
+
+static _Atomic uint64_t serials = 1;
+
+static void hdr_encode(uint8_t *p, const struct rpc_msg *m, uint32_t total, uint32_t offset)
+{
+    memset(p, 0, RPC_HDR_BYTES);
+    uint32_t v[2] = {RPC_MAGIC, (uint32_t)m->type | (uint32_t)m->flags << 16};
+    memcpy(p, v, 8);
+    rpc_put64(p + 8, m->req_id);
+    rpc_put64(p + 16, (uint64_t)total | (uint64_t)offset << 32);
+    rpc_put64(p + 24, (uint32_t)m->status);
+}
+
+static int hdr_decode(const uint8_t *p, struct rpc_msg *m, uint32_t *total, uint32_t *offset)
+{
+    uint32_t v[2];
+    memcpy(v, p, 8);
+    if (v[0] != RPC_MAGIC)
+        return -EPROTO;
+    m->type = (uint16_t)v[1];
+    m->flags = (uint16_t)(v[1] >> 16);
+    m->req_id = rpc_get64(p + 8);
+    uint64_t to = rpc_get64(p + 16);
+    *total = (uint32_t)to;
+    *offset = (uint32_t)(to >> 32);
+    m->status = (int32_t)(uint32_t)rpc_get64(p + 24);
+    return 0;
+}
+
+static int post_recv(struct rpc_ep *ep, int i)
+{
+    struct inec_sge sge = {ep->rbuf + (size_t)i * NODE_RPC_FRAG, NODE_RPC_FRAG, ep->rmr};
+    struct inec_wr wr = {.wr_id = ep->serial << 8 | (uint64_t)i,
+                         .opcode = INEC_WR_RECV,
+                         .sg_list = &sge,
+                         .num_sge = 1};
+    return inec_post_recv(ep->qp, &wr, NULL);
+}
+
+int rpc_ep_open(struct inec_device *dev, struct inec_cq *cq, struct rpc_ep **out)
+{
+    struct rpc_ep *ep = calloc(1, sizeof(*ep));
+    if (!ep)
+        return -ENOMEM;
+    ep->dev = dev;
+    ep->cq = cq;
+    ep->serial = atomic_fetch_add(&serials, 1) & ((1ull << 56) - 1);
+    pthread_mutex_init(&ep->lock, NULL);
+    struct inec_qp_attr qa = {
+        .type = INEC_QP_RC, .send_cq = cq, .recv_cq = cq, .sq_depth = 1024, .rq_depth = RPC_RECVS};
+    int rc = -ENOMEM;
+    if (!(ep->rbuf = malloc((size_t)RPC_RECVS * NODE_RPC_FRAG)))
+        goto fail;
+    if ((rc = inec_mr_reg(dev, ep->rbuf, (size_t)RPC_RECVS * NODE_RPC_FRAG, &ep->rmr)))
+        goto fail;
+    if ((rc = inec_qp_create(dev, &qa, &ep->qp)))
+        goto fail;
+    for (int i = 0; i < RPC_RECVS && rc == 0; i++)
+        rc = post_recv(ep, i);
+    if (rc)
+        goto fail;
+    *out = ep;
+    return 0;
+fail:
+    rpc_ep_close(ep);
+    return rc;
+}
+
+static void out_free(struct rpc_out *o)
+{
+    inec_mr_dereg(o->data_mr);
+    inec_mr_dereg(o->meta_mr);
+    free(o->meta);
+    if (o->done)
+        o->done(o->arg);
+    free(o);
+}
+
+void rpc_ep_close(struct rpc_ep *ep)
+{
+    if (!ep)
+        return;
+    inec_qp_destroy(ep->qp); /* after this the engine touches none of our buffers */
+    for (struct rpc_out *o = ep->pending, *n; o; o = n) {
+        n = o->next;
+        out_free(o);
+    }
+    inec_mr_dereg(ep->rmr);
+    free(ep->rbuf);
+    free(ep->rx.data);
+    pthread_mutex_destroy(&ep->lock);
+    free(ep);
+}
+
+int rpc_ep_connect(struct rpc_ep *ep, const char *addr, uint32_t qpn)
+{
+    return inec_qp_connect(ep->qp, addr, qpn);
+}
+
+uint32_t rpc_ep_qpn(const struct rpc_ep *ep)
+{
+    return inec_qp_num(ep->qp);
+}
+
+bool rpc_ep_broken(const struct rpc_ep *ep)
+{
+    return ep->broken || inec_qp_in_error(ep->qp);
+}
+
+bool rpc_ep_idle(struct rpc_ep *ep)
+{
+    pthread_mutex_lock(&ep->lock);
+    bool idle = ep->pending == NULL;
+    pthread_mutex_unlock(&ep->lock);
+    return idle;
+}
+
+bool rpc_ep_owns(const struct rpc_ep *ep, const struct inec_wc *wc)
+{
+    if (wc->qp_num != inec_qp_num(ep->qp))
+        return false;
+    if (wc->opcode == INEC_WC_RECV)
+        return wc->wr_id >> 8 == ep->serial;
+    return true; /* sends: matched by serial in rpc_ep_complete */
+}
+
+static void send_done(struct rpc_ep *ep, uint64_t serial)
+{
+    pthread_mutex_lock(&ep->lock);
+    struct rpc_out **pp = &ep->pending;
+    while (*pp && (*pp)->serial != serial)
+        pp = &(*pp)->next;
+    struct rpc_out *o = *pp;
+    if (o)
+        *pp = o->next;
+    pthread_mutex_unlock(&ep->lock);
+    if (o)
+        out_free(o);
+}
+
+int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg *msg)
+{
+    if (wc->opcode != INEC_WC_RECV) {
+        if (wc->wr_id)
+            send_done(ep, wc->wr_id);
+        if (wc->status != INEC_WC_SUCCESS) {
+            ep->broken = true;
+            return -EHOSTDOWN;
+        }
+        return 0;
+    }
+    if (wc->status != INEC_WC_SUCCESS) {
+        ep->broken = true;
+        return -EHOSTDOWN;
+    }
+    int i = (int)(wc->wr_id & 0xff);
+    const uint8_t *p = ep->rbuf + (size_t)i * NODE_RPC_FRAG;
+    struct rpc_msg h;
+    uint32_t total, offset, flen = wc->byte_len - RPC_HDR_BYTES;
+    int rc = 0;
+    if (wc->byte_len < RPC_HDR_BYTES || hdr_decode(p, &h, &total, &offset) ||
+        offset + (uint64_t)flen > total) {
+        ep->receiving = ep->skipping = false; /* garbage: drop it and what it belonged to */
+        goto repost;
+    }
+    if (offset == 0) {
+        free(ep->rx.data);
+        ep->rx = h;
+        ep->rx.data = NULL;
+        ep->rx.len = total;
+        ep->got = 0;
+        ep->receiving = true;
+        ep->skipping = total > NODE_RPC_MAX_MSG;
+        if (ep->skipping) {
+            *msg = h;
+            msg->data = NULL;
+            msg->len = total;
+            rc = -EMSGSIZE;
+            goto repost;
+        }
+        if (total && !(ep->rx.data = malloc(total))) {
+            ep->skipping = true; /* the sender learns it by timeout; the node lives on */
+            goto repost;
+        }
+    } else if (!ep->receiving || ep->skipping || h.req_id != ep->rx.req_id || offset != ep->got) {
+        goto repost;
+    }
+    memcpy(ep->rx.data + offset, p + RPC_HDR_BYTES, flen);
+    ep->got += flen;
+    if (ep->got == ep->rx.len) {
+        *msg = ep->rx;
+        ep->rx.data = NULL;
+        ep->receiving = false;
+        rc = 1;
+    }
+repost:
+    if (post_recv(ep, i))
+        ep->broken = true;
+    return rc;
+}
+
+int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
+                const void *data, size_t dlen, void (*done)(void *arg), void *arg)
+{
+    size_t total = hlen + dlen;
+    if (total > NODE_RPC_MAX_MSG)
+        return -EMSGSIZE;
+    size_t nfrag = total ? (total + FRAG_PAYLOAD - 1) / FRAG_PAYLOAD : 1;
+    size_t hdrs = nfrag * RPC_HDR_BYTES;
+    struct rpc_out *o = calloc(1, sizeof(*o));
+    int rc = -ENOMEM;
+    if (!o || !(o->meta = malloc(hdrs + hlen + 1))) {
+        free(o);
+        return -ENOMEM;
+    }
+    o->serial = atomic_fetch_add(&serials, 1);
+    if (hlen)
+        memcpy(o->meta + hdrs, head, hlen);
+    if ((rc = inec_mr_reg(ep->dev, o->meta, hdrs + hlen + 1, &o->meta_mr)))
+        goto fail;
+    if (dlen && (rc = inec_mr_reg(ep->dev, (void *)data, dlen, &o->data_mr)))
+        goto fail;
+    o->done = done;
+    o->arg = arg;
+    pthread_mutex_lock(&ep->lock);
+    o->next = ep->pending;
+    ep->pending = o;
+    struct inec_wr wr[CHAIN_MAX];
+    struct inec_sge sge[CHAIN_MAX][3];
+    size_t f = 0;
+    rc = 0;
+    while (f < nfrag && rc == 0) {
+        size_t n = 0;
+        for (; n < CHAIN_MAX && f < nfrag; n++, f++) {
+            size_t off = f * FRAG_PAYLOAD,
+                   end = off + FRAG_PAYLOAD < total ? off + FRAG_PAYLOAD : total;
+            uint8_t *h = o->meta + f * RPC_HDR_BYTES;
+            hdr_encode(h, hdr, (uint32_t)total, (uint32_t)off);
+            int ns = 0;
+            sge[n][ns++] = (struct inec_sge){h, RPC_HDR_BYTES, o->meta_mr};
+            if (off < hlen)
+                sge[n][ns++] = (struct inec_sge){o->meta + hdrs + off,
+                                                 (end < hlen ? end : hlen) - off, o->meta_mr};
+            if (end > hlen) {
+                size_t d0 = off > hlen ? off - hlen : 0;
+                sge[n][ns++] = (struct inec_sge){(uint8_t *)data + d0, end - hlen - d0, o->data_mr};
+            }
+            bool last = f + 1 == nfrag;
+            wr[n] = (struct inec_wr){.wr_id = last ? o->serial : 0,
+                                     .opcode = INEC_WR_SEND,
+                                     .flags = last ? INEC_SIGNALED : 0,
+                                     .sg_list = sge[n],
+                                     .num_sge = ns};
+            if (n)
+                wr[n - 1].next = &wr[n];
+        }
+        rc = inec_post_send(ep->qp, wr, NULL);
+    }
+    if (rc && f <= CHAIN_MAX) { /* nothing posted: take it back */
+        ep->pending = o->next;
+        pthread_mutex_unlock(&ep->lock);
+        o->done = NULL;
+        out_free(o);
+        return rc;
+    }
+    /* A failure after some chains were posted breaks the connection: the
+     * receiver drops the partial message and rpc_ep_close frees this send
+     * (calling done then), so to the caller it is a send that will fail. */
+    if (rc)
+        ep->broken = true;
+    pthread_mutex_unlock(&ep->lock);
+    return 0;
+fail:
+    o->done = NULL;
+    out_free(o);
+    return rc;
+}
+
+void rpc_chunk_head_encode(uint8_t *p, const struct node_chunk_id *id, uint64_t version)
+{
+    memcpy(p, id->object, NODE_OBJECT_ID_BYTES);
+    rpc_put64(p + 16, id->stripe);
+    rpc_put64(p + 24, version);
+    uint8_t idx[8];
+    rpc_put64(idx, id->index);
+    memcpy(p + 32, idx, 4);
+}
+
+void rpc_chunk_head_decode(const uint8_t *p, struct node_chunk_id *id, uint64_t *version)
+{
+    memcpy(id->object, p, NODE_OBJECT_ID_BYTES);
+    id->stripe = rpc_get64(p + 16);
+    *version = rpc_get64(p + 24);
+    uint8_t idx[8] = {0};
+    memcpy(idx, p + 32, 4);
+    id->index = (uint32_t)rpc_get64(idx);
+}

@@ -1,0 +1,109 @@
+/*
+ * Internal to node/: the RPC wire and one endpoint (an RC QP with its RECV
+ * buffers), shared by the service (server side) and the client.
+ *
+ * A message is a request or a response: type, request id, status (responses:
+ * 0 or -errno) and a payload of up to NODE_RPC_MAX_MSG bytes. It travels as
+ * fragments, each one SEND of at most NODE_RPC_FRAG bytes: a 32-byte header
+ * (magic, type, flags, request id, total payload bytes, this fragment's
+ * offset, status) then a slice of the payload. SENDs of one QP arrive in
+ * order, so fragments of a message are contiguous; a fragment at offset 0
+ * starts a new message and discards any unfinished one.
+ *
+ * The payload of a send is a small `head` (copied) followed by `data` (sent
+ * in place from a registered region, so a 64 MiB chunk is not copied).
+ */
+#ifndef INEC_NODE_RPC_H
+#define INEC_NODE_RPC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inec/inec.h"
+
+enum node_rpc_type {
+    NODE_RPC_PUT_CHUNK = 1,
+    NODE_RPC_GET_CHUNK,
+    NODE_RPC_DELETE_CHUNK,
+    NODE_RPC_PUT_META,
+    NODE_RPC_GET_META,
+    NODE_RPC_DELETE_META,
+    NODE_RPC_LIST_META,
+    NODE_RPC_STATS,
+    NODE_RPC_HEALTH,
+    NODE_RPC_SCRUB,
+    NODE_RPC_VERTEX_SETUP,
+    NODE_RPC_VERTEX_CONNECT,
+    NODE_RPC_VERTEX_RUN,
+    NODE_RPC_VERTEX_CLOSE,
+    NODE_RPC_NTYPES,
+};
+
+#define RPC_F_RESPONSE 1
+#define RPC_RECVS      16 /* RECV buffers posted per endpoint */
+
+struct rpc_msg {
+    uint16_t type, flags;
+    uint64_t req_id;
+    int32_t status;
+    uint8_t *data; /* malloc'ed payload (NULL when len is 0) */
+    size_t len;
+};
+
+struct rpc_ep;
+
+/* A QP on dev whose send and receive completions go to cq. */
+int rpc_ep_open(struct inec_device *dev, struct inec_cq *cq, struct rpc_ep **out);
+void rpc_ep_close(struct rpc_ep *ep); /* destroys the QP, then frees pending sends */
+int rpc_ep_connect(struct rpc_ep *ep, const char *addr, uint32_t qpn);
+uint32_t rpc_ep_qpn(const struct rpc_ep *ep);
+bool rpc_ep_broken(const struct rpc_ep *ep);
+
+/*
+ * Feeds one completion of this endpoint. Returns 1 with a whole message in
+ * *msg (caller frees msg->data), 0 when nothing completed, -EMSGSIZE with
+ * msg's header filled (no data) for a message too large to take (its other
+ * fragments are then dropped), -EHOSTDOWN when the QP failed.
+ */
+int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg *msg);
+/* No send of ep is still in flight. */
+bool rpc_ep_idle(struct rpc_ep *ep);
+/* Is this completion (from a shared CQ) one of ep's? */
+bool rpc_ep_owns(const struct rpc_ep *ep, const struct inec_wc *wc);
+
+/* Sends a message (thread-safe). data must stay valid until the send's last
+ * fragment completes or the endpoint is closed; done(arg) (may be NULL) is
+ * called then, on the completing or closing thread. */
+int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
+                const void *data, size_t dlen, void (*done)(void *arg), void *arg);
+
+/* A chunk request's head: object id, stripe, index, version. */
+#define RPC_CHUNK_HEAD 36
+
+struct node_chunk_id;
+void rpc_chunk_head_encode(uint8_t *p, const struct node_chunk_id *id, uint64_t version);
+void rpc_chunk_head_decode(const uint8_t *p, struct node_chunk_id *id, uint64_t *version);
+
+/* The server side of connection setup: a QP of the service's device connected
+ * to (addr, qpn); returns its QP number and the device's address. */
+struct node_service;
+int node_service_accept(struct node_service *s, const char *addr, uint32_t qpn, uint32_t *out_qpn,
+                        const char **dev_addr);
+
+/* Little-endian fields of fixed request heads. */
+static inline void rpc_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint64_t rpc_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+#endif

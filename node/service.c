@@ -1,0 +1,986 @@
+/*
+ * The node service: an event loop over one CQ that gathers the send and
+ * receive completions of every client connection, a handler per request
+ * type, and DEG vertices hosted on devices of their own.
+ *
+ * Handlers answer exactly once, with reply(): at once on the loop (reads,
+ * metadata, stats), from the store's writer thread when a chunk write is
+ * durable (node_store_put_chunk_async, so concurrent writes share a flush),
+ * or from a worker thread for long work (scrub, vertex runs). `inflight`
+ * counts requests not yet answered; stopping waits for it to drain.
+ *
+ * Connections: the loop owns the list; a request holds a reference to its
+ * connection so a late reply never touches a closed QP.
+ */
+#include "node/service.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "deg/internal.h"
+#include "inec/inec.h"
+#include "inec/log.h"
+#include "node/client.h"
+#include "node/rpc.h"
+
+#define LIST_MAX_ENTRIES 1000
+#define LIST_MAX_BYTES   (8u << 20)
+
+struct conn {
+    struct conn *next;
+    struct rpc_ep *ep;
+    int refs; /* under svc->lock: the list's, and one per unanswered request */
+};
+
+struct hosted {
+    struct hosted *next;
+    int handle, v;
+    bool running;
+    struct deg_graph *g;
+    struct deg_vx *x;
+    size_t len;
+    struct node_stripe stripe;
+    uint8_t *chunks[CODEC_MAX_CHUNKS];
+    /* run results */
+    int rc;
+    char err[256];
+    int nres;
+    struct deg_label labels[CODEC_MAX_CHUNKS];
+    const uint8_t *data[CODEC_MAX_CHUNKS];
+};
+
+struct node_service {
+    char id[NODE_ID_MAX], domain[NODE_ID_MAX];
+    char listen[300];
+    char dev_options[400];
+    int timeout_ms;
+    struct timespec started;
+    struct node_store *store;
+    struct inec_device *dev;
+    struct inec_cq *cq;
+    pthread_t loop, cm;
+    bool has_loop, has_cm;
+    int cm_fd;
+    atomic_bool stop, stopping;
+    pthread_mutex_t lock;
+    pthread_cond_t drained;
+    int inflight;
+    struct conn *conns;
+    struct hosted *vertices;
+    int next_handle;
+};
+
+struct req {
+    struct node_service *svc;
+    struct conn *conn;
+    struct rpc_msg msg;
+};
+
+static int sfail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int sfail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static void conn_unref(struct node_service *s, struct conn *c)
+{
+    pthread_mutex_lock(&s->lock);
+    bool last = --c->refs == 0;
+    pthread_mutex_unlock(&s->lock);
+    if (last) {
+        rpc_ep_close(c->ep);
+        free(c);
+    }
+}
+
+/* Takes the connection out of the list (it failed, or the service stops). */
+static void conn_drop(struct node_service *s, struct conn *c)
+{
+    pthread_mutex_lock(&s->lock);
+    struct conn **pp = &s->conns;
+    while (*pp && *pp != c)
+        pp = &(*pp)->next;
+    bool listed = *pp != NULL;
+    if (listed)
+        *pp = c->next;
+    pthread_mutex_unlock(&s->lock);
+    if (listed)
+        conn_unref(s, c);
+}
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static void req_free(struct req *r)
+{
+    struct node_service *s = r->svc;
+    conn_unref(s, r->conn);
+    free(r->msg.data);
+    free(r);
+    pthread_mutex_lock(&s->lock);
+    if (--s->inflight == 0)
+        pthread_cond_broadcast(&s->drained);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Answers r (status 0 or -errno; head and data as in rpc_ep_send) and frees
+ * it; done(arg) releases data once sent. */
+static void reply_data(struct req *r, int status, const void *head, size_t hlen, const void *data,
+                       size_t dlen, void (*done)(void *), void *arg)
+{
+    struct rpc_msg h = {
+        .type = r->msg.type, .flags = RPC_F_RESPONSE, .req_id = r->msg.req_id, .status = status};
+    int rc = rpc_ep_send(r->conn->ep, &h, head, hlen, data, dlen, done, arg);
+    if (rc == -EMSGSIZE) {
+        static const char m[] = "response too large";
+        h.status = -EMSGSIZE;
+        rc = rpc_ep_send(r->conn->ep, &h, m, sizeof(m) - 1, NULL, 0, NULL, NULL);
+        if (done)
+            done(arg);
+    } else if (rc && done) {
+        done(arg);
+    }
+    if (rc)
+        inec_log(INEC_LOG_WARN, "node", "reply failed type=%u err=%s", r->msg.type, strerror(-rc));
+    req_free(r);
+}
+
+static void reply(struct req *r, int status)
+{
+    reply_data(r, status, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+/* An error with a message for the client's node_client_errmsg(). */
+static void reply_err(struct req *r, int status, const char *msg)
+{
+    reply_data(r, status, msg, strlen(msg), NULL, 0, NULL, NULL);
+}
+
+static void reply_json(struct req *r, json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        return reply(r, -ENOMEM);
+    reply_data(r, 0, text, strlen(text), NULL, 0, NULL, NULL);
+    free(text);
+}
+
+/* Runs fn(r) on a thread of its own, for work that must not hold up the loop. */
+static void offload(struct req *r, void *(*fn)(void *))
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, r))
+        return reply(r, -EAGAIN);
+    pthread_detach(t);
+}
+
+/* ---- chunk and metadata handlers ------------------------------------------------ */
+
+static void put_done(int rc, void *arg)
+{
+    reply(arg, rc);
+}
+
+static void h_put_chunk(struct req *r)
+{
+    struct node_chunk_id id;
+    uint64_t version;
+    if (r->msg.len < RPC_CHUNK_HEAD)
+        return reply(r, -EPROTO);
+    rpc_chunk_head_decode(r->msg.data, &id, &version);
+    int rc = node_store_put_chunk_async(r->svc->store, &id, version, r->msg.data + RPC_CHUNK_HEAD,
+                                        r->msg.len - RPC_CHUNK_HEAD, put_done, r);
+    if (rc < 0)
+        reply(r, rc);
+}
+
+static void h_get_chunk(struct req *r)
+{
+    struct node_chunk_id id;
+    uint64_t version;
+    void *buf = NULL;
+    size_t len = 0;
+    if (r->msg.len != RPC_CHUNK_HEAD)
+        return reply(r, -EPROTO);
+    rpc_chunk_head_decode(r->msg.data, &id, &version);
+    int rc = node_store_get_chunk_alloc(r->svc->store, &id, &buf, &len, &version);
+    if (rc)
+        return reply_err(r, rc, node_store_strerror(rc));
+    uint8_t head[8];
+    rpc_put64(head, version);
+    reply_data(r, 0, head, 8, buf, len, free, buf);
+}
+
+static void h_delete_chunk(struct req *r)
+{
+    struct node_chunk_id id;
+    uint64_t version;
+    if (r->msg.len != RPC_CHUNK_HEAD)
+        return reply(r, -EPROTO);
+    rpc_chunk_head_decode(r->msg.data, &id, &version);
+    reply(r, node_store_delete_chunk(r->svc->store, &id, version));
+}
+
+/* "bucket\0key\0" then the rest; NULL when malformed. */
+static const char *names(const struct req *r, const char **key, size_t *used)
+{
+    const char *b = (const char *)r->msg.data;
+    const void *z1 = b ? memchr(b, 0, r->msg.len) : NULL;
+    if (!z1)
+        return NULL;
+    *key = (const char *)z1 + 1;
+    const char *z2 = memchr(*key, 0, r->msg.len - (size_t)(*key - b));
+    if (!z2)
+        return NULL;
+    *used = (size_t)(z2 + 1 - b);
+    return b;
+}
+
+static void h_put_meta(struct req *r)
+{
+    const char *key;
+    size_t used;
+    const char *bucket = names(r, &key, &used);
+    if (!bucket)
+        return reply(r, -EPROTO);
+    reply(r,
+          node_store_put_meta(r->svc->store, bucket, key, r->msg.data + used, r->msg.len - used));
+}
+
+static void h_get_meta(struct req *r)
+{
+    const char *key;
+    size_t used, len;
+    void *blob;
+    const char *bucket = names(r, &key, &used);
+    if (!bucket)
+        return reply(r, -EPROTO);
+    int rc = node_store_get_meta(r->svc->store, bucket, key, &blob, &len);
+    if (rc)
+        return reply(r, rc);
+    reply_data(r, 0, NULL, 0, blob, len, free, blob);
+}
+
+static void h_delete_meta(struct req *r)
+{
+    const char *key;
+    size_t used;
+    const char *bucket = names(r, &key, &used);
+    if (!bucket)
+        return reply(r, -EPROTO);
+    reply(r, node_store_delete_meta(r->svc->store, bucket, key));
+}
+
+struct listing {
+    uint8_t *buf;
+    size_t len, cap;
+    bool full;
+};
+
+/* Entries: u32 key bytes, u32 blob bytes, key, blob. */
+static int list_add(const char *key, const void *blob, size_t len, void *arg)
+{
+    struct listing *l = arg;
+    size_t klen = strlen(key), need = 8 + klen + len;
+    if (l->len + need > LIST_MAX_BYTES && l->len > 1) {
+        l->full = true;
+        return 1;
+    }
+    if (l->len + need > l->cap) {
+        size_t cap = (l->len + need) * 2;
+        uint8_t *n = realloc(l->buf, cap);
+        if (!n)
+            return -ENOMEM;
+        l->buf = n;
+        l->cap = cap;
+    }
+    uint8_t h[8];
+    rpc_put64(h, (uint64_t)klen | (uint64_t)len << 32);
+    memcpy(l->buf + l->len, h, 8);
+    memcpy(l->buf + l->len + 8, key, klen);
+    memcpy(l->buf + l->len + 8 + klen, blob, len);
+    l->len += need;
+    return 0;
+}
+
+/* Request: u64 limit, then "bucket\0prefix\0start_after\0". Response: u8 more,
+ * then the entries. */
+static void h_list_meta(struct req *r)
+{
+    if (r->msg.len < 8)
+        return reply(r, -EPROTO);
+    uint64_t limit = rpc_get64(r->msg.data);
+    const char *b = (const char *)r->msg.data + 8, *end = (const char *)r->msg.data + r->msg.len;
+    const char *f[3];
+    for (int i = 0; i < 3; i++) {
+        const char *z = b < end ? memchr(b, 0, (size_t)(end - b)) : NULL;
+        if (!z)
+            return reply(r, -EPROTO);
+        f[i] = b;
+        b = z + 1;
+    }
+    if (limit == 0 || limit > LIST_MAX_ENTRIES)
+        limit = LIST_MAX_ENTRIES;
+    struct listing l = {.buf = calloc(1, 1), .len = 1, .cap = 1};
+    int more = 0;
+    int rc = l.buf
+                 ? node_store_list_meta(r->svc->store, f[0], f[1], f[2], limit, list_add, &l, &more)
+                 : -ENOMEM;
+    if (rc < 0) {
+        free(l.buf);
+        return reply(r, rc);
+    }
+    l.buf[0] = more || l.full;
+    reply_data(r, 0, NULL, 0, l.buf, l.len, free, l.buf);
+}
+
+static void h_stats(struct req *r)
+{
+    struct node_store_stats st;
+    int rc = node_store_stats(r->svc->store, &st);
+    if (rc)
+        return reply(r, rc);
+    uint64_t v[8] = {st.segments,   st.segment_bytes, st.chunks, st.live_bytes,
+                     st.dead_bytes, st.metas,         st.repair, st.capacity};
+    uint8_t out[64];
+    for (int i = 0; i < 8; i++)
+        rpc_put64(out + 8 * i, v[i]);
+    reply_data(r, 0, out, sizeof(out), NULL, 0, NULL, NULL);
+}
+
+static void h_health(struct req *r)
+{
+    struct node_service *s = r->svc;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    json_int_t up = (json_int_t)(now.tv_sec - s->started.tv_sec) * 1000 +
+                    (now.tv_nsec - s->started.tv_nsec) / 1000000;
+    reply_json(r, json_pack("{s:s,s:s,s:I,s:b}", "id", s->id, "domain", s->domain, "uptime_ms", up,
+                            "stopping", (int)atomic_load(&s->stopping)));
+}
+
+static void *scrub_main(void *arg)
+{
+    struct req *r = arg;
+    struct node_scrub_result res = {0};
+    int rc = node_store_scrub(r->svc->store, NULL, NULL, &res);
+    if (rc)
+        return reply(r, rc), NULL;
+    uint8_t out[24];
+    rpc_put64(out, res.checked);
+    rpc_put64(out + 8, res.bytes);
+    rpc_put64(out + 16, res.corrupt);
+    reply_data(r, 0, out, sizeof(out), NULL, 0, NULL, NULL);
+    return NULL;
+}
+
+static void h_scrub(struct req *r)
+{
+    offload(r, scrub_main);
+}
+
+/* ---- DEG vertices ------------------------------------------------------------------ */
+
+static void hosted_free(struct hosted *h)
+{
+    if (!h)
+        return;
+    deg_vx_close(h->x);
+    deg_graph_destroy(h->g);
+    for (int i = 0; i < CODEC_MAX_CHUNKS; i++)
+        free(h->chunks[i]);
+    free(h);
+}
+
+/* Takes vertex `handle` out of the table (NULL if unknown or running). */
+static struct hosted *hosted_take(struct node_service *s, int handle)
+{
+    pthread_mutex_lock(&s->lock);
+    struct hosted **pp = &s->vertices;
+    while (*pp && (*pp)->handle != handle)
+        pp = &(*pp)->next;
+    struct hosted *h = *pp;
+    if (h && !h->running)
+        *pp = h->next;
+    else
+        h = NULL;
+    pthread_mutex_unlock(&s->lock);
+    return h;
+}
+
+static struct hosted *hosted_find(struct node_service *s, int handle)
+{
+    pthread_mutex_lock(&s->lock);
+    struct hosted *h = s->vertices;
+    while (h && h->handle != handle)
+        h = h->next;
+    if (h && h->running)
+        h = NULL;
+    pthread_mutex_unlock(&s->lock);
+    return h;
+}
+
+static json_t *req_json(struct req *r)
+{
+    return json_loadb((const char *)r->msg.data, r->msg.len, 0, NULL);
+}
+
+/* {"graph":{...},"vertex":name,"len":N,"timeout_ms":T,"incoherent":b,
+ *  "object":hex,"stripe":S,"version":V} -> {"handle","addr","in":[qpn],"out":[qpn]} */
+static void h_vertex_setup(struct req *r)
+{
+    struct node_service *s = r->svc;
+    char err[256] = "";
+    json_t *j = req_json(r);
+    struct hosted *h = calloc(1, sizeof(*h));
+    const char *vname = json_string_value(json_object_get(j, "vertex"));
+    const char *obj = json_string_value(json_object_get(j, "object"));
+    json_int_t len = json_integer_value(json_object_get(j, "len"));
+    char *gtext = json_dumps(json_object_get(j, "graph"), JSON_COMPACT);
+    int rc = 0;
+    if (!h || !j) {
+        rc = sfail(err, sizeof(err), h ? -EPROTO : -ENOMEM, "vertex setup: bad request");
+        goto out;
+    }
+    if (!vname || !obj || strlen(obj) != 2 * NODE_OBJECT_ID_BYTES || !gtext || len <= 0 ||
+        len > NODE_CHUNK_MAX) {
+        rc = sfail(err, sizeof(err), -EPROTO, "vertex setup: needs graph, vertex, object, len");
+        goto out;
+    }
+    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
+        sscanf(obj + 2 * i, "%2hhx", &h->stripe.object[i]);
+    h->stripe.stripe = (uint64_t)json_integer_value(json_object_get(j, "stripe"));
+    h->stripe.version = (uint64_t)json_integer_value(json_object_get(j, "version"));
+    h->len = (size_t)len;
+    if ((rc = deg_from_json(gtext, &h->g, err, sizeof(err))))
+        goto out;
+    int v = deg_find_vertex(h->g, vname);
+    if (v < 0) {
+        rc = sfail(err, sizeof(err), -ENOENT, "vertex setup: the graph has no vertex %s", vname);
+        goto out;
+    }
+    h->v = v;
+    const struct deg_vertex *vx = &h->g->vertices[v];
+    for (int i = 0; i < vx->nlocal && rc == 0; i++) {
+        int c = vx->local[i];
+        struct node_chunk_id id = {.stripe = h->stripe.stripe, .index = (uint32_t)c};
+        memcpy(id.object, h->stripe.object, NODE_OBJECT_ID_BYTES);
+        size_t got = 0;
+        void *buf = NULL;
+        if (h->chunks[c])
+            continue;
+        if ((rc = node_store_get_chunk_alloc(s->store, &id, &buf, &got, NULL)))
+            sfail(err, sizeof(err), rc, "vertex %s: local chunk %d: %s", vname, c,
+                  node_store_strerror(rc));
+        else if (got != h->len)
+            rc = sfail(err, sizeof(err), -EINVAL,
+                       "vertex %s: local chunk %d has %zu bytes, not %zu", vname, c, got, h->len);
+        h->chunks[c] = buf;
+    }
+    if (rc)
+        goto out;
+    struct deg_run_opts o = {
+        .incoherent = json_is_true(json_object_get(j, "incoherent")),
+        .timeout_ms = (int)json_integer_value(json_object_get(j, "timeout_ms")),
+        .options = s->dev_options,
+    };
+    if (o.timeout_ms <= 0)
+        o.timeout_ms = s->timeout_ms;
+    if ((rc = deg_vx_open(h->g, v, h->len, h->chunks, &o, &h->x, err, sizeof(err))))
+        goto out;
+    json_t *ins = json_array(), *outs = json_array();
+    for (int i = 0; i < vx->nin; i++)
+        json_array_append_new(ins, json_integer(deg_vx_in_qpn(h->x, i)));
+    for (int i = 0; i < vx->nout_edges; i++)
+        json_array_append_new(outs, json_integer(deg_vx_out_qpn(h->x, i)));
+    pthread_mutex_lock(&s->lock);
+    h->handle = ++s->next_handle;
+    h->next = s->vertices;
+    s->vertices = h;
+    pthread_mutex_unlock(&s->lock);
+    inec_log(INEC_LOG_DEBUG, "node", "vertex set up id=%s vertex=%s handle=%d", s->id, vname,
+             h->handle);
+    reply_json(r, json_pack("{s:i,s:s,s:o,s:o}", "handle", h->handle, "addr", deg_vx_addr(h->x),
+                            "in", ins, "out", outs));
+    h = NULL;
+out:
+    if (rc) {
+        inec_log(INEC_LOG_WARN, "node", "vertex setup failed id=%s err=\"%s\"", s->id, err);
+        reply_err(r, rc, err);
+    }
+    hosted_free(h);
+    free(gtext);
+    json_decref(j);
+}
+
+/* {"handle":H,"in":[{"addr","qpn"}|null...],"out":[...]} */
+static void h_vertex_connect(struct req *r)
+{
+    char err[256] = "";
+    json_t *j = req_json(r);
+    struct hosted *h = hosted_find(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
+    int rc = h ? 0 : sfail(err, sizeof(err), -ENOENT, "vertex connect: no such vertex");
+    for (int d = 0; d < 2 && rc == 0; d++) {
+        json_t *a = json_object_get(j, d ? "out" : "in");
+        for (size_t i = 0; i < json_array_size(a) && rc == 0; i++) {
+            json_t *p = json_array_get(a, i);
+            const char *addr = json_string_value(json_object_get(p, "addr"));
+            uint32_t qpn = (uint32_t)json_integer_value(json_object_get(p, "qpn"));
+            if (!addr)
+                continue; /* that peer failed: the run will name this edge */
+            rc = d ? deg_vx_connect_out(h->x, (int)i, addr, qpn, err, sizeof(err))
+                   : deg_vx_connect_in(h->x, (int)i, addr, qpn, err, sizeof(err));
+        }
+    }
+    json_decref(j);
+    if (rc)
+        return reply_err(r, rc, err);
+    reply(r, 0);
+}
+
+static void collect(void *arg, const struct deg_graph *g, int v, struct deg_label label,
+                    const uint8_t *data, size_t len)
+{
+    struct hosted *h = arg;
+    (void)g;
+    (void)v;
+    (void)len;
+    if (h->nres < CODEC_MAX_CHUNKS) {
+        h->labels[h->nres] = label;
+        h->data[h->nres++] = data;
+    }
+}
+
+static void *vertex_main(void *arg)
+{
+    struct hosted *h = arg;
+    h->rc = deg_vx_run(h->x, collect, h, NULL, h->err, sizeof(h->err));
+    return NULL;
+}
+
+/* {"handles":[H...]}: runs them all at once (they may feed each other), then
+ * stores every whole-chunk result durably. -> {"vertices":[{"handle","results":
+ * [{"chunk","partial","stored"}]}]}, or an error naming the first failure. */
+static void *vertex_run_main(void *arg)
+{
+    struct req *r = arg;
+    struct node_service *s = r->svc;
+    json_t *j = req_json(r), *hs = json_object_get(j, "handles");
+    size_t n = json_array_size(hs);
+    struct hosted **v = calloc(n + 1, sizeof(*v));
+    pthread_t *t = calloc(n + 1, sizeof(*t));
+    bool *started = calloc(n + 1, sizeof(*started));
+    int rc = v && t && started ? 0 : -ENOMEM;
+    char err[300] = "";
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int handle = (int)json_integer_value(json_array_get(hs, i));
+        struct hosted *h = s->vertices;
+        while (h && h->handle != handle)
+            h = h->next;
+        if (!h || h->running)
+            rc = sfail(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
+        else
+            (v[i] = h)->running = true;
+    }
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        started[i] = pthread_create(&t[i], NULL, vertex_main, v[i]) == 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (started[i])
+            pthread_join(t[i], NULL);
+        else
+            v[i]->rc = sfail(v[i]->err, sizeof(v[i]->err), -EAGAIN, "no thread for a vertex");
+    }
+    json_t *out = json_array();
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct hosted *h = v[i];
+        json_t *res = json_array();
+        for (int k = 0; k < h->nres && h->rc == 0; k++) {
+            bool store = !h->labels[k].partial;
+            if (store) {
+                struct node_chunk_id id = {.stripe = h->stripe.stripe,
+                                           .index = (uint32_t)h->labels[k].chunk};
+                memcpy(id.object, h->stripe.object, NODE_OBJECT_ID_BYTES);
+                int src =
+                    node_store_put_chunk(s->store, &id, h->stripe.version, h->data[k], h->len);
+                if (src)
+                    h->rc = sfail(h->err, sizeof(h->err), src, "vertex %s: storing chunk %d: %s",
+                                  h->g->vertices[h->v].name, h->labels[k].chunk,
+                                  node_store_strerror(src));
+            }
+            json_array_append_new(res, json_pack("{s:i,s:b,s:b}", "chunk", h->labels[k].chunk,
+                                                 "partial", h->labels[k].partial, "stored", store));
+        }
+        if (h->rc && !rc) {
+            rc = h->rc;
+            snprintf(err, sizeof(err), "%s", h->err);
+        }
+        json_array_append_new(out, json_pack("{s:i,s:o}", "handle", h->handle, "results", res));
+    }
+    /* A vertex runs once: its QPs hold requests that will never complete after a failure. */
+    for (size_t i = 0; i < n && v && v[i]; i++) {
+        v[i]->running = false;
+        hosted_free(hosted_take(s, v[i]->handle));
+    }
+    free(v);
+    free(t);
+    free(started);
+    json_decref(j);
+    if (rc) {
+        json_decref(out);
+        inec_log(INEC_LOG_WARN, "node", "vertex run failed id=%s err=\"%s\"", s->id, err);
+        reply_err(r, rc, err);
+    } else {
+        reply_json(r, json_pack("{s:o}", "vertices", out));
+    }
+    return NULL;
+}
+
+static void h_vertex_run(struct req *r)
+{
+    offload(r, vertex_run_main);
+}
+
+static void h_vertex_close(struct req *r)
+{
+    json_t *j = req_json(r);
+    struct hosted *h = hosted_take(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
+    json_decref(j);
+    reply(r, h ? 0 : -ENOENT);
+    hosted_free(h);
+}
+
+static void (*const handlers[NODE_RPC_NTYPES])(struct req *) = {
+    [NODE_RPC_PUT_CHUNK] = h_put_chunk,
+    [NODE_RPC_GET_CHUNK] = h_get_chunk,
+    [NODE_RPC_DELETE_CHUNK] = h_delete_chunk,
+    [NODE_RPC_PUT_META] = h_put_meta,
+    [NODE_RPC_GET_META] = h_get_meta,
+    [NODE_RPC_DELETE_META] = h_delete_meta,
+    [NODE_RPC_LIST_META] = h_list_meta,
+    [NODE_RPC_STATS] = h_stats,
+    [NODE_RPC_HEALTH] = h_health,
+    [NODE_RPC_SCRUB] = h_scrub,
+    [NODE_RPC_VERTEX_SETUP] = h_vertex_setup,
+    [NODE_RPC_VERTEX_CONNECT] = h_vertex_connect,
+    [NODE_RPC_VERTEX_RUN] = h_vertex_run,
+    [NODE_RPC_VERTEX_CLOSE] = h_vertex_close,
+};
+
+/* ---- the event loop ------------------------------------------------------------------ */
+
+static void dispatch(struct node_service *s, struct conn *c, struct rpc_msg *m, int status)
+{
+    if (m->flags & RPC_F_RESPONSE) {
+        free(m->data);
+        return;
+    }
+    struct req *r = calloc(1, sizeof(*r));
+    if (!r) {
+        free(m->data);
+        return;
+    }
+    r->svc = s;
+    r->conn = c;
+    r->msg = *m;
+    pthread_mutex_lock(&s->lock);
+    c->refs++;
+    s->inflight++;
+    pthread_mutex_unlock(&s->lock);
+    if (status)
+        return reply_err(r, status, "request too large");
+    if (atomic_load(&s->stopping))
+        return reply_err(r, -ESHUTDOWN, "node is shutting down");
+    if (m->type >= NODE_RPC_NTYPES || !handlers[m->type])
+        return reply_err(r, -EOPNOTSUPP, "unknown request type");
+    handlers[m->type](r);
+}
+
+static void *loop_main(void *arg)
+{
+    struct node_service *s = arg;
+    struct inec_wc wc[32];
+    while (!atomic_load(&s->stop)) {
+        int n = inec_cq_wait(s->cq, 32, wc, 100);
+        for (int i = 0; i < n; i++) {
+            pthread_mutex_lock(&s->lock);
+            struct conn *c = s->conns;
+            while (c && !rpc_ep_owns(c->ep, &wc[i]))
+                c = c->next;
+            if (c)
+                c->refs++;
+            pthread_mutex_unlock(&s->lock);
+            if (!c)
+                continue; /* of a connection already closed */
+            struct rpc_msg m = {0};
+            int rc = rpc_ep_complete(c->ep, &wc[i], &m);
+            if (rc == 1 || rc == -EMSGSIZE) {
+                dispatch(s, c, &m, rc == 1 ? 0 : rc);
+            } else if (rc == -EHOSTDOWN) {
+                inec_log(INEC_LOG_INFO, "node", "client gone id=%s qpn=%u", s->id,
+                         rpc_ep_qpn(c->ep));
+                conn_drop(s, c);
+            }
+            conn_unref(s, c);
+        }
+    }
+    return NULL;
+}
+
+int node_service_accept(struct node_service *s, const char *addr, uint32_t qpn, uint32_t *out_qpn,
+                        const char **dev_addr)
+{
+    if (atomic_load(&s->stopping))
+        return -ESHUTDOWN;
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    int rc = rpc_ep_open(s->dev, s->cq, &c->ep);
+    if (rc == 0)
+        rc = rpc_ep_connect(c->ep, addr, qpn);
+    if (rc) {
+        rpc_ep_close(c->ep);
+        free(c);
+        return rc;
+    }
+    c->refs = 1;
+    *out_qpn = rpc_ep_qpn(c->ep);
+    *dev_addr = inec_device_addr(s->dev);
+    pthread_mutex_lock(&s->lock);
+    c->next = s->conns;
+    s->conns = c;
+    pthread_mutex_unlock(&s->lock);
+    inec_log(INEC_LOG_DEBUG, "node", "client connected id=%s peer=%s qpn=%u", s->id, addr,
+             *out_qpn);
+    return 0;
+}
+
+/* ---- the connection manager (tcp) ------------------------------------------------- */
+
+/* One exchange per TCP connection: the client's {"addr","qpn"} line, our
+ * {"addr","qpn","id"} or {"error","errno"} line. */
+static void cm_serve(struct node_service *s, int fd)
+{
+    char buf[1024];
+    size_t got = 0;
+    while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n <= 0)
+            return;
+        got += (size_t)n;
+    }
+    buf[got] = 0;
+    json_t *j = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL), *ans;
+    const char *addr = json_string_value(json_object_get(j, "addr"));
+    uint32_t qpn = 0;
+    const char *dev_addr = NULL;
+    int rc =
+        addr ? node_service_accept(s, addr, (uint32_t)json_integer_value(json_object_get(j, "qpn")),
+                                   &qpn, &dev_addr)
+             : -EPROTO;
+    if (rc)
+        ans = json_pack("{s:s,s:i}", "error", strerror(-rc), "errno", -rc);
+    else
+        ans = json_pack("{s:s,s:i,s:s}", "addr", dev_addr, "qpn", (int)qpn, "id", s->id);
+    char *text = json_dumps(ans, JSON_COMPACT);
+    if (text) {
+        size_t len = strlen(text);
+        text[len] = '\n'; /* overwrites the NUL; send exactly len + 1 */
+        if (send(fd, text, len + 1, MSG_NOSIGNAL) < 0)
+            inec_log(INEC_LOG_WARN, "node", "cm reply failed err=%s", strerror(errno));
+    }
+    free(text);
+    json_decref(ans);
+    json_decref(j);
+}
+
+static void *cm_main(void *arg)
+{
+    struct node_service *s = arg;
+    while (!atomic_load(&s->stop)) {
+        int fd = accept4(s->cm_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            break; /* shut down */
+        }
+        struct timeval tv = {.tv_sec = 5};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        cm_serve(s, fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+static int cm_listen(struct node_service *s, const char *listen_addr, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(listen_addr, ':');
+    if (!colon || colon == listen_addr || (size_t)(colon - listen_addr) >= sizeof(host))
+        return sfail(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT", listen_addr);
+    memcpy(host, listen_addr, (size_t)(colon - listen_addr));
+    host[colon - listen_addr] = 0;
+    struct addrinfo hints = {.ai_family = AF_INET,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *res;
+    if (getaddrinfo(host, colon + 1, &hints, &res))
+        return sfail(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 64)) {
+        int e = errno;
+        freeaddrinfo(res);
+        if (fd >= 0)
+            close(fd);
+        return sfail(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
+    }
+    freeaddrinfo(res);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    snprintf(s->listen, sizeof(s->listen), "%s:%d", host, ntohs(sa.sin_port));
+    s->cm_fd = fd;
+    snprintf(s->dev_options, sizeof(s->dev_options), "transport=tcp,listen=%s:0,timeout_ms=%d",
+             host, s->timeout_ms);
+    return 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------ */
+
+int node_service_start(const struct node_service_config *cfg, struct node_service **out, char *err,
+                       size_t errlen)
+{
+    struct node_service *s = calloc(1, sizeof(*s));
+    if (!s)
+        return sfail(err, errlen, -ENOMEM, "out of memory");
+    snprintf(s->id, sizeof(s->id), "%s", cfg->id ? cfg->id : "node");
+    snprintf(s->domain, sizeof(s->domain), "%s", cfg->domain ? cfg->domain : s->id);
+    s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    s->cm_fd = -1;
+    clock_gettime(CLOCK_MONOTONIC, &s->started);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->drained, NULL);
+    snprintf(s->dev_options, sizeof(s->dev_options), "%s",
+             cfg->device_options ? cfg->device_options : "transport=mem");
+    int rc = 0;
+    if (cfg->listen && (rc = cm_listen(s, cfg->listen, err, errlen)))
+        goto fail;
+    if (cfg->listen && cfg->device_options)
+        snprintf(s->dev_options, sizeof(s->dev_options), "%s", cfg->device_options);
+    struct node_store_options so;
+    node_store_options_default(&so);
+    so.capacity = cfg->capacity;
+    if ((rc = node_store_open(cfg->data_dir, &so, &s->store, err, errlen)))
+        goto fail;
+    if ((rc = inec_device_open(NULL, s->dev_options, &s->dev))) {
+        sfail(err, errlen, rc, "device (%s): %s", s->dev_options, inec_errmsg());
+        goto fail;
+    }
+    if ((rc = inec_cq_create(s->dev, 0, &s->cq))) {
+        sfail(err, errlen, rc, "cq: %s", inec_errmsg());
+        goto fail;
+    }
+    if ((rc = -pthread_create(&s->loop, NULL, loop_main, s))) {
+        sfail(err, errlen, rc, "no thread");
+        goto fail;
+    }
+    s->has_loop = true;
+    if (s->cm_fd >= 0) {
+        if ((rc = -pthread_create(&s->cm, NULL, cm_main, s))) {
+            sfail(err, errlen, rc, "no thread");
+            goto fail;
+        }
+        s->has_cm = true;
+    }
+    inec_log(INEC_LOG_INFO, "node", "started id=%s domain=%s data=%s listen=%s device=%s", s->id,
+             s->domain, cfg->data_dir, s->listen[0] ? s->listen : "-", inec_device_addr(s->dev));
+    *out = s;
+    return 0;
+fail:
+    node_service_stop(s);
+    return rc;
+}
+
+void node_service_stop(struct node_service *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stopping, true);
+    if (s->cm_fd >= 0)
+        shutdown(s->cm_fd, SHUT_RDWR); /* wakes accept() */
+    if (s->has_cm)
+        pthread_join(s->cm, NULL);
+    /* Let in-flight requests finish (writes become durable and are answered);
+     * vertex runs are bounded by their timeout. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += s->timeout_ms / 1000 * 2 + 2;
+    pthread_mutex_lock(&s->lock);
+    while (s->inflight > 0)
+        if (pthread_cond_timedwait(&s->drained, &s->lock, &until)) {
+            inec_log(INEC_LOG_WARN, "node", "stopping with requests in flight id=%s n=%d", s->id,
+                     s->inflight);
+            break;
+        }
+    pthread_mutex_unlock(&s->lock);
+    atomic_store(&s->stop, true);
+    if (s->has_loop)
+        pthread_join(s->loop, NULL);
+    while (s->conns)
+        conn_drop(s, s->conns);
+    for (struct hosted *h = s->vertices, *n; h; h = n) {
+        n = h->next;
+        if (!h->running)
+            hosted_free(h);
+    }
+    if (s->cm_fd >= 0)
+        close(s->cm_fd);
+    node_store_close(s->store); /* completes every queued write first */
+    inec_cq_destroy(s->cq);
+    inec_device_close(s->dev);
+    if (s->has_loop)
+        inec_log(INEC_LOG_INFO, "node", "stopped id=%s", s->id);
+    pthread_cond_destroy(&s->drained);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+const char *node_service_listen_addr(const struct node_service *s)
+{
+    return s->listen[0] ? s->listen : NULL;
+}
+
+const char *node_service_id(const struct node_service *s)
+{
+    return s->id;
+}
+
+struct node_store *node_service_store(struct node_service *s)
+{
+    return s->store;
+}

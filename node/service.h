@@ -1,0 +1,66 @@
+/*
+ * The node service: one storage node = a chunk store (node/store.h) + an inec
+ * device + the RPC handlers + DEG vertex hosting.
+ *
+ * Control and small data travel as RPCs over SEND/RECV on RC QPs of the node's
+ * device (eRPC's shape: a handler per request type, one event-loop thread,
+ * responses matched to requests by id; see node/client.h for the calls).
+ * Messages larger than one RECV buffer are fragmented (NODE_RPC_FRAG bytes a
+ * fragment) and reassembled, so a whole chunk (NODE_CHUNK_MAX) fits one RPC;
+ * the bulk path of encode and repair is the DEG data path, node to node.
+ *
+ * Hosting a DEG vertex: a vertex of a graph on this node gets a device of its
+ * own (the runner's shape), its local chunks loaded from the store as
+ * {object, stripe, chunk index}; every whole chunk it results in (a sink of an
+ * encode, the new holder in a repair) is written to the store, durable,
+ * before the vertex's run is reported done.
+ *
+ * Two ways to run:
+ *   in-process  listen = NULL: the device uses the mem transport (pass
+ *               device_options "transport=mem,engine_threads=N" to share an
+ *               engine pool among N services); clients attach with
+ *               node_client_connect_local().
+ *   process     listen = "host:port": a small TCP connection manager there
+ *               hands out QPs (exchange of device address and QP number, as
+ *               rdma_cm does); RPCs then flow over the tcp transport.
+ */
+#ifndef INEC_NODE_SERVICE_H
+#define INEC_NODE_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/store.h"
+
+#define NODE_ID_MAX 64
+
+struct node_service_config {
+    const char *id;       /* node id, as in the cluster map */
+    const char *domain;   /* failure domain label (reported by health) */
+    const char *data_dir; /* the chunk store */
+    const char *listen;   /* "host:port" (port 0 = any) or NULL: in-process */
+    const char
+        *device_options; /* inec soft options; NULL: "transport=mem" or tcp on listen's host */
+    uint64_t capacity;   /* store capacity in bytes, 0 = unlimited */
+    int timeout_ms;      /* bound of DEG vertex runs and of peers; 0 = 10000 */
+};
+
+struct node_service;
+
+/* Opens the store, the device and the event loop; on failure a message in err. */
+int node_service_start(const struct node_service_config *cfg, struct node_service **out, char *err,
+                       size_t errlen);
+/*
+ * Clean shutdown: new requests are refused (-ESHUTDOWN), in-flight ones
+ * finish (writes are acknowledged only once durable) or fail, vertex runs end
+ * (bounded by timeout_ms), then everything is closed. NULL is a no-op.
+ */
+void node_service_stop(struct node_service *s);
+
+/* The bound "host:port" of the connection manager, or NULL in-process. */
+const char *node_service_listen_addr(const struct node_service *s);
+const char *node_service_id(const struct node_service *s);
+/* The store, for tools and tests (all store calls are thread-safe). */
+struct node_store *node_service_store(struct node_service *s);
+
+#endif

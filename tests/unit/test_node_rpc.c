@@ -1,0 +1,440 @@
+/*
+ * The node service and its client, in-process over the mem transport: every
+ * request type, the errors that must reach the client distinctly (unknown
+ * type, oversize, corrupt chunk, dead node), and DEG encode and repair run
+ * node to node with the results checked against the codec.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <fcntl.h>
+
+#include "codecs/codec.h"
+#include "deg/deg.h"
+#include "inec/inec.h"
+#include "node/client.h"
+#include "node/rpc.h"
+#include "node/service.h"
+
+#define DEVOPTS "transport=mem,engine_threads=2"
+
+struct fixture {
+    char dir[64];
+    struct node_service *svc;
+    struct inec_device *dev;
+    struct node_client *c;
+};
+
+static void start(struct fixture *f, const char *dir)
+{
+    char err[256];
+    struct node_service_config cfg = {.id = "n0",
+                                      .domain = "rack1",
+                                      .data_dir = dir,
+                                      .device_options = DEVOPTS,
+                                      .timeout_ms = 5000};
+    assert_int_equal(node_service_start(&cfg, &f->svc, err, sizeof(err)), 0);
+    struct node_client_opts o = {.timeout_ms = 5000};
+    assert_int_equal(node_client_connect_local(f->dev, f->svc, &o, &f->c, err, sizeof(err)), 0);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/inec-noderpc-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(inec_device_open(NULL, DEVOPTS, &f->dev), 0);
+    start(f, f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    node_client_close(f->c);
+    node_service_stop(f->svc);
+    inec_device_close(f->dev);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+static struct node_chunk_id chunk_id(uint8_t tag, uint64_t stripe, uint32_t index)
+{
+    struct node_chunk_id id = {.stripe = stripe, .index = index};
+    memset(id.object, tag, sizeof(id.object));
+    return id;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (uint8_t)(x >> 16);
+    }
+}
+
+static void test_chunks(void **state)
+{
+    struct fixture *f = *state;
+    /* One fragment, and several (a multi-MiB chunk crosses NODE_RPC_FRAG many times). */
+    size_t sizes[] = {0, 1000, NODE_RPC_FRAG - 40, (3u << 20) + 17};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        struct node_chunk_id id = chunk_id(1, i, 2);
+        uint8_t *data = malloc(sizes[i] + 1);
+        fill(data, sizes[i], (unsigned)i);
+        assert_int_equal(node_client_put_chunk(f->c, &id, 7, data, sizes[i]), 0);
+        void *got;
+        size_t len;
+        uint64_t ver;
+        assert_int_equal(node_client_get_chunk(f->c, &id, &got, &len, &ver), 0);
+        assert_int_equal(len, sizes[i]);
+        assert_int_equal(ver, 7);
+        assert_memory_equal(got, data, sizes[i]);
+        free(got);
+        free(data);
+    }
+    struct node_chunk_id id = chunk_id(1, 1, 2);
+    assert_int_equal(node_client_put_chunk(f->c, &id, 6, "x", 1), -ESTALE);
+    assert_int_equal(node_client_delete_chunk(f->c, &id, 7), 0);
+    void *got;
+    size_t len;
+    assert_int_equal(node_client_get_chunk(f->c, &id, &got, &len, NULL), -ENOENT);
+    assert_int_equal(node_client_delete_chunk(f->c, &id, 7), -ENOENT);
+    /* Larger than any chunk: refused before anything is sent. */
+    assert_int_equal(node_client_put_chunk(f->c, &id, 8, "x", NODE_CHUNK_MAX + 1), -EMSGSIZE);
+    /* The connection is still good. */
+    assert_int_equal(node_client_put_chunk(f->c, &id, 8, "y", 1), 0);
+}
+
+struct seen {
+    int n;
+    char keys[8][32];
+};
+
+static int on_meta(const char *key, const void *blob, size_t len, void *arg)
+{
+    struct seen *s = arg;
+    assert_true(s->n < 8);
+    snprintf(s->keys[s->n++], 32, "%s", key);
+    assert_int_equal(len, strlen(key) + 1);
+    assert_string_equal(blob, key);
+    return 0;
+}
+
+static void test_meta(void **state)
+{
+    struct fixture *f = *state;
+    const char *keys[] = {"a/1", "a/2", "a/3", "b/1"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(node_client_put_meta(f->c, "bk", keys[i], keys[i], strlen(keys[i]) + 1),
+                         0);
+    void *blob;
+    size_t len;
+    assert_int_equal(node_client_get_meta(f->c, "bk", "a/2", &blob, &len), 0);
+    assert_int_equal(len, 4);
+    assert_string_equal(blob, "a/2");
+    free(blob);
+    assert_int_equal(node_client_get_meta(f->c, "bk", "zz", &blob, &len), -ENOENT);
+    struct seen s = {0};
+    int more = -1;
+    assert_int_equal(node_client_list_meta(f->c, "bk", "a/", "a/1", 1, on_meta, &s, &more), 1);
+    assert_string_equal(s.keys[0], "a/2");
+    assert_int_equal(more, 1);
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(node_client_list_meta(f->c, "bk", "a/", NULL, 0, on_meta, &s, &more), 3);
+    assert_int_equal(more, 0);
+    assert_string_equal(s.keys[2], "a/3");
+    assert_int_equal(node_client_delete_meta(f->c, "bk", "a/2"), 0);
+    assert_int_equal(node_client_delete_meta(f->c, "bk", "a/2"), -ENOENT);
+    char longkey[NODE_KEY_MAX + 10];
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = 0;
+    assert_int_equal(node_client_put_meta(f->c, "bk", longkey, "x", 1), -ENAMETOOLONG);
+}
+
+static void test_state(void **state)
+{
+    struct fixture *f = *state;
+    struct node_chunk_id id = chunk_id(3, 0, 0);
+    assert_int_equal(node_client_put_chunk(f->c, &id, 1, "hello", 5), 0);
+    assert_int_equal(node_client_put_meta(f->c, "b", "k", "v", 1), 0);
+    struct node_store_stats st;
+    assert_int_equal(node_client_stats(f->c, &st), 0);
+    assert_int_equal(st.chunks, 1);
+    assert_int_equal(st.metas, 1);
+    struct node_health h;
+    assert_int_equal(node_client_health(f->c, &h), 0);
+    assert_string_equal(h.id, "n0");
+    assert_string_equal(h.domain, "rack1");
+    assert_false(h.stopping);
+    struct node_scrub_result r;
+    assert_int_equal(node_client_scrub(f->c, &r), 0);
+    assert_int_equal(r.checked, 1);
+    assert_int_equal(r.corrupt, 0);
+}
+
+/* A hand-made request on a raw QP: what the service answers to bytes the
+ * client library would never send. Returns the response status. */
+static int raw_request(struct fixture *f, uint16_t type, uint32_t total)
+{
+    struct inec_cq *cq;
+    struct inec_qp *qp;
+    struct inec_qp_attr qa = {.type = INEC_QP_RC};
+    assert_int_equal(inec_cq_create(f->dev, 64, &cq), 0);
+    qa.send_cq = qa.recv_cq = cq;
+    assert_int_equal(inec_qp_create(f->dev, &qa, &qp), 0);
+    uint8_t *buf = calloc(1, NODE_RPC_FRAG * 2);
+    struct inec_mr *mr;
+    assert_int_equal(inec_mr_reg(f->dev, buf, NODE_RPC_FRAG * 2, &mr), 0);
+    struct inec_sge rs = {buf + NODE_RPC_FRAG, NODE_RPC_FRAG, mr};
+    struct inec_wr rw = {.opcode = INEC_WR_RECV, .sg_list = &rs, .num_sge = 1};
+    assert_int_equal(inec_post_recv(qp, &rw, NULL), 0);
+    uint32_t qpn;
+    const char *addr;
+    assert_int_equal(
+        node_service_accept(f->svc, inec_device_addr(f->dev), inec_qp_num(qp), &qpn, &addr), 0);
+    assert_int_equal(inec_qp_connect(qp, addr, qpn), 0);
+    /* magic, type | flags << 16, request id, total | offset << 32, status */
+    uint32_t w[2] = {0x50524e49u, type};
+    memcpy(buf, w, 8);
+    rpc_put64(buf + 8, 99);
+    rpc_put64(buf + 16, total);
+    struct inec_sge ss = {buf, 32 + 16, mr};
+    struct inec_wr sw = {.opcode = INEC_WR_SEND, .sg_list = &ss, .num_sge = 1};
+    assert_int_equal(inec_post_send(qp, &sw, NULL), 0);
+    struct inec_wc wc;
+    int status = 1;
+    for (int i = 0; i < 100 && status == 1; i++) {
+        int n = inec_cq_wait(cq, 1, &wc, 5000);
+        assert_int_equal(n, 1);
+        assert_int_equal(wc.status, INEC_WC_SUCCESS);
+        if (wc.opcode == INEC_WC_RECV) {
+            assert_int_equal(rpc_get64(buf + NODE_RPC_FRAG + 8), 99); /* matched by id */
+            status = (int32_t)(uint32_t)rpc_get64(buf + NODE_RPC_FRAG + 24);
+        }
+    }
+    inec_qp_destroy(qp);
+    inec_mr_dereg(mr);
+    inec_cq_destroy(cq);
+    free(buf);
+    return status;
+}
+
+static void test_errors(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(raw_request(f, 200, 16), -EOPNOTSUPP);
+    assert_int_equal(raw_request(f, NODE_RPC_PUT_CHUNK, NODE_RPC_MAX_MSG + 1), -EMSGSIZE);
+    assert_int_equal(raw_request(f, NODE_RPC_GET_CHUNK, 16), -EPROTO); /* short head */
+    /* The service goes on serving. */
+    struct node_health h;
+    assert_int_equal(node_client_health(f->c, &h), 0);
+}
+
+static void test_corrupt(void **state)
+{
+    struct fixture *f = *state;
+    struct node_chunk_id id = chunk_id(4, 0, 1);
+    uint8_t data[4096];
+    fill(data, sizeof(data), 4);
+    assert_int_equal(node_client_put_chunk(f->c, &id, 1, data, sizeof(data)), 0);
+    node_client_close(f->c);
+    node_service_stop(f->svc);
+    /* Flip one payload byte of the only record. */
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+    char path[512] = "";
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "seg-", 4) == 0)
+            snprintf(path, sizeof(path), "%s/%s", f->dir, e->d_name);
+    closedir(d);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, NODE_RECORD_HDR_BYTES + 100), 1);
+    b ^= 0x40;
+    assert_int_equal(pwrite(fd, &b, 1, NODE_RECORD_HDR_BYTES + 100), 1);
+    close(fd);
+    start(f, f->dir);
+    void *got;
+    size_t len;
+    assert_int_equal(node_client_get_chunk(f->c, &id, &got, &len, NULL), -EBADMSG);
+    assert_non_null(strstr(node_client_errmsg(f->c), "corrupt"));
+    struct node_store_stats st;
+    assert_int_equal(node_client_stats(f->c, &st), 0);
+    assert_int_equal(st.repair, 1);
+}
+
+static void test_dead_node(void **state)
+{
+    struct fixture *f = *state;
+    node_service_stop(f->svc);
+    f->svc = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct node_health h;
+    int rc = node_client_health(f->c, &h);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(rc == -EHOSTDOWN || rc == -ETIMEDOUT);
+    /* Bounded by the call timeout (5 s) plus slack, never a hang. */
+    assert_true(t1.tv_sec - t0.tv_sec <= 7);
+    assert_int_equal(node_client_health(f->c, &h), -EHOSTDOWN);
+}
+
+/* ---- DEG on an embedded cluster ---------------------------------------------------- */
+
+#define NNODES 6
+#define LEN    (64 * 1024 + 5)
+
+struct cluster {
+    char dir[64];
+    struct inec_device *dev;
+    struct node_service *svc[NNODES];
+    struct node_client *c[NNODES];
+};
+
+static void cluster_start(struct cluster *cl)
+{
+    char err[256];
+    snprintf(cl->dir, sizeof(cl->dir), "/tmp/inec-nodedeg-XXXXXX");
+    assert_non_null(mkdtemp(cl->dir));
+    assert_int_equal(inec_device_open(NULL, DEVOPTS, &cl->dev), 0);
+    for (int i = 0; i < NNODES; i++) {
+        char id[16], dir[96];
+        snprintf(id, sizeof(id), "n%d", i);
+        snprintf(dir, sizeof(dir), "%s/%s", cl->dir, id);
+        struct node_service_config cfg = {
+            .id = id, .data_dir = dir, .device_options = DEVOPTS, .timeout_ms = 5000};
+        assert_int_equal(node_service_start(&cfg, &cl->svc[i], err, sizeof(err)), 0);
+        assert_int_equal(
+            node_client_connect_local(cl->dev, cl->svc[i], NULL, &cl->c[i], err, sizeof(err)), 0);
+    }
+}
+
+static void cluster_stop(struct cluster *cl)
+{
+    for (int i = 0; i < NNODES; i++) {
+        node_client_close(cl->c[i]);
+        node_service_stop(cl->svc[i]);
+    }
+    inec_device_close(cl->dev);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cl->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void get_check(struct node_client *c, const struct node_stripe *s, int index,
+                      const uint8_t *want)
+{
+    struct node_chunk_id id = {.stripe = s->stripe, .index = (uint32_t)index};
+    memcpy(id.object, s->object, sizeof(id.object));
+    void *got;
+    size_t len;
+    uint64_t ver;
+    assert_int_equal(node_client_get_chunk(c, &id, &got, &len, &ver), 0);
+    assert_int_equal(len, LEN);
+    assert_int_equal(ver, s->version);
+    assert_memory_equal(got, want, LEN);
+    free(got);
+}
+
+static void test_deg_encode_repair(void **state)
+{
+    (void)state;
+    struct cluster cl = {0};
+    cluster_start(&cl);
+    char err[512] = "";
+    struct codec_profile p;
+    struct codec *codec;
+    assert_int_equal(codec_profile_parse("rs:k=3,m=2", &p, err, sizeof(err)), 0);
+    assert_int_equal(codec_create(&p, &codec, err, sizeof(err)), 0);
+    int n = codec_n(codec);
+    uint8_t *chunks[CODEC_MAX_CHUNKS];
+    for (int i = 0; i < n; i++) {
+        chunks[i] = malloc(LEN);
+        fill(chunks[i], LEN, 10 + (unsigned)i);
+    }
+    assert_int_equal(codec_encode(codec, LEN, chunks), 0);
+    struct node_stripe s = {.stripe = 5, .version = 3};
+    memset(s.object, 0xab, sizeof(s.object));
+    struct deg_run_opts o = {.timeout_ms = 5000, .options = DEVOPTS};
+
+    /* Encode: the gateway ec-sends, node i stores chunk i. */
+    struct deg_request req = {.op = DEG_OP_ENCODE};
+    deg_placement_default(&req.placement);
+    struct deg_graph *g;
+    assert_int_equal(deg_build(codec, &req, &g, err, sizeof(err)), 0);
+    assert_int_equal(
+        node_deg_run(g, LEN, chunks, cl.c, NNODES, &s, &o, NULL, NULL, err, sizeof(err)), 0);
+    deg_graph_destroy(g);
+    for (int i = 0; i < n; i++)
+        get_check(cl.c[i], &s, i, chunks[i]);
+
+    /* Repair: chunk 1 rebuilt on node 5 by the survivors, no gateway involved. */
+    for (const char *scheme = "ppr"; scheme; scheme = NULL) {
+        struct deg_request rr = {.op = DEG_OP_DECODE, .nerased = 1, .erased = {1}};
+        deg_placement_default(&rr.placement);
+        rr.placement.holder[1] = 5;
+        struct codec_profile pp;
+        struct codec *pc;
+        assert_int_equal(codec_profile_parse("ppr:k=3,m=2", &pp, err, sizeof(err)), 0);
+        assert_int_equal(codec_create(&pp, &pc, err, sizeof(err)), 0);
+        assert_int_equal(deg_build(pc, &rr, &g, err, sizeof(err)), 0);
+        for (int v = 0; v < g->nvertices; v++)
+            assert_int_not_equal(g->vertices[v].node, DEG_GATEWAY);
+        int rc = node_deg_run(g, LEN, NULL, cl.c, NNODES, &s, &o, NULL, NULL, err, sizeof(err));
+        if (rc)
+            fail_msg("repair: %s", err);
+        deg_graph_destroy(g);
+        codec_destroy(pc);
+        get_check(cl.c[5], &s, 1, chunks[1]);
+    }
+
+    /* A node vertex whose local chunk is missing: the error names it. */
+    struct deg_request rr = {.op = DEG_OP_DECODE, .nerased = 1, .erased = {0}};
+    deg_placement_default(&rr.placement);
+    rr.placement.holder[0] = 5;
+    assert_int_equal(deg_build(codec, &rr, &g, err, sizeof(err)), 0);
+    struct node_stripe missing = s;
+    missing.stripe = 6;
+    uint8_t *none[CODEC_MAX_CHUNKS] = {0};
+    assert_int_equal(
+        node_deg_run(g, LEN, none, cl.c, NNODES, &missing, &o, NULL, NULL, err, sizeof(err)),
+        -ENOENT);
+    assert_non_null(strstr(err, "local chunk"));
+    deg_graph_destroy(g);
+
+    for (int i = 0; i < n; i++)
+        free(chunks[i]);
+    codec_destroy(codec);
+    cluster_stop(&cl);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_node, setup, teardown),
+        cmocka_unit_test(test_deg_encode_repair),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

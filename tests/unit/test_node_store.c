@@ -1,0 +1,828 @@
+/* The chunk store: records, index, corruption, torn tails, compaction, capacity. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <lmdb.h>
+
+#include "node/store.h"
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/inec-store-test-XXXXXX");
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static void rmdir_all(char *d)
+{
+    nftw(d, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(d);
+}
+
+static struct node_chunk_id cid(uint64_t n)
+{
+    struct node_chunk_id id = {.stripe = n / 7, .index = (uint32_t)(n % 7)};
+    memcpy(id.object, &n, sizeof(n));
+    id.object[15] = 0xa5;
+    return id;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (uint8_t)(seed >> 56);
+    }
+}
+
+static struct node_store *open_store(const char *dir, uint64_t seg, uint64_t capacity, int gc)
+{
+    struct node_store_options o;
+    node_store_options_default(&o);
+    o.segment_size = seg;
+    o.capacity = capacity;
+    o.group_commit = gc;
+    o.map_size = 64 << 20;
+    struct node_store *s = NULL;
+    char err[256];
+    int rc = node_store_open(dir, &o, &s, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "open: %s\n", err);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
+static void put_n(struct node_store *s, uint64_t n, uint64_t version, size_t len)
+{
+    uint8_t *b = malloc(len ? len : 1);
+    fill(b, len, n * 1000 + version);
+    struct node_chunk_id id = cid(n);
+    assert_int_equal(node_store_put_chunk(s, &id, version, b, len), 0);
+    free(b);
+}
+
+/* 0, or the get error; on success the bytes must be exactly what put_n wrote. */
+static int check_n(struct node_store *s, uint64_t n, uint64_t version, size_t len)
+{
+    struct node_chunk_id id = cid(n);
+    void *got;
+    size_t glen;
+    uint64_t gv;
+    int rc = node_store_get_chunk_alloc(s, &id, &got, &glen, &gv);
+    if (rc)
+        return rc;
+    uint8_t *want = malloc(len ? len : 1);
+    fill(want, len, n * 1000 + version);
+    assert_int_equal(glen, len);
+    assert_int_equal(gv, version);
+    assert_memory_equal(got, want, len);
+    free(want);
+    free(got);
+    return 0;
+}
+
+static void test_record_format(void **state)
+{
+    (void)state;
+    struct node_record r = {.type = NODE_REC_PUT, .id = cid(42), .version = 9, .len = 5};
+    r.crc = node_crc32c("hello", 5);
+    uint8_t h[NODE_RECORD_HDR_BYTES];
+    node_record_encode(&r, h);
+    struct node_record d;
+    assert_int_equal(node_record_decode(h, &d), 0);
+    assert_int_equal(d.type, NODE_REC_PUT);
+    assert_memory_equal(&d.id.object, &r.id.object, NODE_OBJECT_ID_BYTES);
+    assert_int_equal(d.id.stripe, r.id.stripe);
+    assert_int_equal(d.id.index, r.id.index);
+    assert_int_equal(d.version, 9);
+    assert_int_equal(d.len, 5);
+    assert_int_equal(d.crc, r.crc);
+    /* Every single bit flip of the header is caught. */
+    for (int bit = 0; bit < 8 * NODE_RECORD_HDR_BYTES; bit++) {
+        h[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        assert_int_equal(node_record_decode(h, &d), -EBADMSG);
+        h[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    /* A tombstone carries no payload. */
+    r.type = NODE_REC_TOMBSTONE;
+    node_record_encode(&r, h);
+    assert_int_equal(node_record_decode(h, &d), -EBADMSG);
+    r.len = 0;
+    node_record_encode(&r, h);
+    assert_int_equal(node_record_decode(h, &d), 0);
+    /* CRC32C (Castagnoli) check value. */
+    assert_int_equal(node_crc32c("123456789", 9) ^ 0xffffffffu, 0xe3069283u);
+}
+
+static void run_basic(int gc)
+{
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, gc);
+    struct node_chunk_id id = cid(1), other = cid(2);
+    uint8_t small[4];
+    size_t len;
+    uint64_t ver;
+    assert_int_equal(node_store_get_chunk(s, &id, small, sizeof(small), &len, &ver), -ENOENT);
+    put_n(s, 1, 1, 1000);
+    assert_int_equal(node_store_get_chunk(s, &id, small, sizeof(small), &len, &ver), -EMSGSIZE);
+    assert_int_equal(len, 1000);
+    assert_int_equal(check_n(s, 1, 1, 1000), 0);
+    put_n(s, 1, 3, 2000); /* newer replaces */
+    assert_int_equal(check_n(s, 1, 3, 2000), 0);
+    assert_int_equal(node_store_put_chunk(s, &id, 2, small, 4), -ESTALE);
+    put_n(s, 1, 3, 300); /* same version: a repair rewrite */
+    assert_int_equal(check_n(s, 1, 3, 300), 0);
+    put_n(s, 2, 1, 0); /* empty chunk */
+    assert_int_equal(check_n(s, 2, 1, 0), 0);
+    assert_int_equal(node_store_put_chunk(s, &other, 1, small, (size_t)NODE_CHUNK_MAX + 1),
+                     -EMSGSIZE);
+    assert_int_equal(node_store_delete_chunk(s, &id, 2), -ESTALE);
+    assert_int_equal(node_store_delete_chunk(s, &id, 3), 0);
+    assert_int_equal(node_store_delete_chunk(s, &id, 3), -ENOENT);
+    assert_int_equal(check_n(s, 1, 3, 300), -ENOENT);
+
+    /* A second process (or open) is refused while the store is open. */
+    struct node_store *again = NULL;
+    assert_int_equal(node_store_open(dir, NULL, &again, NULL, 0), -EBUSY);
+    assert_null(again);
+
+    node_store_close(s);
+    s = open_store(dir, 0, 0, !gc);
+    assert_int_equal(check_n(s, 1, 3, 300), -ENOENT);
+    assert_int_equal(check_n(s, 2, 1, 0), 0);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.chunks, 1);
+    assert_int_equal(st.live_bytes, NODE_RECORD_HDR_BYTES);
+    assert_true(st.dead_bytes > 3000);
+    node_store_close(s);
+    node_store_close(NULL);
+    rmdir_all(dir);
+}
+
+static void test_basic_group_commit(void **state)
+{
+    (void)state;
+    run_basic(1);
+}
+
+static void test_basic_direct(void **state)
+{
+    (void)state;
+    run_basic(0);
+}
+
+struct writer_arg {
+    struct node_store *s;
+    int t;
+};
+
+enum { THREADS = 4, PER_THREAD = 40 };
+
+static void *writer(void *p)
+{
+    struct writer_arg *a = p;
+    for (int i = 0; i < PER_THREAD; i++)
+        put_n(a->s, (uint64_t)(a->t * PER_THREAD + i), 1, (size_t)(100 + 37 * i));
+    return NULL;
+}
+
+static void test_concurrent_writers(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    /* small segments: batches also cross segment boundaries */
+    struct node_store *s = open_store(dir, 8192, 0, 1);
+    pthread_t th[THREADS];
+    struct writer_arg a[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        a[t] = (struct writer_arg){s, t};
+        assert_int_equal(pthread_create(&th[t], NULL, writer, &a[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    node_store_close(s);
+    s = open_store(dir, 8192, 0, 1);
+    for (int t = 0; t < THREADS; t++)
+        for (int i = 0; i < PER_THREAD; i++)
+            assert_int_equal(check_n(s, (uint64_t)(t * PER_THREAD + i), 1, (size_t)(100 + 37 * i)),
+                             0);
+    struct node_scrub_result r;
+    assert_int_equal(node_store_scrub(s, NULL, NULL, &r), 0);
+    assert_int_equal(r.checked, THREADS * PER_THREAD);
+    assert_int_equal(r.corrupt, 0);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+struct names {
+    char buf[16][64];
+    int n;
+};
+
+static int name_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    struct names *n = arg;
+    assert_int_equal(len, strlen(key));
+    assert_memory_equal(blob, key, len); /* the tests store the key as its own blob */
+    snprintf(n->buf[n->n++], 64, "%s", key);
+    return 0;
+}
+
+struct async_state {
+    int done, failed;
+    pthread_mutex_t mu;
+};
+
+static void async_done(int rc, void *arg)
+{
+    struct async_state *a = arg;
+    pthread_mutex_lock(&a->mu);
+    a->done++;
+    a->failed += rc != 0;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Async puts complete through the callback; close waits for every one of them. */
+static void test_async_put(void **state)
+{
+    (void)state;
+    enum { N = 50, LEN = 1234 };
+    for (int gc = 0; gc < 2; gc++) {
+        char *dir = tmpdir();
+        struct node_store *s = open_store(dir, 16384, 0, gc);
+        static uint8_t bufs[N][LEN];
+        struct async_state a = {.mu = PTHREAD_MUTEX_INITIALIZER};
+        for (uint64_t i = 0; i < N; i++) {
+            fill(bufs[i], LEN, i * 1000 + 1);
+            struct node_chunk_id id = cid(i);
+            assert_int_equal(node_store_put_chunk_async(s, &id, 1, bufs[i], LEN, async_done, &a),
+                             0);
+        }
+        struct node_chunk_id id = cid(0);
+        assert_int_equal(node_store_put_chunk_async(s, &id, 1, bufs[0], LEN, NULL, NULL), -EINVAL);
+        node_store_close(s);
+        assert_int_equal(a.done, N);
+        assert_int_equal(a.failed, 0);
+        s = open_store(dir, 16384, 0, 1);
+        for (uint64_t i = 0; i < N; i++)
+            assert_int_equal(check_n(s, i, 1, LEN), 0);
+        node_store_close(s);
+        rmdir_all(dir);
+    }
+}
+
+static void test_meta(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    const char *keys[] = {"b/2", "a", "b/1", "b/10", "c", "b/"};
+    for (size_t i = 0; i < 6; i++)
+        assert_int_equal(node_store_put_meta(s, "bk", keys[i], keys[i], strlen(keys[i])), 0);
+    /* A bucket that extends "bk" must not mix in, before or after. */
+    assert_int_equal(node_store_put_meta(s, "bk2", "a", "x", 1), 0);
+    assert_int_equal(node_store_put_meta(s, "b", "zz", "y", 1), 0);
+
+    void *blob;
+    size_t len;
+    assert_int_equal(node_store_get_meta(s, "bk", "b/10", &blob, &len), 0);
+    assert_int_equal(len, 4);
+    assert_memory_equal(blob, "b/10", 4);
+    free(blob);
+    assert_int_equal(node_store_get_meta(s, "bk", "zz", &blob, &len), -ENOENT);
+    assert_int_equal(node_store_put_meta(s, "", "k", "x", 1), -EINVAL);
+    char longkey[600];
+    memset(longkey, 'b', sizeof(longkey) - 1); /* sorts between "b/..." and "c" */
+    longkey[599] = 0;
+    assert_int_equal(node_store_put_meta(s, "bk", longkey, "x", 1), -ENAMETOOLONG);
+
+    struct names n = {0};
+    int more;
+    assert_int_equal(node_store_list_meta(s, "bk", NULL, NULL, 0, name_cb, &n, &more), 6);
+    assert_int_equal(more, 0);
+    const char *all[] = {"a", "b/", "b/1", "b/10", "b/2", "c"};
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(n.buf[i], all[i]);
+
+    n.n = 0;
+    assert_int_equal(node_store_list_meta(s, "bk", "b/", NULL, 2, name_cb, &n, &more), 2);
+    assert_int_equal(more, 1);
+    assert_string_equal(n.buf[1], "b/1");
+    n.n = 0; /* resume after the marker */
+    assert_int_equal(node_store_list_meta(s, "bk", "b/", "b/1", 2, name_cb, &n, &more), 2);
+    assert_string_equal(n.buf[0], "b/10");
+    assert_string_equal(n.buf[1], "b/2");
+    assert_int_equal(more, 0);
+    n.n = 0; /* a marker before the prefix starts at the prefix */
+    assert_int_equal(node_store_list_meta(s, "bk", "b/1", "a", 0, name_cb, &n, &more), 2);
+    n.n = 0; /* a marker past everything, and an overlong one */
+    assert_int_equal(node_store_list_meta(s, "bk", "", "zzz", 0, name_cb, &n, &more), 0);
+    assert_int_equal(node_store_list_meta(s, "bk", "", longkey, 0, name_cb, &n, &more), 1);
+    assert_string_equal(n.buf[0], "c");
+
+    assert_int_equal(node_store_delete_meta(s, "bk", "b/1"), 0);
+    assert_int_equal(node_store_delete_meta(s, "bk", "b/1"), -ENOENT);
+    node_store_close(s);
+    s = open_store(dir, 0, 0, 1);
+    n.n = 0;
+    assert_int_equal(node_store_list_meta(s, "bk", "b", NULL, 0, name_cb, &n, &more), 3);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.metas, 7);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+struct idlist {
+    struct node_chunk_id id[64];
+    int n;
+};
+
+static int collect_cb(const struct node_chunk_id *id, uint64_t version, uint32_t len, void *arg)
+{
+    (void)version;
+    (void)len;
+    struct idlist *l = arg;
+    l->id[l->n++] = *id;
+    return 0;
+}
+
+static void test_list_chunks(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 0);
+    for (uint64_t i = 0; i < 20; i++)
+        put_n(s, i, 1, 10);
+    struct idlist l = {.n = 0};
+    assert_int_equal(node_store_list_chunks(s, NULL, 0, collect_cb, &l), 20);
+    struct idlist page = {.n = 0};
+    assert_int_equal(node_store_list_chunks(s, &l.id[4], 3, collect_cb, &page), 3);
+    assert_memory_equal(&page.id[0], &l.id[5], sizeof(page.id[0]));
+    assert_memory_equal(&page.id[2], &l.id[7], sizeof(page.id[0]));
+    page.n = 0;
+    assert_int_equal(node_store_list_chunks(s, &l.id[19], 0, collect_cb, &page), 0);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+static char *seg_path(const char *dir, unsigned id)
+{
+    char *p = malloc(strlen(dir) + 32);
+    sprintf(p, "%s/seg-%08x.log", dir, id);
+    return p;
+}
+
+static void flip(const char *path, off_t off)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, off), 1);
+    b ^= 0x10;
+    assert_int_equal(pwrite(fd, &b, 1, off), 1);
+    close(fd);
+}
+
+static int repair_cb(const struct node_chunk_id *id, uint64_t version, void *arg)
+{
+    (void)version;
+    struct idlist *l = arg;
+    l->id[l->n++] = *id;
+    return 0;
+}
+
+static int scrub_n;
+static void scrub_cb(const struct node_chunk_id *id, uint64_t version, int err, void *arg)
+{
+    (void)id;
+    (void)version;
+    (void)arg;
+    assert_int_equal(err, -EBADMSG);
+    scrub_n++;
+}
+
+/* Swaps the index values of two chunks: each then points at the other's record. */
+static void swap_index(const char *dir, struct node_chunk_id a, struct node_chunk_id b)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/index.mdb", dir);
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, 64 << 20), 0);
+    assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "chunks", 0, &dbi), 0);
+    uint8_t ka[28], kb[28], va[64], vb[64];
+    struct node_chunk_id *ids[2] = {&a, &b};
+    uint8_t *keys[2] = {ka, kb};
+    for (int i = 0; i < 2; i++) { /* the key layout is part of the index format */
+        memcpy(keys[i], ids[i]->object, 16);
+        for (int j = 0; j < 8; j++)
+            keys[i][16 + j] = (uint8_t)(ids[i]->stripe >> (56 - 8 * j));
+        for (int j = 0; j < 4; j++)
+            keys[i][24 + j] = (uint8_t)(ids[i]->index >> (24 - 8 * j));
+    }
+    MDB_val k1 = {28, ka}, k2 = {28, kb}, v1, v2;
+    assert_int_equal(mdb_get(txn, dbi, &k1, &v1), 0);
+    assert_int_equal(mdb_get(txn, dbi, &k2, &v2), 0);
+    size_t n1 = v1.mv_size, n2 = v2.mv_size;
+    memcpy(va, v1.mv_data, n1);
+    memcpy(vb, v2.mv_data, n2);
+    v1 = (MDB_val){n2, vb};
+    v2 = (MDB_val){n1, va};
+    assert_int_equal(mdb_put(txn, dbi, &k1, &v1, 0), 0);
+    assert_int_equal(mdb_put(txn, dbi, &k2, &v2, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+static void test_corruption(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    enum { LEN = 500, REC = NODE_RECORD_HDR_BYTES + LEN };
+    for (uint64_t i = 0; i < 6; i++)
+        put_n(s, i, 1, LEN);
+    node_store_close(s);
+    char *seg = seg_path(dir, 1);
+    flip(seg, 1 * REC + NODE_RECORD_HDR_BYTES + 100); /* payload of chunk 1 */
+    flip(seg, 2 * REC + 30);                          /* header (stripe) of chunk 2 */
+    swap_index(dir, cid(3), cid(4));                  /* index points at the wrong record */
+
+    s = open_store(dir, 0, 0, 1);
+    assert_int_equal(check_n(s, 0, 1, LEN), 0);
+    uint8_t buf[LEN];
+    struct node_chunk_id id = cid(1);
+    memset(buf, 0x77, sizeof(buf));
+    assert_int_equal(node_store_get_chunk(s, &id, buf, sizeof(buf), NULL, NULL), -EBADMSG);
+    for (int i = 0; i < LEN; i++) /* nothing of the corrupt record reaches the caller */
+        assert_int_equal(buf[i], 0);
+    assert_int_equal(check_n(s, 2, 1, LEN), -EBADMSG);
+    assert_int_equal(check_n(s, 3, 1, LEN), -EBADMSG);
+    assert_int_equal(check_n(s, 4, 1, LEN), -EBADMSG);
+    assert_int_equal(check_n(s, 5, 1, LEN), 0);
+
+    struct idlist l = {.n = 0};
+    assert_int_equal(node_store_list_repair(s, repair_cb, &l), 4);
+    scrub_n = 0;
+    struct node_scrub_result r;
+    assert_int_equal(node_store_scrub(s, scrub_cb, NULL, &r), 0);
+    assert_int_equal(r.checked, 6);
+    assert_int_equal(r.corrupt, 4);
+    assert_int_equal(scrub_n, 4);
+
+    /* A rewrite (the repair) clears the mark and reads again. */
+    put_n(s, 1, 1, LEN);
+    assert_int_equal(check_n(s, 1, 1, LEN), 0);
+    l.n = 0;
+    assert_int_equal(node_store_list_repair(s, repair_cb, &l), 3);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.repair, 3);
+    node_store_close(s);
+    free(seg);
+    rmdir_all(dir);
+}
+
+static void test_compaction(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { N = 60, LEN = 700 };
+    struct node_store *s = open_store(dir, 4096, 0, 1);
+    for (uint64_t i = 0; i < N; i++)
+        put_n(s, i, 1, LEN);
+    for (uint64_t i = 0; i < N; i += 2)
+        put_n(s, i, 2, LEN / 2); /* overwrite half */
+    for (uint64_t i = 1; i < N; i += 6) {
+        struct node_chunk_id id = cid(i);
+        assert_int_equal(node_store_delete_chunk(s, &id, 1), 0);
+    }
+    struct node_store_stats before, after;
+    assert_int_equal(node_store_stats(s, &before), 0);
+    assert_true(before.dead_bytes > 0);
+    struct node_compact_result cr;
+    assert_int_equal(node_store_compact(s, 0.0, &cr), 0);
+    assert_true(cr.segments > 0);
+    assert_int_equal(node_store_stats(s, &after), 0);
+    assert_true(after.segment_bytes < before.segment_bytes);
+    assert_int_equal(after.live_bytes, before.live_bytes);
+    assert_int_equal(before.segment_bytes - after.segment_bytes, cr.bytes_freed - cr.bytes_copied);
+
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t i = 0; i < N; i++) {
+            if (i % 6 == 1)
+                assert_int_equal(check_n(s, i, 1, LEN), -ENOENT);
+            else if (i % 2 == 0)
+                assert_int_equal(check_n(s, i, 2, LEN / 2), 0);
+            else
+                assert_int_equal(check_n(s, i, 1, LEN), 0);
+        }
+        node_store_close(s);
+        s = open_store(dir, 4096, 0, 0);
+    }
+    /* compaction again has (nearly) nothing left to do and loses nothing */
+    assert_int_equal(node_store_compact(s, 0.5, &cr), 0);
+    struct node_scrub_result r;
+    assert_int_equal(node_store_scrub(s, NULL, NULL, &r), 0);
+    assert_int_equal(r.corrupt, 0);
+    assert_int_equal(r.checked, after.chunks);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    uint8_t *b = malloc((size_t)st.st_size + 1);
+    assert_int_equal(read(fd, b, (size_t)st.st_size), st.st_size);
+    close(fd);
+    *len = (size_t)st.st_size;
+    return b;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b, len), (ssize_t)len);
+    close(fd);
+}
+
+/*
+ * Durable but unindexed records at the tail (what a crash between flush and
+ * index leaves), cut at every offset: recovery keeps every acknowledged chunk,
+ * indexes the whole unindexed records and drops the torn one.
+ */
+static void test_torn_tail(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { ACKED = 5, EXTRA = 3, LEN = 90, REC = NODE_RECORD_HDR_BYTES + LEN };
+    struct node_store *s = open_store(dir, 0, 0, 0);
+    for (uint64_t i = 0; i < ACKED; i++)
+        put_n(s, i, 1, LEN);
+    node_store_close(s);
+
+    char *seg = seg_path(dir, 1), idx[512];
+    snprintf(idx, sizeof(idx), "%s/index.mdb", dir);
+    size_t seglen, idxlen;
+    uint8_t *segb = slurp(seg, &seglen), *idxb = slurp(idx, &idxlen);
+    assert_int_equal(seglen, ACKED * REC);
+    segb = realloc(segb, seglen + EXTRA * REC);
+    for (uint64_t e = 0; e < EXTRA; e++) {
+        uint8_t *p = segb + seglen + e * REC;
+        struct node_record r = {.type = NODE_REC_PUT, .id = cid(100 + e), .version = 1, .len = LEN};
+        fill(p + NODE_RECORD_HDR_BYTES, LEN, (100 + e) * 1000 + 1);
+        r.crc = node_crc32c(p + NODE_RECORD_HDR_BYTES, LEN);
+        node_record_encode(&r, p);
+    }
+    for (size_t cut = seglen; cut <= seglen + EXTRA * REC; cut++) {
+        spit(seg, segb, cut);
+        spit(idx, idxb, idxlen);
+        s = open_store(dir, 0, 0, 1);
+        for (uint64_t i = 0; i < ACKED; i++)
+            assert_int_equal(check_n(s, i, 1, LEN), 0);
+        size_t whole = (cut - seglen) / REC;
+        for (uint64_t e = 0; e < EXTRA; e++)
+            assert_int_equal(check_n(s, 100 + e, 1, LEN), e < whole ? 0 : -ENOENT);
+        struct node_store_stats st;
+        assert_int_equal(node_store_stats(s, &st), 0);
+        assert_int_equal(st.segment_bytes, seglen + whole * REC); /* torn bytes are gone */
+        put_n(s, 200, 1, LEN);                                    /* and appends go on from there */
+        assert_int_equal(check_n(s, 200, 1, LEN), 0);
+        node_store_close(s);
+    }
+
+    /* Cut into indexed records: those before the cut stay, the cut ones are reported. */
+    for (size_t cut = seglen - 2 * REC; cut < seglen; cut += 7) {
+        spit(seg, segb, cut);
+        spit(idx, idxb, idxlen);
+        s = open_store(dir, 0, 0, 1);
+        size_t whole = cut / REC;
+        for (uint64_t i = 0; i < ACKED; i++)
+            assert_int_equal(check_n(s, i, 1, LEN), i < whole ? 0 : -EBADMSG);
+        struct idlist l = {.n = 0};
+        assert_int_equal(node_store_list_repair(s, repair_cb, &l), ACKED - (int)whole);
+        node_store_close(s);
+    }
+    free(segb);
+    free(idxb);
+    free(seg);
+    rmdir_all(dir);
+}
+
+static void test_capacity(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { LEN = 1000, REC = NODE_RECORD_HDR_BYTES + LEN, CAP = 20 * REC + 10 };
+    struct node_store *s = open_store(dir, 8 * REC, CAP, 1);
+    uint8_t b[LEN];
+    uint64_t n = 0;
+    int rc;
+    for (;; n++) {
+        struct node_chunk_id id = cid(n);
+        fill(b, LEN, n * 1000 + 1);
+        if ((rc = node_store_put_chunk(s, &id, 1, b, LEN)) != 0)
+            break;
+    }
+    assert_int_equal(rc, -ENOSPC);
+    assert_int_equal(n, 20);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_true(st.segment_bytes <= CAP);
+    /* A big chunk fails as cleanly; a delete (a small tombstone) still fits. */
+    assert_int_equal(node_store_put_chunk(s, &(struct node_chunk_id){0}, 1, b, LEN), -ENOSPC);
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+    node_store_close(s);
+
+    /* Still full after a restart; deletes still work (tombstones are exempt from
+     * the cap, or a full store could never be emptied) and compaction frees room. */
+    s = open_store(dir, 8 * REC, CAP, 0);
+    assert_int_equal(node_store_put_chunk(s, &(struct node_chunk_id){0}, 1, b, LEN), -ENOSPC);
+    for (uint64_t i = 0; i < 8; i++) {
+        struct node_chunk_id id = cid(i);
+        assert_int_equal(node_store_delete_chunk(s, &id, 1), 0);
+    }
+    struct node_compact_result cr;
+    assert_int_equal(node_store_compact(s, 0.0, &cr), 0);
+    assert_true(cr.bytes_freed > 0);
+    struct node_chunk_id id = cid(1000);
+    assert_int_equal(node_store_put_chunk(s, &id, 1, b, LEN), 0);
+    for (uint64_t i = 8; i < n; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+/*
+ * A compaction output that never got registered (crash before the switch) holds
+ * valid copies; they must not come back, even for a chunk deleted since.
+ */
+static void test_orphan_segment_removed(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    put_n(s, 1, 1, 10);
+    put_n(s, 2, 1, 10);
+    struct node_chunk_id two = cid(2);
+    assert_int_equal(node_store_delete_chunk(s, &two, 1), 0);
+    node_store_close(s);
+
+    uint8_t rec[NODE_RECORD_HDR_BYTES + 10];
+    struct node_record r = {.type = NODE_REC_PUT, .id = two, .version = 1, .len = 10};
+    fill(rec + NODE_RECORD_HDR_BYTES, 10, 2 * 1000 + 1);
+    r.crc = node_crc32c(rec + NODE_RECORD_HDR_BYTES, 10);
+    node_record_encode(&r, rec);
+    char *orphan = seg_path(dir, 0x42);
+    spit(orphan, rec, sizeof(rec));
+
+    s = open_store(dir, 0, 0, 1);
+    assert_int_equal(access(orphan, F_OK), -1);
+    assert_int_equal(check_n(s, 1, 1, 10), 0);
+    assert_int_equal(check_n(s, 2, 1, 10), -ENOENT);
+    put_n(s, 3, 1, 10);
+    node_store_close(s);
+
+    /* A lost index is not a crash: the segments are kept and the open refused. */
+    char idx[512];
+    snprintf(idx, sizeof(idx), "%s/index.mdb", dir);
+    assert_int_equal(unlink(idx), 0);
+    struct node_store *again = NULL;
+    char err[256];
+    assert_int_equal(node_store_open(dir, NULL, &again, err, sizeof(err)), -EUCLEAN);
+    assert_non_null(strstr(err, "refusing"));
+    free(orphan);
+    orphan = seg_path(dir, 1);
+    assert_int_equal(access(orphan, F_OK), 0);
+    free(orphan);
+    rmdir_all(dir);
+}
+
+/* A live record that fails verification during compaction is not copied. */
+static void test_compaction_skips_corrupt(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { LEN = 400, REC = NODE_RECORD_HDR_BYTES + LEN };
+    struct node_store *s = open_store(dir, 4 * REC, 0, 1);
+    for (uint64_t i = 0; i < 8; i++) /* segments 1 and 2, four records each */
+        put_n(s, i, 1, LEN);
+    put_n(s, 0, 2, LEN); /* chunk 0 v1 in segment 1 is dead now */
+    node_store_close(s);
+    char *seg = seg_path(dir, 1);
+    flip(seg, 2 * REC + NODE_RECORD_HDR_BYTES + 5); /* chunk 2, live */
+    s = open_store(dir, 4 * REC, 0, 1);
+    struct node_compact_result cr;
+    assert_int_equal(node_store_compact(s, 0.0, &cr), 0);
+    assert_int_equal(cr.segments, 1);
+    assert_int_equal(cr.bytes_copied, 2 * REC); /* chunks 1 and 3 */
+    assert_int_equal(access(seg, F_OK), -1);
+    assert_int_equal(check_n(s, 2, 1, LEN), -ENOENT);
+    struct idlist l = {.n = 0};
+    assert_int_equal(node_store_list_repair(s, repair_cb, &l), 1);
+    struct node_chunk_id two = cid(2);
+    assert_memory_equal(l.id[0].object, two.object, NODE_OBJECT_ID_BYTES);
+    for (uint64_t i = 1; i < 8; i++)
+        if (i != 2)
+            assert_int_equal(check_n(s, i, 1, LEN), 0);
+    assert_int_equal(check_n(s, 0, 2, LEN), 0);
+    node_store_close(s);
+    free(seg);
+    rmdir_all(dir);
+}
+
+/*
+ * A write that the file system refuses halfway (here RLIMIT_FSIZE, the way to
+ * make a real write fail without root) fails the put and leaves nothing behind.
+ */
+static void test_write_error(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { LEN = 3000, REC = NODE_RECORD_HDR_BYTES + LEN };
+    struct node_store *s = open_store(dir, 0, 0, 0);
+    for (uint64_t i = 0; i < 4; i++)
+        put_n(s, i, 1, LEN);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4 * REC + LEN / 2; /* the next record fits only in part */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    uint8_t b[LEN];
+    fill(b, LEN, 4 * 1000 + 1);
+    struct node_chunk_id id = cid(4);
+    int rc = node_store_put_chunk(s, &id, 1, b, LEN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    assert_true(rc == -EFBIG || rc == -ENOSPC);
+    assert_int_equal(check_n(s, 4, 1, LEN), -ENOENT);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.segment_bytes, 4 * REC); /* the partial record is gone */
+    for (uint64_t i = 0; i < 4; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+    put_n(s, 4, 1, LEN); /* and writing goes on once there is room */
+    node_store_close(s);
+    s = open_store(dir, 0, 0, 1);
+    for (uint64_t i = 0; i < 5; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_format),
+        cmocka_unit_test(test_basic_group_commit),
+        cmocka_unit_test(test_basic_direct),
+        cmocka_unit_test(test_concurrent_writers),
+        cmocka_unit_test(test_async_put),
+        cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_list_chunks),
+        cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_compaction),
+        cmocka_unit_test(test_torn_tail),
+        cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_write_error),
+        cmocka_unit_test(test_orphan_segment_removed),
+        cmocka_unit_test(test_compaction_skips_corrupt),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
