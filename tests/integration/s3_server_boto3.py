@@ -251,8 +251,8 @@ def test_virtual_host():
     check(st == 200 and body == b"virtual", "virtual-host GET: %d" % st)
     check(client().get_object(Bucket="data", Key="vh/key")["Body"].read() == b"virtual",
           "the same object path-style")
-    st, _, body = raw("GET", "/?list-type=2&prefix=vh/", host=host)
-    check(st == 200 and b"<Key>vh/key</Key>" in body, "virtual-host listing")
+    st, _, body = raw("GET", "/?list-type=2&prefix=vh%2F", host=host)
+    check(st == 200 and b"<Key>vh/key</Key>" in body, "virtual-host listing: %d %r" % (st, body))
     client().delete_object(Bucket="data", Key="vh/key")
 
 
