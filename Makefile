@@ -29,7 +29,7 @@ test-fast: build
 	meson test -C $(BUILD) --print-errorlogs
 
 run: build
-	$(INEC) bench codec --sizes 4K,64K,1M,16M
+	$(INEC) server
 
 bench: build
 	$(INEC) bench codec

@@ -10,5 +10,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_node(int argc, char **argv);
 int cmd_ec(int argc, char **argv);
 int cmd_deg(int argc, char **argv);
+int cmd_server(int argc, char **argv);
+int cmd_gateway(int argc, char **argv);
 
 #endif

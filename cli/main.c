@@ -15,6 +15,8 @@ static const struct command commands[] = {
     {"deg", cmd_deg, "show, run and serve Dynamic EC Graphs"},
     {"node", cmd_node, "serve a storage node; store tools: scrub, stat"},
     {"ec", cmd_ec, "erasure-code a file into chunk files and back"},
+    {"server", cmd_server, "run the S3 gateway with 9 embedded nodes (RS(6,3)) in one process"},
+    {"gateway", cmd_gateway, "run the S3 gateway in front of node processes (--config)"},
     {NULL, NULL, NULL},
 };
 

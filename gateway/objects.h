@@ -96,4 +96,75 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
                    int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
                    void *arg);
 
+/*
+ * Opening the object layer.
+ *
+ * gw_objects_open: nodes that run as their own processes (`inec node`, see
+ * scripts/cluster.sh), over tcp. cfg is cluster.json:
+ *   {"map": <cluster map, placement/placement.h>, "nodes": {...per-node data dirs...},
+ *    "gateway": {"timeout_ms": 3000, "gc_delay_ms": 5000, "deg_listen": "127.0.0.1", ...}}
+ * (other "gateway" fields belong to the S3 front end and are ignored here).
+ *
+ * gw_objects_open_embedded: the gateway and its nodes in this process over
+ * the mem transport, sharing one engine-thread pool, node i's store in
+ * DIR/node-i. The first open writes DIR/cluster.json (9 nodes, pool "default"
+ * rs:k=6,m=3 with 1 MiB chunks, or what `opts` says: {"nodes", "profile",
+ * "chunk_size", "engine_threads", "timeout_ms", "gc_delay_ms"}); later opens
+ * and pools created through the control API keep to that file.
+ *
+ * gw_objects_close: finishes pending garbage collection and closes; with
+ * nothing on the gateway but caches, a closed gateway loses nothing.
+ */
+int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_t msglen);
+int gw_objects_open_embedded(const char *dir, struct gw_objects **out, char *msg, size_t msglen);
+int gw_objects_open_embedded_opts(const char *dir, const json_t *opts, struct gw_objects **out,
+                                  char *msg, size_t msglen);
+void gw_objects_close(struct gw_objects *o); /* NULL is a no-op */
+
+/* Embedded only: stop (as if the node died) or restart node `id`. */
+int gw_objects_node_set_running(struct gw_objects *o, const char *id, bool running);
+
+/* Creates a bucket whose objects go to pool `pool` (gw_bucket_create: "default"). */
+int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char *pool);
+
+struct gw_objects_stats {
+    uint64_t degraded_reads; /* stripes read through a decode DEG */
+    uint64_t corrupt_chunks; /* chunks that failed a CRC check (node or gateway) */
+    uint64_t missing_chunks; /* chunks not found, or on a node that did not answer */
+    uint64_t failed_reads;   /* stripes that could not be rebuilt (-EIO) */
+    uint64_t repair_queue;   /* chunks waiting for repair */
+};
+int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
+/* The repair queue: [{"bucket", "key", "object", "stripe", "chunk", "node", "reason"}].
+ * Repair itself (rebuilding the chunks through the repair DEG) is not done yet. */
+int gw_objects_repair_json(struct gw_objects *o, json_t **out);
+
+/*
+ * Queries for the control API (admin_server.c) and /metrics. Each returns 0
+ * and a new JSON reference in *out, or a negative errno.
+ *
+ * gw_objects_cluster_json:
+ *   {"nodes": [{"id": 0, "addr": "...", "domain": "...", "up": true,
+ *               "capacity_bytes": N, "used_bytes": N}, ...],
+ *    "pools": [...as gw_objects_pools_json...], "degraded_reads": N}
+ * gw_objects_pools_json: [{"name": "...", "profile": "rs:k=6,m=3", "nodes": [ids]}, ...]
+ * gw_objects_pool_create: spec {"name", "profile", "nodes" (optional)}; -EEXIST,
+ *   -EINVAL (msg says why); *out is the new pool.
+ * gw_objects_object_json (-ENOENT):
+ *   {"bucket", "key", "size", "etag", "version", "pool",
+ *    "stripes": [{"index": i, "chunks": [{"index": c, "node": id,
+ *                 "state": "ok" | "missing" | "corrupt" | "node-down"}]}]}
+ * gw_objects_deg: the DEG the pool runs to encode a stripe, or to decode one
+ *   with the chunk indices `lost` missing: JSON in *json, or, when dot is not
+ *   NULL, Graphviz text in *dot (free()) instead. -ENOENT unknown pool,
+ *   -EINVAL bad op or more losses than the code tolerates.
+ */
+int gw_objects_cluster_json(struct gw_objects *o, json_t **out);
+int gw_objects_pools_json(struct gw_objects *o, json_t **out);
+int gw_objects_pool_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
+                           size_t msglen);
+int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
+int gw_objects_deg(struct gw_objects *o, const char *pool, const char *op, const int *lost,
+                   size_t nlost, json_t **json, char **dot);
+
 #endif

@@ -132,7 +132,7 @@ static int finish(struct w *w)
 }
 
 int gw_xml_list_buckets(struct gw_buf *out, const char *owner_id, const char *owner_name,
-                        const struct gw_bucket_info *buckets, size_t n)
+                        const struct gw_xml_bucket *buckets, size_t n)
 {
     struct w w = {out, false};
     puts_(&w, DECL "<ListAllMyBucketsResult xmlns=\"" XMLNS "\"><Owner>");
@@ -176,7 +176,7 @@ int gw_xml_list_objects(struct gw_buf *out, const struct gw_list_page *p)
     if (url)
         puts_(&w, "<EncodingType>url</EncodingType>");
     for (size_t i = 0; i < p->nobjects; i++) {
-        const struct gw_object_info *o = &p->objects[i];
+        const struct gw_xml_object *o = &p->objects[i];
         puts_(&w, "<Contents>");
         element(&w, "Key", o->key, url);
         timestamp(&w, "LastModified", o->modified_ms);

@@ -27,15 +27,15 @@ struct gw_buf {
 
 void gw_buf_free(struct gw_buf *b);
 
-struct gw_bucket_info {
+struct gw_xml_bucket {
     const char *name;
     int64_t created_ms; /* unix milliseconds */
 };
 
 int gw_xml_list_buckets(struct gw_buf *out, const char *owner_id, const char *owner_name,
-                        const struct gw_bucket_info *buckets, size_t n);
+                        const struct gw_xml_bucket *buckets, size_t n);
 
-struct gw_object_info {
+struct gw_xml_object {
     const char *key;
     int64_t modified_ms; /* unix milliseconds */
     const char *etag;    /* without quotes */
@@ -55,7 +55,7 @@ struct gw_list_page {
     /* V2 */
     const char *start_after, *continuation_token, *next_continuation_token;
     bool truncated;
-    const struct gw_object_info *objects;
+    const struct gw_xml_object *objects;
     size_t nobjects;
     const char *const *prefixes; /* CommonPrefixes */
     size_t nprefixes;

@@ -7,7 +7,7 @@ packages=(
     meson ninja-build pkg-config gcc
     libisal-dev liburing-dev libjansson-dev libcmocka-dev
     liblmdb-dev libmicrohttpd-dev libssl-dev
-    python3 python3-boto3 gnuplot-nox graphviz
+    python3 python3-boto3 awscli gnuplot-nox graphviz
 )
 
 missing=()

@@ -39,7 +39,7 @@ static json_t *list(json_t *req, struct gw_buf *out)
     if (gw_list_begin(&l, &lp))
         return json_pack("{s:s}", "error", gw_s3_error(GW_S3_INVALID_ARGUMENT)->code);
     size_t n = json_array_size(keys);
-    struct gw_object_info *objs = calloc(n + 1, sizeof(*objs));
+    struct gw_xml_object *objs = calloc(n + 1, sizeof(*objs));
     char **prefixes = calloc(n + 1, sizeof(char *));
     char(*etags)[32] = calloc(n + 1, sizeof(*etags));
     size_t no = 0, np = 0;
@@ -50,7 +50,7 @@ static json_t *list(json_t *req, struct gw_buf *out)
             break;
         if (s == GW_LIST_CONTENTS) {
             snprintf(etags[no], sizeof(etags[no]), "etag%zu", i);
-            objs[no] = (struct gw_object_info){key, 1700000000000 + (int64_t)i, etags[no],
+            objs[no] = (struct gw_xml_object){key, 1700000000000 + (int64_t)i, etags[no],
                                                strlen(key), NULL};
             no++;
         } else if (s == GW_LIST_PREFIX) {
@@ -106,10 +106,10 @@ int main(void)
             answer = list(req, &out);
         } else if (strcmp(op, "buckets") == 0) {
             json_t *names = json_object_get(req, "names");
-            struct gw_bucket_info b[16];
+            struct gw_xml_bucket b[16];
             size_t n = json_array_size(names) < 16 ? json_array_size(names) : 16;
             for (size_t i = 0; i < n; i++)
-                b[i] = (struct gw_bucket_info){json_string_value(json_array_get(names, i)),
+                b[i] = (struct gw_xml_bucket){json_string_value(json_array_get(names, i)),
                                                1369353600000 + (int64_t)i * 1001};
             rc = gw_xml_list_buckets(&out, "owner-id", "owner & co", b, n);
         } else if (strcmp(op, "delete") == 0) {

@@ -28,7 +28,7 @@
 static void test_list_buckets(void **state)
 {
     (void)state;
-    struct gw_bucket_info b[] = {{"alpha", 1369353600123}, {"b<&>\"'", 0}};
+    struct gw_xml_bucket b[] = {{"alpha", 1369353600123}, {"b<&>\"'", 0}};
     struct gw_buf out = {0};
     assert_int_equal(gw_xml_list_buckets(&out, "id1", "me", b, 2), 0);
     assert_true(strncmp(out.data, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 39) == 0);
@@ -47,7 +47,7 @@ static void test_list_buckets(void **state)
     gw_buf_free(&out);
 }
 
-static const struct gw_object_info objects[] = {
+static const struct gw_xml_object objects[] = {
     {"photos/a b&c.jpg", 1700000000000, "d41d8cd98f00b204e9800998ecf8427e", 0, NULL},
     {"\xc3\xbc\x01+%", 1700000000999, "abc-2", 12345678901ull, "REDUCED_REDUNDANCY"},
 };

@@ -1,0 +1,749 @@
+/*
+ * The gateway's view of the cluster: opening it (embedded: nine node services
+ * in this process over the mem transport, sharing an engine-thread pool; or
+ * node processes over tcp named by a cluster map), RPC clients per node,
+ * node health, the fan-out threads that call several nodes at once, pools,
+ * and the control API's cluster/pool/DEG queries.
+ *
+ * A node whose call fails at the transport (down, refused, timed out) is
+ * marked down for DOWN_MS: reads then go degraded at once instead of waiting
+ * for its timeout again; after DOWN_MS it is tried again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "deg/deg.h"
+#include "gateway/objects_internal.h"
+#include "inec/inec.h"
+#include "inec/log.h"
+#include "node/service.h"
+
+#define DOWN_MS     2000
+#define FAN_THREADS 16
+
+int64_t gw_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t gw_realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* --- fan-out: a fixed set of threads running one batch of jobs at a time per caller --- */
+
+struct fan_job {
+    void (*fn)(void *arg, int i);
+    void *arg;
+    int i;
+    int *left;
+    pthread_cond_t *done;
+    struct fan_job *next;
+};
+
+struct gw_fanout {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct fan_job *head, *tail;
+    bool stop;
+    int nthreads;
+    pthread_t threads[FAN_THREADS];
+};
+
+static void *fan_main(void *arg)
+{
+    struct gw_fanout *f = arg;
+    pthread_mutex_lock(&f->lock);
+    for (;;) {
+        while (!f->head && !f->stop)
+            pthread_cond_wait(&f->cond, &f->lock);
+        if (!f->head)
+            break;
+        struct fan_job *j = f->head;
+        f->head = j->next;
+        if (!f->head)
+            f->tail = NULL;
+        pthread_mutex_unlock(&f->lock);
+        j->fn(j->arg, j->i);
+        pthread_mutex_lock(&f->lock);
+        if (--*j->left == 0)
+            pthread_cond_broadcast(j->done);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), void *arg)
+{
+    struct gw_fanout *f = o->fan;
+    if (n <= 0)
+        return;
+    struct fan_job *jobs = calloc((size_t)n, sizeof(*jobs));
+    if (!jobs) { /* degrade to running them here */
+        for (int i = 0; i < n; i++)
+            fn(arg, i);
+        return;
+    }
+    pthread_cond_t done;
+    pthread_cond_init(&done, NULL);
+    int left = n;
+    pthread_mutex_lock(&f->lock);
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (struct fan_job){fn, arg, i, &left, &done, NULL};
+        if (f->tail)
+            f->tail->next = &jobs[i];
+        else
+            f->head = &jobs[i];
+        f->tail = &jobs[i];
+    }
+    pthread_cond_broadcast(&f->cond);
+    /* Every job is an RPC bounded by the client timeout, so this wait is bounded. */
+    while (left > 0)
+        pthread_cond_wait(&done, &f->lock);
+    pthread_mutex_unlock(&f->lock);
+    pthread_cond_destroy(&done);
+    free(jobs);
+}
+
+static int fanout_create(struct gw_fanout **out)
+{
+    struct gw_fanout *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cond, NULL);
+    for (; f->nthreads < FAN_THREADS; f->nthreads++)
+        if (pthread_create(&f->threads[f->nthreads], NULL, fan_main, f))
+            break;
+    *out = f;
+    return f->nthreads ? 0 : -EAGAIN;
+}
+
+static void fanout_destroy(struct gw_fanout *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    f->stop = true;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    for (int i = 0; i < f->nthreads; i++)
+        pthread_join(f->threads[i], NULL);
+    pthread_cond_destroy(&f->cond);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+/* --- clients ----------------------------------------------------------- */
+
+bool gw_transport_error(int rc)
+{
+    return rc == -EHOSTDOWN || rc == -ETIMEDOUT || rc == -ECONNREFUSED || rc == -ESHUTDOWN ||
+           rc == -EHOSTUNREACH || rc == -ECONNRESET;
+}
+
+bool gw_node_is_down(struct gw_objects *o, int node)
+{
+    return atomic_load(&o->nodes[node].down_until_ms) > gw_now_ms();
+}
+
+static void mark_down(struct gw_objects *o, int node)
+{
+    atomic_store(&o->nodes[node].down_until_ms, gw_now_ms() + DOWN_MS);
+}
+
+int gw_client_get(struct gw_objects *o, int node, struct node_client **out)
+{
+    struct gw_node *nd = &o->nodes[node];
+    *out = NULL;
+    pthread_mutex_lock(&nd->lock);
+    if (nd->nidle > 0) {
+        *out = nd->idle[--nd->nidle];
+        pthread_mutex_unlock(&nd->lock);
+        return 0;
+    }
+    struct node_service *svc = nd->svc;
+    pthread_mutex_unlock(&nd->lock);
+    struct node_client_opts co = {.timeout_ms = o->timeout_ms};
+    char err[256];
+    int rc;
+    if (o->embedded)
+        rc = svc ? node_client_connect_local(o->dev, svc, &co, out, err, sizeof(err)) : -EHOSTDOWN;
+    else
+        rc = node_client_connect(o->dev, nd->address, &co, out, err, sizeof(err));
+    if (rc) {
+        *out = NULL;
+        mark_down(o, node);
+    }
+    return rc;
+}
+
+void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc)
+{
+    struct gw_node *nd = &o->nodes[node];
+    if (gw_transport_error(rc))
+        mark_down(o, node);
+    else if (rc == 0)
+        atomic_store(&nd->down_until_ms, 0);
+    if (!c)
+        return;
+    pthread_mutex_lock(&nd->lock);
+    if (nd->nidle < GW_NODE_CLIENTS && !gw_transport_error(rc)) {
+        nd->idle[nd->nidle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&nd->lock);
+    node_client_close(c); /* a broken client is replaced by a fresh connection */
+}
+
+static void drop_clients(struct gw_node *nd)
+{
+    pthread_mutex_lock(&nd->lock);
+    while (nd->nidle > 0)
+        node_client_close(nd->idle[--nd->nidle]);
+    pthread_mutex_unlock(&nd->lock);
+}
+
+/* --- pools --------------------------------------------------------------- */
+
+const struct gw_pool *gw_pool_find(struct gw_objects *o, const char *name)
+{
+    int n = atomic_load(&o->npools);
+    for (int i = 0; i < n; i++)
+        if (strcmp(o->pools[i].p.name, name) == 0)
+            return &o->pools[i];
+    return NULL;
+}
+
+const struct gw_pool *gw_pool_default(struct gw_objects *o)
+{
+    const struct gw_pool *p = gw_pool_find(o, "default");
+    return p ? p : (atomic_load(&o->npools) ? &o->pools[0] : NULL);
+}
+
+/* Appends a pool (o->pool_lock held). */
+static int pool_add(struct gw_objects *o, const struct place_pool *pp, char *msg, size_t msglen)
+{
+    int n = atomic_load(&o->npools);
+    if (n == GW_MAX_POOLS)
+        return snprintf(msg, msglen, "at most %d pools", GW_MAX_POOLS), -ENOSPC;
+    if (pp->n > o->nnodes)
+        return snprintf(msg, msglen, "pool %s needs %d nodes, the cluster has %d", pp->name, pp->n,
+                        o->nnodes),
+               -EINVAL;
+    struct gw_pool *p = &o->pools[n];
+    p->p = *pp;
+    int rc = codec_create(&pp->codec, &p->codec, msg, msglen);
+    if (rc)
+        return rc;
+    atomic_store(&o->npools, n + 1);
+    return 0;
+}
+
+/* The map with the current pools, as JSON. */
+static json_t *map_json(struct gw_objects *o)
+{
+    char *text = place_map_format(o->map);
+    json_t *m = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    if (!m)
+        return NULL;
+    json_t *pools = json_array();
+    int n = atomic_load(&o->npools);
+    for (int i = 0; i < n; i++) {
+        const struct place_pool *p = &o->pools[i].p;
+        json_array_append_new(pools, json_pack("{s:s,s:s,s:I,s:i}", "name", p->name, "profile",
+                                               p->profile, "chunk_size", (json_int_t)p->chunk_size,
+                                               "write_quorum", p->write_quorum));
+    }
+    json_object_set_new(m, "pools", pools);
+    return m;
+}
+
+static int save_embedded_map(struct gw_objects *o)
+{
+    json_t *m = map_json(o);
+    if (!m)
+        return -ENOMEM;
+    char path[4200], tmp[4210];
+    snprintf(path, sizeof(path), "%s/cluster.json", o->dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    json_t *root = json_pack("{s:o}", "map", m);
+    int rc = json_dump_file(root, tmp, JSON_INDENT(2)) ? -EIO : 0;
+    json_decref(root);
+    if (rc == 0) {
+        int fd = open(tmp, O_RDONLY);
+        if (fd >= 0) {
+            fsync(fd);
+            close(fd);
+        }
+        rc = rename(tmp, path) ? -errno : 0;
+    }
+    return rc;
+}
+
+/* --- open / close --------------------------------------------------------- */
+
+static int opt_int(const json_t *opts, const char *name, int dflt)
+{
+    json_t *v = json_object_get(opts, name);
+    return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
+}
+
+/* Everything but the node services: map, pools, device, threads. */
+static int open_common(struct gw_objects *o, const json_t *map, const json_t *opts, char *msg,
+                       size_t msglen)
+{
+    char *text = json_dumps(map, JSON_COMPACT);
+    if (!text)
+        return snprintf(msg, msglen, "no cluster map"), -EINVAL;
+    int rc = place_map_parse(text, strlen(text), &o->map, msg, msglen);
+    free(text);
+    if (rc)
+        return rc;
+    o->nnodes = o->map->nnodes;
+    if (o->nnodes < 1)
+        return snprintf(msg, msglen, "the cluster map has no nodes"), -EINVAL;
+    o->nodes = calloc((size_t)o->nnodes, sizeof(*o->nodes));
+    if (!o->nodes)
+        return -ENOMEM;
+    for (int i = 0; i < o->nnodes; i++) {
+        snprintf(o->nodes[i].id, sizeof(o->nodes[i].id), "%s", o->map->nodes[i].id);
+        snprintf(o->nodes[i].address, sizeof(o->nodes[i].address), "%s", o->map->nodes[i].address);
+        pthread_mutex_init(&o->nodes[i].lock, NULL);
+    }
+    if (o->map->npools == 0)
+        return snprintf(msg, msglen, "the cluster map has no pools"), -EINVAL;
+    int maxm = 0;
+    for (int i = 0; i < o->map->npools; i++) {
+        if ((rc = pool_add(o, &o->map->pools[i], msg, msglen)))
+            return rc;
+        if (o->map->pools[i].n - o->map->pools[i].k > maxm)
+            maxm = o->map->pools[i].n - o->map->pools[i].k;
+    }
+    /* Metadata: 2M+1 copies, written to a majority and read from M+1, so any M
+     * nodes may be down for both (M = the most parities of any pool). */
+    int up = 0;
+    for (int i = 0; i < o->nnodes; i++)
+        up += o->map->nodes[i].state == PLACE_UP;
+    o->meta_copies = 2 * maxm + 1 < up ? 2 * maxm + 1 : up;
+    if (o->meta_copies < 1)
+        return snprintf(msg, msglen, "no node is up"), -EHOSTDOWN;
+    int tol = (o->meta_copies - 1) / 2;
+    o->meta_wq = o->meta_copies - tol;
+    o->meta_rq = tol + 1;
+    o->timeout_ms = opt_int(opts, "timeout_ms", 3000);
+    o->gc_delay_ms = opt_int(opts, "gc_delay_ms", 5000);
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+        r = (uint32_t)gw_realtime_ns() ^ (uint32_t)getpid();
+    o->gw_id = r & 1023;
+    pthread_mutex_init(&o->pool_lock, NULL);
+    pthread_mutex_init(&o->repair_lock, NULL);
+    pthread_mutex_init(&o->gc_lock, NULL);
+    pthread_cond_init(&o->gc_cond, NULL);
+    o->repair = json_array();
+    o->gc = json_array();
+    if ((rc = fanout_create(&o->fan)))
+        return snprintf(msg, msglen, "cannot start threads"), rc;
+    if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
+        o->gc_started = true;
+    return 0;
+}
+
+static int open_device(struct gw_objects *o, const char *options, char *msg, size_t msglen)
+{
+    int rc = inec_device_open(NULL, options, &o->dev);
+    if (rc)
+        snprintf(msg, msglen, "gateway device (%s): %s", options, inec_errmsg());
+    return rc;
+}
+
+int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_t msglen)
+{
+    *out = NULL;
+    struct gw_objects *o = calloc(1, sizeof(*o));
+    if (!o)
+        return -ENOMEM;
+    msg[0] = '\0';
+    const json_t *opts = json_object_get(cfg, "gateway");
+    int rc = open_common(o, json_object_get(cfg, "map"), opts, msg, msglen);
+    if (rc == 0) {
+        const char *host = json_string_value(json_object_get(opts, "deg_listen"));
+        char devopts[300];
+        snprintf(devopts, sizeof(devopts), "transport=tcp,listen=%s:0,timeout_ms=%d",
+                 host ? host : "127.0.0.1", o->timeout_ms);
+        snprintf(o->deg_options, sizeof(o->deg_options), "%s", devopts);
+        rc = open_device(o, devopts, msg, msglen);
+    }
+    if (rc) {
+        gw_objects_close(o);
+        return rc;
+    }
+    inec_log(INEC_LOG_INFO, "gateway", "cluster open nodes=%d pools=%d meta_copies=%d", o->nnodes,
+             atomic_load(&o->npools), o->meta_copies);
+    *out = o;
+    return 0;
+}
+
+static json_t *embedded_map(const json_t *opts)
+{
+    int n = opt_int(opts, "nodes", 9);
+    const char *profile = json_string_value(json_object_get(opts, "profile"));
+    json_t *nodes = json_array();
+    for (int i = 0; i < n; i++) {
+        char id[16], addr[32];
+        snprintf(id, sizeof(id), "n%d", i);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", 1 + i); /* never dialled: mem transport */
+        json_array_append_new(nodes, json_pack("{s:s,s:s}", "id", id, "address", addr));
+    }
+    return json_pack("{s:o,s:[{s:s,s:s,s:i}]}", "nodes", nodes, "pools", "name", "default",
+                     "profile", profile ? profile : "rs:k=6,m=3", "chunk_size",
+                     opt_int(opts, "chunk_size", 1 << 20));
+}
+
+static int start_node(struct gw_objects *o, int i, char *msg, size_t msglen)
+{
+    char dir[4300];
+    snprintf(dir, sizeof(dir), "%s/node-%d", o->dir, i);
+    struct node_service_config sc = {.id = o->nodes[i].id,
+                                     .domain = o->map->nodes[i].domain,
+                                     .data_dir = dir,
+                                     .device_options = o->node_devopts,
+                                     .timeout_ms = o->timeout_ms};
+    struct node_service *svc;
+    int rc = node_service_start(&sc, &svc, msg, msglen);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&o->nodes[i].lock);
+    o->nodes[i].svc = svc;
+    pthread_mutex_unlock(&o->nodes[i].lock);
+    atomic_store(&o->nodes[i].down_until_ms, 0);
+    return 0;
+}
+
+int gw_objects_open_embedded_opts(const char *dir, const json_t *opts, struct gw_objects **out,
+                                  char *msg, size_t msglen)
+{
+    *out = NULL;
+    msg[0] = '\0';
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return snprintf(msg, msglen, "%s: %s", dir, strerror(errno)), -errno;
+    struct gw_objects *o = calloc(1, sizeof(*o));
+    if (!o)
+        return -ENOMEM;
+    o->embedded = true;
+    snprintf(o->dir, sizeof(o->dir), "%s", dir);
+    int threads = opt_int(opts, "engine_threads", 2);
+    snprintf(o->node_devopts, sizeof(o->node_devopts), "transport=mem,engine_threads=%d", threads);
+    snprintf(o->deg_options, sizeof(o->deg_options), "%s", o->node_devopts);
+    /* The map is made once and kept in DIR/cluster.json (pools added later live there too). */
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/cluster.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je), *map = NULL;
+    bool fresh = !root;
+    if (root)
+        map = json_incref(json_object_get(root, "map"));
+    else if (access(path, F_OK) == 0) {
+        snprintf(msg, msglen, "%s:%d: %s", path, je.line, je.text);
+        free(o);
+        return -EINVAL;
+    } else
+        map = embedded_map(opts);
+    json_decref(root);
+    int rc = open_common(o, map, opts, msg, msglen);
+    json_decref(map);
+    if (rc == 0)
+        rc = open_device(o, o->node_devopts, msg, msglen);
+    for (int i = 0; rc == 0 && i < o->nnodes; i++)
+        rc = start_node(o, i, msg, msglen);
+    if (rc == 0 && fresh && (rc = save_embedded_map(o)))
+        snprintf(msg, msglen, "%s: %s", path, strerror(-rc));
+    if (rc) {
+        gw_objects_close(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}
+
+int gw_objects_open_embedded(const char *dir, struct gw_objects **out, char *msg, size_t msglen)
+{
+    return gw_objects_open_embedded_opts(dir, NULL, out, msg, msglen);
+}
+
+int gw_objects_node_set_running(struct gw_objects *o, const char *id, bool running)
+{
+    int i = place_map_node(o->map, id);
+    if (i < 0)
+        return -ENOENT;
+    if (!o->embedded)
+        return -EOPNOTSUPP;
+    struct gw_node *nd = &o->nodes[i];
+    if (running) {
+        if (nd->svc)
+            return 0;
+        char msg[256];
+        return start_node(o, i, msg, sizeof(msg));
+    }
+    pthread_mutex_lock(&nd->lock);
+    struct node_service *svc = nd->svc;
+    nd->svc = NULL;
+    pthread_mutex_unlock(&nd->lock);
+    drop_clients(nd);
+    node_service_stop(svc);
+    return 0;
+}
+
+void gw_objects_close(struct gw_objects *o)
+{
+    if (!o)
+        return;
+    if (o->gc_started) {
+        pthread_mutex_lock(&o->gc_lock);
+        o->gc_stop = true;
+        pthread_cond_broadcast(&o->gc_cond);
+        pthread_mutex_unlock(&o->gc_lock);
+        pthread_join(o->gc_thread, NULL);
+    }
+    if (o->fan && o->nodes)
+        gw_gc_run(o, true); /* what is left of the garbage: deleted now, not lost */
+    fanout_destroy(o->fan);
+    for (int i = 0; o->nodes && i < o->nnodes; i++)
+        drop_clients(&o->nodes[i]);
+    for (int i = 0; o->nodes && i < o->nnodes; i++) {
+        node_service_stop(o->nodes[i].svc);
+        pthread_mutex_destroy(&o->nodes[i].lock);
+    }
+    inec_device_close(o->dev);
+    int np = atomic_load(&o->npools);
+    for (int i = 0; i < np; i++)
+        codec_destroy(o->pools[i].codec);
+    json_decref(o->repair);
+    json_decref(o->gc);
+    free(o->nodes);
+    place_map_destroy(o->map);
+    free(o);
+}
+
+/* --- control API queries ------------------------------------------------------ */
+
+struct health_job {
+    struct gw_objects *o;
+    json_t **out;
+};
+
+static void health_one(void *arg, int i)
+{
+    struct health_job *h = arg;
+    struct gw_objects *o = h->o;
+    const struct place_node *pn = &o->map->nodes[i];
+    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f}", "id", pn->id, "addr",
+                          o->embedded ? "embedded" : pn->address, "domain", pn->domain, "state",
+                          place_state_name(pn->state), "weight", pn->weight);
+    struct node_client *c;
+    int rc = gw_client_get(o, i, &c);
+    struct node_health nh;
+    struct node_store_stats st;
+    if (rc == 0 && (rc = node_client_health(c, &nh)) == 0)
+        rc = node_client_stats(c, &st);
+    gw_client_put(o, i, c, rc);
+    json_object_set_new(j, "up", json_boolean(rc == 0));
+    if (rc == 0) {
+        json_object_set_new(j, "capacity_bytes", json_integer((json_int_t)st.capacity));
+        json_object_set_new(j, "used_bytes", json_integer((json_int_t)st.segment_bytes));
+        json_object_set_new(j, "live_bytes", json_integer((json_int_t)st.live_bytes));
+        json_object_set_new(j, "chunks", json_integer((json_int_t)st.chunks));
+        json_object_set_new(j, "metas", json_integer((json_int_t)st.metas));
+        json_object_set_new(j, "repair_list", json_integer((json_int_t)st.repair));
+        json_object_set_new(j, "uptime_ms", json_integer((json_int_t)nh.uptime_ms));
+    } else {
+        json_object_set_new(j, "error", json_string(strerror(-rc)));
+    }
+    h->out[i] = j;
+}
+
+int gw_objects_pools_json(struct gw_objects *o, json_t **out)
+{
+    json_t *a = json_array();
+    int n = atomic_load(&o->npools);
+    for (int i = 0; i < n; i++) {
+        const struct place_pool *p = &o->pools[i].p;
+        json_t *nodes = json_array();
+        for (int j = 0; j < o->nnodes; j++)
+            json_array_append_new(nodes, json_string(o->nodes[j].id));
+        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:i,s:o}", "name", p->name,
+                                           "profile", p->profile, "scheme",
+                                           codec_scheme_name(p->codec.scheme), "k", p->k, "n", p->n,
+                                           "chunk_size", (json_int_t)p->chunk_size, "write_quorum",
+                                           p->write_quorum, "nodes", nodes));
+    }
+    *out = a;
+    return 0;
+}
+
+int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
+{
+    st->degraded_reads = atomic_load(&o->degraded_reads);
+    st->corrupt_chunks = atomic_load(&o->corrupt_chunks);
+    st->missing_chunks = atomic_load(&o->missing_chunks);
+    st->failed_reads = atomic_load(&o->failed_reads);
+    pthread_mutex_lock(&o->repair_lock);
+    st->repair_queue = json_array_size(o->repair);
+    pthread_mutex_unlock(&o->repair_lock);
+    return 0;
+}
+
+int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
+{
+    json_t **nodes = calloc((size_t)o->nnodes, sizeof(*nodes));
+    if (!nodes)
+        return -ENOMEM;
+    struct health_job h = {o, nodes};
+    gw_fanout_run(o, o->nnodes, health_one, &h);
+    json_t *a = json_array();
+    for (int i = 0; i < o->nnodes; i++)
+        json_array_append_new(a, nodes[i]);
+    free(nodes);
+    json_t *pools;
+    gw_objects_pools_json(o, &pools);
+    struct gw_objects_stats st;
+    gw_objects_counters(o, &st);
+    *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i}}", "mode",
+                     o->embedded ? "embedded" : "tcp", "epoch", (json_int_t)o->map->epoch, "nodes",
+                     a, "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
+                     "corrupt_chunks", (json_int_t)st.corrupt_chunks, "missing_chunks",
+                     (json_int_t)st.missing_chunks, "failed_reads", (json_int_t)st.failed_reads,
+                     "repair_queue", (json_int_t)st.repair_queue, "metadata", "copies",
+                     o->meta_copies, "write_quorum", o->meta_wq, "read_quorum", o->meta_rq);
+    return *out ? 0 : -ENOMEM;
+}
+
+int gw_objects_pool_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
+                           size_t msglen)
+{
+    msg[0] = '\0';
+    const char *name = json_string_value(json_object_get(spec, "name"));
+    const char *profile = json_string_value(json_object_get(spec, "profile"));
+    if (!name || !profile)
+        return snprintf(msg, msglen, "a pool needs \"name\" and \"profile\""), -EINVAL;
+    if (json_object_get(spec, "nodes"))
+        return snprintf(msg, msglen, "pools span every node: \"nodes\" is not supported"), -EINVAL;
+    /* The map parser checks the pool as it checks one in cluster.json. */
+    json_t *m = map_json(o);
+    json_t *pool = json_deep_copy(spec);
+    if (!m || !pool) {
+        json_decref(m);
+        json_decref(pool);
+        return -ENOMEM;
+    }
+    json_array_clear(json_object_get(m, "pools"));
+    json_array_append_new(json_object_get(m, "pools"), pool);
+    char *text = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    struct place_map *pm = NULL;
+    int rc = text ? place_map_parse(text, strlen(text), &pm, msg, msglen) : -ENOMEM;
+    free(text);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&o->pool_lock);
+    if (gw_pool_find(o, name)) {
+        rc = -EEXIST;
+        snprintf(msg, msglen, "pool %s exists", name);
+    } else {
+        rc = pool_add(o, &pm->pools[0], msg, msglen);
+    }
+    if (rc == 0 && o->embedded && (rc = save_embedded_map(o)))
+        snprintf(msg, msglen, "saving cluster.json: %s", strerror(-rc));
+    pthread_mutex_unlock(&o->pool_lock);
+    place_map_destroy(pm);
+    if (rc)
+        return rc;
+    json_t *pools;
+    gw_objects_pools_json(o, &pools);
+    size_t i;
+    json_t *p;
+    json_array_foreach(pools, i, p) if (strcmp(json_string_value(json_object_get(p, "name")),
+                                               name) == 0) *out = json_incref(p);
+    json_decref(pools);
+    return 0;
+}
+
+int gw_objects_deg(struct gw_objects *o, const char *pool, const char *op, const int *lost,
+                   size_t nlost, json_t **json, char **dot)
+{
+    const struct gw_pool *p = gw_pool_find(o, pool);
+    if (!p)
+        return -ENOENT;
+    struct deg_graph *g = NULL;
+    char err[256];
+    int rc;
+    if (strcmp(op, "encode") == 0) {
+        struct deg_request req = {.op = DEG_OP_ENCODE};
+        deg_placement_default(&req.placement);
+        rc = deg_build(p->codec, &req, &g, err, sizeof(err));
+    } else if (strcmp(op, "decode") == 0) {
+        if (nlost < 1 || nlost > (size_t)(p->p.n - p->p.k))
+            return -EINVAL;
+        bool erased[PLACE_MAX_CHUNKS] = {0};
+        int holder[PLACE_MAX_CHUNKS];
+        for (int i = 0; i < p->p.n; i++)
+            holder[i] = i;
+        for (size_t i = 0; i < nlost; i++) {
+            if (lost[i] < 0 || lost[i] >= p->p.n)
+                return -EINVAL;
+            erased[lost[i]] = true;
+        }
+        rc = gw_decode_graph(p, erased, holder, &g, err, sizeof(err));
+    } else {
+        return -EINVAL;
+    }
+    if (rc)
+        return rc == -ENOMEM ? rc : -EINVAL;
+    char *text = dot ? deg_to_dot(g) : deg_to_json(g);
+    deg_graph_destroy(g);
+    if (!text)
+        return -ENOMEM;
+    if (dot) {
+        *dot = text;
+        return 0;
+    }
+    *json = json_loads(text, 0, NULL);
+    free(text);
+    return *json ? 0 : -ENOMEM;
+}
+
+int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *holder,
+                    struct deg_graph **out, char *err, size_t errlen)
+{
+    /* The builders give a rebuilt chunk to a node (its new home, for repair);
+     * a degraded read wants it at the gateway, so the homes of the erased
+     * chunks get a participant id no node has, turned into the gateway after. */
+    const int home = PLACE_MAX_CHUNKS + 1000;
+    struct deg_request req = {.op = DEG_OP_DECODE};
+    deg_placement_default(&req.placement);
+    for (int c = 0; c < p->p.n; c++) {
+        req.placement.holder[c] = erased[c] ? home : holder[c];
+        if (erased[c])
+            req.erased[req.nerased++] = c;
+    }
+    int rc = deg_build(p->codec, &req, out, err, errlen);
+    for (int v = 0; rc == 0 && v < (*out)->nvertices; v++)
+        if ((*out)->vertices[v].node == home)
+            (*out)->vertices[v].node = DEG_GATEWAY;
+    return rc;
+}

@@ -1,0 +1,33 @@
+/*
+ * The gateway's S3 key pair and control-API token. Each comes from the first
+ * source that has it: the caller (configuration), the environment
+ * (INEC_ACCESS_KEY, INEC_SECRET_KEY, INEC_ADMIN_TOKEN), the data directory's
+ * credentials.json, or, on first start, random bytes (OpenSSL RAND_bytes)
+ * stored in credentials.json with mode 0600 so later starts reuse them.
+ * There is no default password.
+ */
+#ifndef INEC_GATEWAY_CREDENTIALS_H
+#define INEC_GATEWAY_CREDENTIALS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define GW_CREDENTIALS_FILE "credentials.json"
+
+struct gw_credentials {
+    char access_key[129];
+    char secret_key[129];
+    char admin_token[129];
+    bool generated; /* something was generated and stored by this call */
+    bool from_file; /* something was read from credentials.json */
+};
+
+/*
+ * Fills the empty fields of c (the caller sets those it has from its
+ * configuration). dir: the data directory (created if missing). Refuses a
+ * credentials.json that others can read (-EPERM) or that does not parse
+ * (-EINVAL). Returns 0 or a negative errno with msg saying why.
+ */
+int gw_credentials_load(const char *dir, struct gw_credentials *c, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,200 @@
+/* Lock-free request counters and their Prometheus rendering. */
+#include "gateway/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* Latency bucket bounds in seconds: S3 requests range from sub-millisecond
+ * HEADs to multi-second large PUTs. */
+static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+#define NBOUNDS (sizeof(bounds) / sizeof(bounds[0]))
+
+/* The statuses the gateway answers with; anything else is counted as "other". */
+static const int statuses[] = {200, 204, 206, 304, 400, 403, 404, 405,
+                               409, 411, 412, 416, 500, 501, 503, 0};
+#define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
+
+struct op_metrics {
+    atomic_uint_fast64_t by_status[NSTATUS];
+    atomic_uint_fast64_t buckets[NBOUNDS + 1]; /* last: +Inf */
+    atomic_uint_fast64_t latency_sum_ns;
+    atomic_uint_fast64_t bytes_in, bytes_out;
+};
+
+struct gw_metrics {
+    const char *const *names;
+    size_t nops;
+    struct op_metrics ops[];
+};
+
+int gw_metrics_create(const char *const *op_names, size_t nops, struct gw_metrics **out)
+{
+    if (nops == 0)
+        return -EINVAL;
+    struct gw_metrics *m = calloc(1, sizeof(*m) + nops * sizeof(m->ops[0]));
+    if (!m)
+        return -ENOMEM;
+    m->names = op_names;
+    m->nops = nops;
+    for (size_t i = 0; i < nops; i++) {
+        struct op_metrics *o = &m->ops[i];
+        for (size_t s = 0; s < NSTATUS; s++)
+            atomic_init(&o->by_status[s], 0);
+        for (size_t b = 0; b <= NBOUNDS; b++)
+            atomic_init(&o->buckets[b], 0);
+        atomic_init(&o->latency_sum_ns, 0);
+        atomic_init(&o->bytes_in, 0);
+        atomic_init(&o->bytes_out, 0);
+    }
+    *out = m;
+    return 0;
+}
+
+void gw_metrics_destroy(struct gw_metrics *m)
+{
+    free(m);
+}
+
+void gw_metrics_record(struct gw_metrics *m, size_t op, int status, uint64_t latency_ns,
+                       uint64_t bytes_in, uint64_t bytes_out)
+{
+    if (!m)
+        return;
+    struct op_metrics *o = &m->ops[op < m->nops ? op : m->nops - 1];
+    size_t s = 0;
+    while (statuses[s] && statuses[s] != status)
+        s++;
+    atomic_fetch_add_explicit(&o->by_status[s], 1, memory_order_relaxed);
+    double secs = (double)latency_ns / 1e9;
+    size_t b = 0;
+    while (b < NBOUNDS && secs > bounds[b])
+        b++;
+    atomic_fetch_add_explicit(&o->buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&o->latency_sum_ns, latency_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&o->bytes_in, bytes_in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&o->bytes_out, bytes_out, memory_order_relaxed);
+}
+
+static uint64_t load(const atomic_uint_fast64_t *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+/* Label values are escaped as the format requires: backslash, quote, newline. */
+static void label(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fprintf(f, "\\%c", *v);
+        else if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+static void write_cluster(const json_t *cluster, FILE *f)
+{
+    json_t *nodes = json_object_get(cluster, "nodes");
+    if (json_is_array(nodes)) {
+        static const struct {
+            const char *metric, *field, *help;
+        } gauges[] = {
+            {"inec_node_up", "up", "1 when the node answers, 0 when it is down"},
+            {"inec_node_capacity_bytes", "capacity_bytes", "bytes the node can store"},
+            {"inec_node_used_bytes", "used_bytes", "bytes the node stores"},
+        };
+        for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
+            fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].metric, gauges[g].help,
+                    gauges[g].metric);
+            size_t i;
+            json_t *n;
+            json_array_foreach(nodes, i, n)
+            {
+                json_t *v = json_object_get(n, gauges[g].field);
+                json_t *id = json_object_get(n, "id");
+                if (!v || !id)
+                    continue;
+                fprintf(f, "%s{node=\"", gauges[g].metric);
+                if (json_is_string(id))
+                    label(f, json_string_value(id));
+                else
+                    fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+                fprintf(f, "\"} %.17g\n",
+                        json_is_boolean(v) ? (json_is_true(v) ? 1.0 : 0.0) : json_number_value(v));
+            }
+        }
+    }
+    json_t *dr = json_object_get(cluster, "degraded_reads");
+    if (json_is_integer(dr))
+        fprintf(f,
+                "# HELP inec_degraded_reads_total stripes read through a decode\n"
+                "# TYPE inec_degraded_reads_total counter\n"
+                "inec_degraded_reads_total %" JSON_INTEGER_FORMAT "\n",
+                json_integer_value(dr));
+}
+
+int gw_metrics_write(const struct gw_metrics *m, const json_t *cluster, FILE *f)
+{
+    fputs("# HELP inec_s3_requests_total S3 requests by operation and HTTP status\n"
+          "# TYPE inec_s3_requests_total counter\n",
+          f);
+    for (size_t i = 0; i < m->nops; i++)
+        for (size_t s = 0; s < NSTATUS; s++) {
+            uint64_t v = load(&m->ops[i].by_status[s]);
+            if (!v)
+                continue;
+            fprintf(f, "inec_s3_requests_total{op=\"%s\",status=\"", m->names[i]);
+            if (statuses[s])
+                fprintf(f, "%d", statuses[s]);
+            else
+                fputs("other", f);
+            fprintf(f, "\"} %" PRIu64 "\n", v);
+        }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } bytes[] = {
+        {"inec_s3_bytes_in_total", "request body bytes received",
+         offsetof(struct op_metrics, bytes_in)},
+        {"inec_s3_bytes_out_total", "response body bytes sent",
+         offsetof(struct op_metrics, bytes_out)},
+    };
+    for (size_t b = 0; b < 2; b++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", bytes[b].name, bytes[b].help,
+                bytes[b].name);
+        for (size_t i = 0; i < m->nops; i++)
+            fprintf(f, "%s{op=\"%s\"} %" PRIu64 "\n", bytes[b].name, m->names[i],
+                    load((const atomic_uint_fast64_t *)((const char *)&m->ops[i] + bytes[b].off)));
+    }
+    fputs("# HELP inec_s3_request_duration_seconds S3 request latency, first byte in to last "
+          "byte out\n"
+          "# TYPE inec_s3_request_duration_seconds histogram\n",
+          f);
+    for (size_t i = 0; i < m->nops; i++) {
+        const struct op_metrics *o = &m->ops[i];
+        uint64_t cum = 0;
+        for (size_t b = 0; b <= NBOUNDS; b++) {
+            cum += load(&o->buckets[b]);
+            if (b < NBOUNDS)
+                fprintf(
+                    f, "inec_s3_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n",
+                    m->names[i], bounds[b], cum);
+            else
+                fprintf(f,
+                        "inec_s3_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64
+                        "\n",
+                        m->names[i], cum);
+        }
+        fprintf(f, "inec_s3_request_duration_seconds_sum{op=\"%s\"} %.9f\n", m->names[i],
+                (double)load(&o->latency_sum_ns) / 1e9);
+        fprintf(f, "inec_s3_request_duration_seconds_count{op=\"%s\"} %" PRIu64 "\n", m->names[i],
+                cum);
+    }
+    if (cluster)
+        write_cluster(cluster, f);
+    return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,1074 @@
+/*
+ * Buckets and objects over the nodes (the contract is in objects.h).
+ *
+ * Layout. An object is cut into stripes of k data chunks. Full stripes use the
+ * pool's chunk size; the last stripe, holding the rem < k * chunk_size bytes
+ * left, uses chunk length L = ceil(rem / k) rounded up to 64 bytes (zero
+ * padded), so a 1 KiB object costs n chunks of 192 bytes, not n full chunks;
+ * a 0-byte object has no stripe at all, only its metadata record. Every
+ * stripe is written by the pool's encode DEG (the gateway is the source
+ * vertex, each node sink stores its chunk durably before the run reports
+ * done) on the n nodes placement chose for (object id, stripe).
+ *
+ * Versions. Each upload gets a random 128-bit object id: its chunks are
+ * {object id, stripe, chunk index}, so two uploads of one key never share a
+ * chunk, and a reader that fetched version v's record reads only v's chunks.
+ * The record (objmeta.c) is written after every stripe is durable; its
+ * version is the commit time in ns with the low 10 bits replaced by a random
+ * gateway id (tiebreak), and always above the version it replaces. The
+ * highest version wins on read, so the last acknowledged commit wins. The
+ * replaced version's chunks are deleted gc_delay_ms after the commit
+ * (readers that started before it can finish); a commit that lost a race
+ * deletes its own chunks.
+ *
+ * Reads. GET reads only the data chunks its range touches, one stripe at a
+ * time, and checks each against the CRC32C in the record. A chunk that is
+ * missing, corrupt, or on a node that does not answer in time turns the
+ * stripe into a degraded read: the pool's decode DEG rebuilds the lost data
+ * chunks at the gateway from survivors (checked against the record's CRCs
+ * too), the stripe is counted and the lost chunks are queued for repair.
+ * More than m lost chunks: -EIO. Repair itself is not implemented yet.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "deg/deg.h"
+#include "gateway/objects_internal.h"
+#include "inec/log.h"
+
+#define MAX_STRIPES   6000 /* keeps a record within NODE_META_MAX */
+#define REPAIR_MAX    10000
+#define PROBE_STRIPES 16 /* stripes whose chunks gw_objects_object_json checks */
+
+/* --- small helpers ---------------------------------------------------------- */
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+int gw_oid_parse(const char *h, uint8_t oid[NODE_OBJECT_ID_BYTES])
+{
+    if (!h || strlen(h) != 2 * NODE_OBJECT_ID_BYTES)
+        return -EINVAL;
+    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++) {
+        unsigned v;
+        if (sscanf(h + 2 * i, "%2x", &v) != 1)
+            return -EINVAL;
+        oid[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static bool valid_bucket(const char *b)
+{
+    size_t n = strlen(b);
+    if (n < 3 || n > GW_BUCKET_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' ||
+              b[i] == '-'))
+            return false;
+    return b[0] != '.' && b[0] != '-' && b[n - 1] != '.' && b[n - 1] != '-';
+}
+
+static int check_key(const char *bucket, const char *key)
+{
+    if (!valid_bucket(bucket))
+        return -EINVAL;
+    size_t n = strlen(key);
+    if (n == 0)
+        return -EINVAL;
+    if (n > GW_KEY_MAX || strlen(bucket) + n > NODE_KEY_MAX)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+static uint64_t next_version(struct gw_objects *o, const json_t *prev)
+{
+    uint64_t v = ((uint64_t)gw_realtime_ns() & ~(uint64_t)1023) | o->gw_id;
+    uint64_t p = prev ? gw_rec_version(prev) : 0;
+    return v > p ? v : p + 1;
+}
+
+static int node_of(struct gw_objects *o, const json_t *stripe, int c)
+{
+    const char *id = json_string_value(json_array_get(json_object_get(stripe, "nodes"), (size_t)c));
+    return id ? place_map_node(o->map, id) : -ENOENT;
+}
+
+/* --- repair queue and garbage ---------------------------------------------------- */
+
+void gw_repair_queue(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
+                     uint64_t stripe, int chunk, const char *node, const char *reason)
+{
+    pthread_mutex_lock(&o->repair_lock);
+    size_t i;
+    json_t *e;
+    bool dup = false;
+    json_array_foreach(o->repair, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "object")), oid) == 0 &&
+            (uint64_t)json_integer_value(json_object_get(e, "stripe")) == stripe &&
+            json_integer_value(json_object_get(e, "chunk")) == chunk) {
+            dup = true;
+            break;
+        }
+    }
+    if (!dup && json_array_size(o->repair) < REPAIR_MAX)
+        json_array_append_new(o->repair,
+                              json_pack("{s:s,s:s,s:s,s:I,s:i,s:s,s:s,s:I}", "bucket", bucket,
+                                        "key", key, "object", oid, "stripe", (json_int_t)stripe,
+                                        "chunk", chunk, "node", node ? node : "?", "reason", reason,
+                                        "queued_ns", (json_int_t)gw_realtime_ns()));
+    pthread_mutex_unlock(&o->repair_lock);
+}
+
+int gw_objects_repair_json(struct gw_objects *o, json_t **out)
+{
+    pthread_mutex_lock(&o->repair_lock);
+    *out = json_deep_copy(o->repair);
+    pthread_mutex_unlock(&o->repair_lock);
+    return *out ? 0 : -ENOMEM;
+}
+
+void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms)
+{
+    if (!json_array_size(json_object_get(rec, "stripes")))
+        return;
+    pthread_mutex_lock(&o->gc_lock);
+    json_array_append_new(
+        o->gc, json_pack("{s:I,s:O}", "due", (json_int_t)(gw_now_ms() + delay_ms), "rec", rec));
+    pthread_cond_broadcast(&o->gc_cond);
+    pthread_mutex_unlock(&o->gc_lock);
+}
+
+struct gc_job {
+    struct gw_objects *o;
+    uint8_t oid[NODE_OBJECT_ID_BYTES];
+    uint64_t stripe;
+    const json_t *s;
+};
+
+static void gc_one(void *arg, int c)
+{
+    struct gc_job *j = arg;
+    int node = node_of(j->o, j->s, c);
+    struct node_client *cl = NULL;
+    if (node < 0 || gw_node_is_down(j->o, node) || gw_client_get(j->o, node, &cl))
+        return; /* left behind: an orphan chunk costs space, never correctness */
+    struct node_chunk_id id = {.stripe = j->stripe, .index = (uint32_t)c};
+    memcpy(id.object, j->oid, sizeof(id.object));
+    int rc = node_client_delete_chunk(cl, &id, GW_CHUNK_VERSION);
+    gw_client_put(j->o, node, cl, rc == -ENOENT ? 0 : rc);
+}
+
+static void gc_rec(struct gw_objects *o, const json_t *rec)
+{
+    struct gc_job j = {.o = o};
+    if (gw_oid_parse(json_string_value(json_object_get(rec, "oid")), j.oid))
+        return;
+    size_t s;
+    json_t *st;
+    json_array_foreach(json_object_get(rec, "stripes"), s, st)
+    {
+        j.stripe = s;
+        j.s = st;
+        gw_fanout_run(o, (int)json_array_size(json_object_get(st, "nodes")), gc_one, &j);
+    }
+}
+
+void gw_gc_run(struct gw_objects *o, bool all)
+{
+    json_t *due = json_array();
+    pthread_mutex_lock(&o->gc_lock);
+    int64_t now = gw_now_ms();
+    for (size_t i = 0; i < json_array_size(o->gc);) {
+        json_t *e = json_array_get(o->gc, i);
+        if (all || json_integer_value(json_object_get(e, "due")) <= now) {
+            json_array_append(due, json_object_get(e, "rec"));
+            json_array_remove(o->gc, i);
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&o->gc_lock);
+    size_t i;
+    json_t *rec;
+    json_array_foreach(due, i, rec) gc_rec(o, rec);
+    json_decref(due);
+}
+
+void *gw_gc_main(void *arg)
+{
+    struct gw_objects *o = arg;
+    pthread_mutex_lock(&o->gc_lock);
+    while (!o->gc_stop) {
+        int64_t next = INT64_MAX;
+        size_t i;
+        json_t *e;
+        json_array_foreach(o->gc, i, e)
+        {
+            int64_t d = json_integer_value(json_object_get(e, "due"));
+            if (d < next)
+                next = d;
+        }
+        int64_t now = gw_now_ms();
+        if (next <= now) {
+            pthread_mutex_unlock(&o->gc_lock);
+            gw_gc_run(o, false);
+            pthread_mutex_lock(&o->gc_lock);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = next == INT64_MAX ? 1000 : next - now;
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&o->gc_cond, &o->gc_lock, &ts);
+    }
+    pthread_mutex_unlock(&o->gc_lock);
+    return NULL;
+}
+
+/* --- buckets ------------------------------------------------------------------ */
+
+static int bucket_rec(struct gw_objects *o, const char *name, json_t **rec)
+{
+    if (!valid_bucket(name))
+        return -EINVAL;
+    int rc = gw_meta_read(o, GW_META_BUCKET, name, rec);
+    if (rc == 0 && gw_rec_deleted(*rec)) {
+        json_decref(*rec);
+        *rec = NULL;
+        rc = -ENOENT;
+    }
+    return rc;
+}
+
+int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char *pool)
+{
+    if (!valid_bucket(name))
+        return -EINVAL;
+    if (!gw_pool_find(o, pool))
+        return -ENOENT;
+    json_t *prev = NULL;
+    int rc = gw_meta_read(o, GW_META_BUCKET, name, &prev);
+    if (rc && rc != -ENOENT)
+        return rc;
+    if (prev && !gw_rec_deleted(prev)) {
+        json_decref(prev);
+        return -EEXIST;
+    }
+    json_t *rec = json_pack("{s:I,s:b,s:I,s:s}", "version", (json_int_t)next_version(o, prev),
+                            "deleted", 0, "created", (json_int_t)gw_realtime_ns(), "pool", pool);
+    json_decref(prev);
+    rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+    json_decref(rec);
+    return rc;
+}
+
+int gw_bucket_create(struct gw_objects *o, const char *name)
+{
+    const struct gw_pool *p = gw_pool_default(o);
+    return p ? gw_bucket_create_in_pool(o, name, p->p.name) : -EIO;
+}
+
+static int any_key(const char *key, json_t *rec, void *arg)
+{
+    (void)key;
+    (void)rec;
+    *(bool *)arg = true;
+    return 1;
+}
+
+int gw_bucket_delete(struct gw_objects *o, const char *name)
+{
+    json_t *prev;
+    int rc = bucket_rec(o, name, &prev);
+    if (rc)
+        return rc;
+    bool some = false;
+    rc = gw_meta_list(o, name, NULL, NULL, any_key, &some);
+    if (rc == 0 && some)
+        rc = -ENOTEMPTY;
+    if (rc == 0) {
+        json_t *rec =
+            json_pack("{s:I,s:b}", "version", (json_int_t)next_version(o, prev), "deleted", 1);
+        rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+        json_decref(rec);
+    }
+    json_decref(prev);
+    return rc;
+}
+
+static void bucket_info(const char *name, const json_t *rec, struct gw_bucket_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    out->created_ns = json_integer_value(json_object_get(rec, "created"));
+}
+
+int gw_bucket_head(struct gw_objects *o, const char *name, struct gw_bucket_info *out)
+{
+    json_t *rec;
+    int rc = bucket_rec(o, name, &rec);
+    if (rc == 0 && out)
+        bucket_info(name, rec, out);
+    json_decref(rec);
+    return rc;
+}
+
+struct blist {
+    int (*cb)(const struct gw_bucket_info *b, void *arg);
+    void *arg;
+};
+
+static int blist_cb(const char *key, json_t *rec, void *arg)
+{
+    struct blist *b = arg;
+    struct gw_bucket_info bi;
+    bucket_info(key, rec, &bi);
+    return b->cb(&bi, b->arg);
+}
+
+int gw_bucket_list(struct gw_objects *o, int (*cb)(const struct gw_bucket_info *b, void *arg),
+                   void *arg)
+{
+    struct blist b = {cb, arg};
+    return gw_meta_list(o, GW_META_BUCKET, NULL, NULL, blist_cb, &b);
+}
+
+/* --- object records ------------------------------------------------------------ */
+
+void gw_object_info_clear(struct gw_object_info *info)
+{
+    if (!info)
+        return;
+    json_decref(info->user_meta);
+    info->user_meta = NULL;
+}
+
+static void object_info(const json_t *rec, struct gw_object_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->size = (uint64_t)json_integer_value(json_object_get(rec, "size"));
+    snprintf(out->etag, sizeof(out->etag), "%s",
+             json_string_value(json_object_get(rec, "etag")) ?: "");
+    out->mtime_ns = json_integer_value(json_object_get(rec, "mtime"));
+    out->version = gw_rec_version(rec);
+    snprintf(out->content_type, sizeof(out->content_type), "%s",
+             json_string_value(json_object_get(rec, "content_type")) ?: "");
+    json_t *um = json_object_get(rec, "user_meta");
+    out->user_meta = um ? json_deep_copy(um) : json_object();
+}
+
+/* The live record of an object; -ENOENT if it, or its bucket, does not exist. */
+static int object_rec(struct gw_objects *o, const char *bucket, const char *key, json_t **rec)
+{
+    *rec = NULL;
+    int rc = check_key(bucket, key);
+    if (rc)
+        return rc;
+    rc = gw_meta_read(o, bucket, key, rec);
+    if (rc == 0 && gw_rec_deleted(*rec)) {
+        json_decref(*rec);
+        *rec = NULL;
+        rc = -ENOENT;
+    }
+    if (rc == -ENOENT) { /* NoSuchBucket rather than NoSuchKey when that is why */
+        int brc = gw_bucket_head(o, bucket, NULL);
+        if (brc && brc != -ENOENT)
+            rc = brc;
+    }
+    return rc;
+}
+
+int gw_object_head(struct gw_objects *o, const char *bucket, const char *key,
+                   struct gw_object_info *out)
+{
+    json_t *rec;
+    int rc = object_rec(o, bucket, key, &rec);
+    if (rc == 0 && out)
+        object_info(rec, out);
+    json_decref(rec);
+    return rc;
+}
+
+int gw_object_delete(struct gw_objects *o, const char *bucket, const char *key)
+{
+    json_t *prev;
+    int rc = object_rec(o, bucket, key, &prev);
+    if (rc)
+        return rc;
+    json_t *rec = json_pack("{s:I,s:b,s:I}", "version", (json_int_t)next_version(o, prev),
+                            "deleted", 1, "mtime", (json_int_t)gw_realtime_ns());
+    rc = gw_meta_write(o, bucket, key, rec);
+    if (rc == 0)
+        gw_gc_queue(o, prev, o->gc_delay_ms);
+    json_decref(rec);
+    json_decref(prev);
+    return rc;
+}
+
+struct olist {
+    int (*cb)(const char *key, const struct gw_object_info *info, void *arg);
+    void *arg;
+};
+
+static int olist_cb(const char *key, json_t *rec, void *arg)
+{
+    struct olist *l = arg;
+    struct gw_object_info info;
+    object_info(rec, &info);
+    int rc = l->cb(key, &info, l->arg);
+    gw_object_info_clear(&info);
+    return rc;
+}
+
+int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                   const char *start_after,
+                   int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
+                   void *arg)
+{
+    int rc = gw_bucket_head(o, bucket, NULL);
+    if (rc)
+        return rc;
+    struct olist l = {cb, arg};
+    return gw_meta_list(o, bucket, prefix, start_after, olist_cb, &l);
+}
+
+/* --- PUT ------------------------------------------------------------------------ */
+
+struct gw_put {
+    struct gw_objects *o;
+    char bucket[GW_BUCKET_MAX + 1];
+    char *key;
+    const struct gw_pool *pool;
+    uint8_t oid[NODE_OBJECT_ID_BYTES];
+    char oid_hex[2 * NODE_OBJECT_ID_BYTES + 1];
+    uint8_t *buf; /* the stripe being filled */
+    size_t cap, fill, stripe_bytes;
+    uint64_t size;
+    EVP_MD_CTX *md5;
+    json_t *stripes;
+    char content_type[256];
+    json_t *user_meta;
+    int rc; /* sticky: a failed write fails the commit */
+};
+
+int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
+                 const struct gw_object_info *attrs, struct gw_put **out)
+{
+    *out = NULL;
+    int rc = check_key(bucket, key);
+    if (rc)
+        return rc;
+    json_t *brec;
+    if ((rc = bucket_rec(o, bucket, &brec)))
+        return rc;
+    const struct gw_pool *pool =
+        gw_pool_find(o, json_string_value(json_object_get(brec, "pool")) ?: "");
+    json_decref(brec);
+    if (!pool)
+        return -EIO; /* the bucket names a pool this gateway does not know */
+    struct gw_put *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->o = o;
+    p->pool = pool;
+    snprintf(p->bucket, sizeof(p->bucket), "%s", bucket);
+    p->key = strdup(key);
+    p->stripe_bytes = (size_t)pool->p.k * pool->p.chunk_size;
+    p->stripes = json_array();
+    p->md5 = EVP_MD_CTX_new();
+    if (getrandom(p->oid, sizeof(p->oid), 0) != sizeof(p->oid))
+        rc = -EIO;
+    hex(p->oid, sizeof(p->oid), p->oid_hex);
+    if (attrs) {
+        snprintf(p->content_type, sizeof(p->content_type), "%s", attrs->content_type);
+        if (attrs->user_meta)
+            p->user_meta = json_deep_copy(attrs->user_meta);
+    }
+    if (rc == 0 &&
+        (!p->key || !p->stripes || !p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL)))
+        rc = -ENOMEM;
+    if (rc) {
+        gw_put_abort(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+/* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
+static int write_stripe(struct gw_put *p, size_t L)
+{
+    struct gw_objects *o = p->o;
+    const struct place_pool *pp = &p->pool->p;
+    uint64_t s = json_array_size(p->stripes);
+    int place[PLACE_MAX_CHUNKS];
+    int rc = place_stripe(o->map, p->oid, sizeof(p->oid), s, pp->n, place, NULL);
+    if (rc)
+        return rc == -ENOSPC ? -EHOSTDOWN : rc;
+    struct deg_request req = {.op = DEG_OP_ENCODE};
+    deg_placement_default(&req.placement);
+    for (int c = 0; c < pp->n; c++)
+        req.placement.holder[c] = place[c];
+    struct deg_graph *g = NULL;
+    char err[512] = "";
+    if ((rc = deg_build(p->pool->codec, &req, &g, err, sizeof(err))))
+        goto out;
+    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+    if (!cl) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int c = 0; c < pp->n && rc == 0; c++) {
+        if (gw_node_is_down(o, place[c]))
+            rc = -EHOSTDOWN;
+        else
+            rc = gw_client_get(o, place[c], &cl[place[c]]);
+        if (rc)
+            snprintf(err, sizeof(err), "node %s: %s", o->nodes[place[c]].id, strerror(-rc));
+    }
+    uint8_t *chunks[PLACE_MAX_CHUNKS] = {0};
+    json_t *crcs = json_array();
+    for (int c = 0; c < pp->k; c++) {
+        chunks[c] = p->buf + (size_t)c * L;
+        json_array_append_new(crcs, json_integer(node_crc32c(chunks[c], L)));
+    }
+    struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
+    memcpy(ns.object, p->oid, sizeof(ns.object));
+    struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+    if (rc == 0)
+        rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, NULL, NULL, err, sizeof(err));
+    for (int c = 0; c < pp->n; c++)
+        if (cl[place[c]])
+            gw_client_put(o, place[c], cl[place[c]], 0);
+    free(cl);
+    if (rc == 0) {
+        json_t *nodes = json_array();
+        for (int c = 0; c < pp->n; c++)
+            json_array_append_new(nodes, json_string(o->nodes[place[c]].id));
+        json_array_append_new(p->stripes, json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes",
+                                                    nodes, "crc", crcs));
+    } else {
+        json_decref(crcs);
+    }
+out:
+    deg_graph_destroy(g);
+    if (rc) {
+        inec_log(INEC_LOG_WARN, "gateway", "stripe write failed key=%s stripe=%llu rc=%d err=%s",
+                 p->key, (unsigned long long)s, rc, err);
+        if (!gw_transport_error(rc) && rc != -ENOSPC && rc != -ENOMEM)
+            rc = -EIO;
+    }
+    return rc;
+}
+
+int gw_put_write(struct gw_put *p, const void *buf, size_t len)
+{
+    if (p->rc)
+        return p->rc;
+    const uint8_t *b = buf;
+    EVP_DigestUpdate(p->md5, buf, len);
+    p->size += len;
+    while (len > 0) {
+        if (p->fill == p->cap) {
+            size_t cap = p->cap ? 2 * p->cap : 64 << 10;
+            if (cap > p->stripe_bytes)
+                cap = p->stripe_bytes;
+            uint8_t *nb = realloc(p->buf, cap);
+            if (!nb)
+                return p->rc = -ENOMEM;
+            p->buf = nb;
+            p->cap = cap;
+        }
+        size_t n = p->cap - p->fill < len ? p->cap - p->fill : len;
+        memcpy(p->buf + p->fill, b, n);
+        p->fill += n;
+        b += n;
+        len -= n;
+        if (p->fill == p->stripe_bytes) {
+            if (json_array_size(p->stripes) >= MAX_STRIPES)
+                return p->rc = -EFBIG;
+            if ((p->rc = write_stripe(p, p->pool->p.chunk_size)))
+                return p->rc;
+            p->fill = 0;
+        }
+    }
+    return 0;
+}
+
+static void put_free(struct gw_put *p)
+{
+    free(p->key);
+    free(p->buf);
+    EVP_MD_CTX_free(p->md5);
+    json_decref(p->stripes);
+    json_decref(p->user_meta);
+    free(p);
+}
+
+/* What the upload wrote so far, as a record gc_rec understands. */
+static void put_discard(struct gw_put *p, int delay_ms)
+{
+    json_t *rec = json_pack("{s:s,s:O}", "oid", p->oid_hex, "stripes", p->stripes);
+    gw_gc_queue(p->o, rec, delay_ms);
+    json_decref(rec);
+}
+
+void gw_put_abort(struct gw_put *p)
+{
+    if (!p)
+        return;
+    put_discard(p, 0);
+    put_free(p);
+}
+
+int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
+{
+    struct gw_objects *o = p->o;
+    int k = p->pool->p.k;
+    int rc = p->rc;
+    if (rc == 0 && p->fill > 0) {
+        size_t L = (p->fill + (size_t)k - 1) / (size_t)k;
+        L = (L + GW_ALIGN - 1) / GW_ALIGN * GW_ALIGN;
+        if (L > p->pool->p.chunk_size)
+            L = p->pool->p.chunk_size;
+        if ((size_t)k * L > p->cap) {
+            uint8_t *nb = realloc(p->buf, (size_t)k * L);
+            if (!nb)
+                rc = -ENOMEM;
+            else
+                p->buf = nb, p->cap = (size_t)k * L;
+        }
+        if (rc == 0) {
+            memset(p->buf + p->fill, 0, (size_t)k * L - p->fill);
+            rc = write_stripe(p, L);
+        }
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char etag[33] = "";
+    if (rc == 0 && EVP_DigestFinal_ex(p->md5, md, &mdlen) && mdlen == 16)
+        hex(md, 16, etag);
+    json_t *prev = NULL;
+    if (rc == 0 && (rc = gw_meta_read(o, p->bucket, p->key, &prev)) == -ENOENT)
+        rc = 0;
+    json_t *rec = NULL;
+    uint64_t version = 0;
+    if (rc == 0) {
+        version = next_version(o, prev);
+        rec = json_pack(
+            "{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O}", "version",
+            (json_int_t)version, "deleted", 0, "key", p->key, "size", (json_int_t)p->size, "etag",
+            etag, "mtime", (json_int_t)gw_realtime_ns(), "content_type", p->content_type,
+            "user_meta", p->user_meta ? json_incref(p->user_meta) : json_object(), "pool",
+            p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n, "chunk_size",
+            (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
+        rc = rec ? gw_meta_write(o, p->bucket, p->key, rec) : -ENOMEM;
+    }
+    if (rc) {
+        put_discard(p, 0);
+    } else {
+        /* A concurrent commit with a higher version wins: then ours is garbage. */
+        json_t *now = NULL;
+        if (gw_meta_read(o, p->bucket, p->key, &now) == 0 && gw_rec_version(now) != version)
+            put_discard(p, o->gc_delay_ms);
+        else if (prev && !gw_rec_deleted(prev))
+            gw_gc_queue(o, prev, o->gc_delay_ms);
+        json_decref(now);
+        if (out)
+            object_info(rec, out);
+    }
+    json_decref(rec);
+    json_decref(prev);
+    put_free(p);
+    return rc;
+}
+
+/* --- GET -------------------------------------------------------------------------- */
+
+struct gw_get {
+    struct gw_objects *o;
+    char bucket[GW_BUCKET_MAX + 1];
+    char *key;
+    json_t *rec, *stripes;
+    const struct gw_pool *pool;
+    int k, n;
+    uint8_t oid[NODE_OBJECT_ID_BYTES];
+    uint64_t size, pos, end;
+    uint64_t *start; /* of each stripe in the object */
+    uint8_t *buf;    /* chunk c of the loaded stripe at c * L */
+    size_t cap;
+    uint64_t lo, hi; /* object bytes [lo, hi) are in buf */
+    int rc;
+};
+
+int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint64_t off,
+                 uint64_t len, struct gw_object_info *info, struct gw_get **out)
+{
+    *out = NULL;
+    json_t *rec;
+    int rc = object_rec(o, bucket, key, &rec);
+    if (rc)
+        return rc;
+    struct gw_get *g = calloc(1, sizeof(*g));
+    if (!g) {
+        json_decref(rec);
+        return -ENOMEM;
+    }
+    g->o = o;
+    g->rec = rec;
+    snprintf(g->bucket, sizeof(g->bucket), "%s", bucket);
+    g->key = strdup(key);
+    g->stripes = json_object_get(rec, "stripes");
+    g->size = (uint64_t)json_integer_value(json_object_get(rec, "size"));
+    g->k = (int)json_integer_value(json_object_get(rec, "k"));
+    g->n = (int)json_integer_value(json_object_get(rec, "n"));
+    g->pool = gw_pool_find(o, json_string_value(json_object_get(rec, "pool")) ?: "");
+    size_t ns = json_array_size(g->stripes);
+    g->start = calloc(ns + 1, sizeof(*g->start));
+    if (!g->key || !g->start)
+        rc = -ENOMEM;
+    else if (gw_oid_parse(json_string_value(json_object_get(rec, "oid")), g->oid) ||
+             (ns && (!g->pool || g->pool->p.k != g->k || g->pool->p.n != g->n)))
+        rc = -EIO; /* a record this gateway cannot read: its pool is unknown here */
+    for (size_t s = 0; rc == 0 && s < ns; s++)
+        g->start[s + 1] =
+            g->start[s] + (uint64_t)g->k * (uint64_t)json_integer_value(json_object_get(
+                                               json_array_get(g->stripes, s), "len"));
+    if (rc) {
+        gw_get_end(g);
+        return rc;
+    }
+    g->pos = off < g->size ? off : g->size;
+    g->end = len == UINT64_MAX || len > g->size - g->pos ? g->size : g->pos + len;
+    if (info)
+        object_info(rec, info);
+    *out = g;
+    return 0;
+}
+
+struct chunk_job {
+    struct gw_get *g;
+    uint64_t s;
+    size_t L;
+    const json_t *stripe;
+    int chunks[PLACE_MAX_CHUNKS]; /* which chunk each job reads */
+    int rc[PLACE_MAX_CHUNKS];
+    bool keep; /* copy data chunks into g->buf */
+};
+
+/* Reads chunk jobs->chunks[i] directly; -EBADMSG for a corrupt one (node or CRC). */
+static void read_chunk(void *arg, int i)
+{
+    struct chunk_job *j = arg;
+    struct gw_get *g = j->g;
+    int c = j->chunks[i];
+    int node = node_of(g->o, j->stripe, c);
+    struct node_client *cl = NULL;
+    int rc = node < 0                      ? -EHOSTDOWN
+             : gw_node_is_down(g->o, node) ? -EHOSTDOWN
+                                           : gw_client_get(g->o, node, &cl);
+    void *data = NULL;
+    size_t len = 0;
+    struct node_chunk_id id = {.stripe = j->s, .index = (uint32_t)c};
+    memcpy(id.object, g->oid, sizeof(id.object));
+    if (rc == 0)
+        rc = node_client_get_chunk(cl, &id, &data, &len, NULL);
+    if (node >= 0)
+        gw_client_put(g->o, node, cl, rc == -ENOENT || rc == -EBADMSG ? 0 : rc);
+    if (rc == 0 && len != j->L)
+        rc = -EBADMSG;
+    if (rc == 0 && c < g->k) {
+        json_t *crc = json_array_get(json_object_get(j->stripe, "crc"), (size_t)c);
+        if ((json_int_t)node_crc32c(data, len) != json_integer_value(crc))
+            rc = -EBADMSG;
+        else if (j->keep)
+            memcpy(g->buf + (size_t)c * j->L, data, len);
+    }
+    free(data);
+    j->rc[i] = rc;
+}
+
+static const char *loss_reason(int rc)
+{
+    switch (rc) {
+    case -ENOENT:
+        return "missing";
+    case -EBADMSG:
+        return "corrupt";
+    case -ETIMEDOUT:
+        return "slow";
+    default:
+        return "node-down";
+    }
+}
+
+struct rebuilt {
+    struct gw_get *g;
+    size_t L;
+    const json_t *stripe;
+    bool need[PLACE_MAX_CHUNKS];
+    bool got[PLACE_MAX_CHUNKS];
+    bool bad;
+};
+
+static void on_result(void *arg, const struct deg_graph *gr, int v, struct deg_label label,
+                      const uint8_t *data, size_t len)
+{
+    (void)gr;
+    (void)v;
+    struct rebuilt *r = arg;
+    int c = label.chunk;
+    if (label.partial || c < 0 || c >= r->g->k || !r->need[c] || len != r->L)
+        return;
+    json_t *crc = json_array_get(json_object_get(r->stripe, "crc"), (size_t)c);
+    if ((json_int_t)node_crc32c(data, len) != json_integer_value(crc)) {
+        r->bad = true; /* never hand out bytes the record does not vouch for */
+        return;
+    }
+    memcpy(r->g->buf + (size_t)c * r->L, data, len);
+    r->got[c] = true;
+}
+
+/* Rebuilds the data chunks `need` of stripe s through the decode DEG; lost[c]
+ * (in/out) says which chunks are known lost, with why in why[c]. */
+static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe, const bool *need,
+                    bool *lost, int *why)
+{
+    struct gw_objects *o = g->o;
+    int m = g->n - g->k;
+    for (int attempt = 0;; attempt++) {
+        int holder[PLACE_MAX_CHUNKS], nerased = 0;
+        struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+        if (!cl)
+            return -ENOMEM;
+        for (int c = 0; c < g->n; c++) {
+            int node = node_of(o, stripe, c);
+            if (!lost[c] && (node < 0 || gw_node_is_down(o, node) ||
+                             (!cl[node] && gw_client_get(o, node, &cl[node])))) {
+                lost[c] = true;
+                why[c] = -EHOSTDOWN;
+            }
+            holder[c] = node;
+            nerased += lost[c];
+        }
+        int rc = 0;
+        char err[512] = "";
+        struct rebuilt r = {.g = g, .L = L, .stripe = stripe};
+        memcpy(r.need, need, sizeof(r.need));
+        for (int c = 0; c < g->k; c++)
+            r.need[c] = need[c] && lost[c];
+        if (nerased > m) {
+            rc = -EIO;
+            snprintf(err, sizeof(err), "%d of %d chunks lost, the code tolerates %d", nerased, g->n,
+                     m);
+        }
+        struct deg_graph *gr = NULL;
+        if (rc == 0)
+            rc = gw_decode_graph(g->pool, lost, holder, &gr, err, sizeof(err));
+        if (rc == 0) {
+            uint8_t *none[PLACE_MAX_CHUNKS] = {0};
+            struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+            struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
+            memcpy(ns.object, g->oid, sizeof(ns.object));
+            rc =
+                node_deg_run(gr, L, none, cl, o->nnodes, &ns, &ro, on_result, &r, err, sizeof(err));
+        }
+        deg_graph_destroy(gr);
+        for (int i = 0; i < o->nnodes; i++)
+            if (cl[i])
+                gw_client_put(o, i, cl[i], 0);
+        free(cl);
+        for (int c = 0; rc == 0 && c < g->k; c++)
+            if (r.need[c] && !r.got[c])
+                rc = -EIO;
+        if (rc == 0 && r.bad)
+            rc = -EIO;
+        if (rc)
+            inec_log(INEC_LOG_INFO, "gateway", "decode failed key=%s stripe=%llu attempt=%d err=%s",
+                     g->key, (unsigned long long)s, attempt, err);
+        if (rc == 0 || nerased > m || attempt == 1) {
+            if (rc)
+                inec_log(INEC_LOG_WARN, "gateway", "degraded read failed key=%s stripe=%llu err=%s",
+                         g->key, (unsigned long long)s, err);
+            return rc ? -EIO : 0;
+        }
+        /* The graph failed on a survivor we thought good: find which by reading them all. */
+        struct chunk_job j = {.g = g, .s = s, .L = L, .stripe = stripe, .keep = false};
+        int nj = 0;
+        for (int c = 0; c < g->n; c++)
+            if (!lost[c])
+                j.chunks[nj++] = c;
+        gw_fanout_run(o, nj, read_chunk, &j);
+        bool found = false;
+        for (int i = 0; i < nj; i++)
+            if (j.rc[i]) {
+                lost[j.chunks[i]] = true;
+                why[j.chunks[i]] = j.rc[i];
+                found = true;
+            }
+        if (!found)
+            return -EIO;
+    }
+}
+
+static int load_stripe(struct gw_get *g)
+{
+    struct gw_objects *o = g->o;
+    size_t ns = json_array_size(g->stripes);
+    uint64_t s = 0;
+    while (s + 1 < ns && g->start[s + 1] <= g->pos)
+        s++;
+    const json_t *stripe = json_array_get(g->stripes, s);
+    size_t L = (size_t)json_integer_value(json_object_get(stripe, "len"));
+    uint64_t st = g->start[s];
+    uint64_t data_end = g->start[s + 1] < g->size ? g->start[s + 1] : g->size;
+    uint64_t a = g->pos - st, b = (g->end < data_end ? g->end : data_end) - st;
+    int first = (int)(a / L), last = (int)((b - 1) / L);
+    if ((size_t)g->k * L > g->cap) {
+        free(g->buf);
+        g->cap = (size_t)g->k * L;
+        if (!(g->buf = malloc(g->cap))) {
+            g->cap = 0;
+            return -ENOMEM;
+        }
+    }
+    struct chunk_job j = {.g = g, .s = s, .L = L, .stripe = stripe, .keep = true};
+    for (int c = first; c <= last; c++)
+        j.chunks[c - first] = c;
+    gw_fanout_run(o, last - first + 1, read_chunk, &j);
+    bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0};
+    int why[PLACE_MAX_CHUNKS] = {0};
+    bool any = false;
+    for (int c = first; c <= last; c++) {
+        need[c] = true;
+        if (j.rc[c - first]) {
+            lost[c] = true;
+            why[c] = j.rc[c - first];
+            any = true;
+        }
+    }
+    int rc = 0;
+    if (any) {
+        atomic_fetch_add(&o->degraded_reads, 1);
+        rc = degraded(g, s, L, stripe, need, lost, why);
+        char oid[2 * NODE_OBJECT_ID_BYTES + 1];
+        hex(g->oid, sizeof(g->oid), oid);
+        for (int c = 0; c < g->n; c++) {
+            if (!lost[c])
+                continue;
+            atomic_fetch_add(why[c] == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
+            int node = node_of(o, stripe, c);
+            gw_repair_queue(o, g->bucket, g->key, oid, s, c, node >= 0 ? o->nodes[node].id : NULL,
+                            loss_reason(why[c]));
+        }
+        if (rc)
+            atomic_fetch_add(&o->failed_reads, 1);
+    }
+    if (rc)
+        return rc;
+    g->lo = st + (uint64_t)first * L;
+    g->hi = st + (uint64_t)(last + 1) * L;
+    if (g->hi > data_end)
+        g->hi = data_end;
+    return 0;
+}
+
+ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
+{
+    if (g->rc)
+        return g->rc;
+    if (g->pos >= g->end || len == 0)
+        return 0;
+    if (g->pos < g->lo || g->pos >= g->hi) {
+        if ((g->rc = load_stripe(g)))
+            return g->rc;
+    }
+    uint64_t stop = g->hi < g->end ? g->hi : g->end;
+    size_t n = stop - g->pos < len ? (size_t)(stop - g->pos) : len;
+    size_t ns = json_array_size(g->stripes);
+    uint64_t s = 0;
+    while (s + 1 < ns && g->start[s + 1] <= g->pos)
+        s++;
+    memcpy(buf, g->buf + (g->pos - g->start[s]), n);
+    g->pos += n;
+    return (ssize_t)n;
+}
+
+void gw_get_end(struct gw_get *g)
+{
+    if (!g)
+        return;
+    json_decref(g->rec);
+    free(g->key);
+    free(g->start);
+    free(g->buf);
+    free(g);
+}
+
+/* --- control API: one object ------------------------------------------------------ */
+
+int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
+{
+    json_t *rec;
+    int rc = object_rec(o, bucket, key, &rec);
+    if (rc)
+        return rc;
+    struct gw_get g = {.o = o,
+                       .rec = rec,
+                       .k = (int)json_integer_value(json_object_get(rec, "k")),
+                       .n = (int)json_integer_value(json_object_get(rec, "n"))};
+    gw_oid_parse(json_string_value(json_object_get(rec, "oid")), g.oid);
+    json_t *stripes = json_array();
+    size_t s;
+    json_t *st;
+    json_array_foreach(json_object_get(rec, "stripes"), s, st)
+    {
+        struct chunk_job j = {.g = &g,
+                              .s = s,
+                              .stripe = st,
+                              .L = (size_t)json_integer_value(json_object_get(st, "len"))};
+        bool probe = s < PROBE_STRIPES;
+        for (int c = 0; c < g.n; c++)
+            j.chunks[c] = c;
+        if (probe)
+            gw_fanout_run(o, g.n, read_chunk, &j);
+        json_t *chunks = json_array();
+        for (int c = 0; c < g.n; c++) {
+            int node = node_of(o, st, c);
+            const char *state = !probe ? "unchecked" : j.rc[c] == 0 ? "ok" : loss_reason(j.rc[c]);
+            json_array_append_new(chunks, json_pack("{s:i,s:s,s:s,s:b,s:s}", "index", c, "node",
+                                                    node >= 0 ? o->nodes[node].id : "?", "state",
+                                                    state, "parity", c >= g.k, "role",
+                                                    c < g.k ? "data" : "parity"));
+        }
+        json_array_append_new(
+            stripes, json_pack("{s:I,s:I,s:o}", "index", (json_int_t)s, "chunk_len",
+                               json_integer_value(json_object_get(st, "len")), "chunks", chunks));
+    }
+    *out = json_pack("{s:s,s:s,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:o}", "bucket", bucket,
+                     "key", key, "size", json_object_get(rec, "size"), "etag",
+                     json_object_get(rec, "etag"), "version", json_object_get(rec, "version"),
+                     "mtime_ns", json_object_get(rec, "mtime"), "content_type",
+                     json_object_get(rec, "content_type"), "pool", json_object_get(rec, "pool"),
+                     "profile", json_object_get(rec, "profile"), "chunk_size",
+                     json_object_get(rec, "chunk_size"), "object_id", json_object_get(rec, "oid"),
+                     "user_meta", json_object_get(rec, "user_meta"), "stripes", stripes);
+    json_decref(rec);
+    return *out ? 0 : -ENOMEM;
+}

@@ -1,0 +1,118 @@
+/*
+ * Shared between the files of the object layer (cluster.c, objmeta.c,
+ * objects.c); nothing outside gateway/objects*.c, cluster.c, objmeta.c
+ * includes it.
+ */
+#ifndef INEC_GATEWAY_OBJECTS_INTERNAL_H
+#define INEC_GATEWAY_OBJECTS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "codecs/codec.h"
+#include "gateway/objects.h"
+#include "node/client.h"
+#include "placement/placement.h"
+
+#define GW_MAX_POOLS     32
+#define GW_NODE_CLIENTS  16  /* idle clients kept per node */
+#define GW_ALIGN         64  /* chunk length alignment of a short last stripe */
+#define GW_META_BUCKET   "." /* the store bucket of bucket records (no S3 name starts with '.') */
+#define GW_CHUNK_VERSION 1   /* chunks are unique per upload (object id), never overwritten */
+
+struct gw_node {
+    char id[PLACE_ID_MAX];
+    char address[PLACE_ADDRESS_MAX];
+    struct node_service *svc; /* embedded: the in-process service, NULL when stopped */
+    pthread_mutex_t lock;
+    struct node_client *idle[GW_NODE_CLIENTS];
+    int nidle;
+    _Atomic int64_t down_until_ms; /* failed recently: skip it until then */
+};
+
+struct gw_pool {
+    struct place_pool p;
+    struct codec *codec;
+};
+
+struct gw_fanout;
+
+struct gw_objects {
+    struct place_map *map; /* nodes never change after open; pools live in `pools` */
+    int nnodes;
+    struct gw_node *nodes;
+    pthread_mutex_t pool_lock;
+    struct gw_pool pools[GW_MAX_POOLS]; /* append-only: a pointer stays valid until close */
+    _Atomic int npools;
+
+    bool embedded;
+    char dir[4096];          /* embedded: DATA; cluster.json lives there */
+    char node_devopts[128];  /* embedded node services */
+    struct inec_device *dev; /* carries every RPC client */
+    char deg_options[320];   /* devices of gateway DEG vertices */
+    int timeout_ms;          /* RPC bound */
+    int gc_delay_ms;         /* old versions' chunks are deleted this long after a commit */
+    uint32_t gw_id;          /* version tiebreak between gateways */
+
+    int meta_copies, meta_wq, meta_rq; /* metadata replication (objmeta.c) */
+
+    struct gw_fanout *fan;
+
+    _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
+
+    pthread_mutex_t repair_lock;
+    json_t *repair; /* array of queued chunks (the control API shows it) */
+
+    pthread_mutex_t gc_lock;
+    pthread_cond_t gc_cond;
+    json_t *gc; /* array of {"due": ms, "rec": record} */
+    bool gc_stop;
+    pthread_t gc_thread;
+    bool gc_started;
+};
+
+int64_t gw_now_ms(void);
+int64_t gw_realtime_ns(void);
+
+/* cluster.c: clients, node health, parallel calls, pools. */
+int gw_client_get(struct gw_objects *o, int node, struct node_client **out);
+/* rc: the call's result; a transport failure marks the node down for a while. */
+void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc);
+bool gw_node_is_down(struct gw_objects *o, int node);
+bool gw_transport_error(int rc);
+/* Runs fn(arg, i) for i in [0, n) on the fan-out threads; returns when all are done. */
+void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), void *arg);
+const struct gw_pool *gw_pool_find(struct gw_objects *o, const char *name);
+const struct gw_pool *gw_pool_default(struct gw_objects *o);
+struct deg_graph;
+/* The pool's decode DEG for a degraded read: erased chunks rebuilt at the
+ * gateway, chunk c read on participant holder[c]. */
+int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *holder,
+                    struct deg_graph **out, char *err, size_t errlen);
+
+/* objmeta.c: metadata records on the nodes, replicated by quorum. */
+/* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
+int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
+/* Writes rec on the key's metadata nodes; 0 once meta_wq copies are durable. */
+int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec);
+/* Every live (not deleted) record of `bucket` in key order, newest version of
+ * each, merged across the nodes. cb returns non-zero to stop. */
+int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                 const char *start_after, int (*cb)(const char *key, json_t *rec, void *arg),
+                 void *arg);
+uint64_t gw_rec_version(const json_t *rec);
+bool gw_rec_deleted(const json_t *rec);
+
+/* objects.c */
+void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms); /* borrows rec */
+void gw_gc_run(struct gw_objects *o, bool all);
+void *gw_gc_main(void *arg);
+void gw_repair_queue(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
+                     uint64_t stripe, int chunk, const char *node, const char *reason);
+int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
+
+#endif

@@ -1,0 +1,1129 @@
+/*
+ * The S3 front end over libmicrohttpd.
+ *
+ * A request lives in one struct req from the URI log callback (which sees
+ * the raw URI: SigV4 signs the path as sent, before MHD decodes it) to the
+ * completion callback (which records metrics and frees it). The access
+ * handler is called once with the headers (route, authenticate, and either
+ * answer or open the body's sinks), once per piece of body, and once more
+ * with no data (finish: verify the body, commit, answer). A PUT is committed
+ * only after every check of its body passed; until then it can be aborted
+ * and the previous version stays.
+ */
+#include "gateway/s3_server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "gateway/s3_list.h"
+#include "gateway/s3_range.h"
+#include "gateway/s3_request.h"
+#include "gateway/s3_xml.h"
+#include "gateway/sigv4.h"
+#include "inec/log.h"
+
+#define MAX_OBJECT_SIZE  (5ull << 30) /* S3's single-PUT limit */
+#define SMALL_BODY_MAX   (64u << 10)  /* CreateBucket's configuration */
+#define READ_BLOCK       (256u << 10)
+#define MEMORY_LIMIT     (128u << 10) /* per connection: bounds the request header */
+#define CONN_TIMEOUT_SEC 300
+
+struct gw_s3_server {
+    struct MHD_Daemon *daemon;
+    struct gw_objects *objects;
+    struct gw_metrics *metrics;
+    char *base_domain, *region, *access_key, *secret_key;
+    uint16_t port;
+    atomic_uint inflight;
+    atomic_uint_fast64_t next_id;
+};
+
+struct req {
+    struct gw_s3_server *srv;
+    struct MHD_Connection *conn;
+    char *uri; /* raw path, then the raw query after a NUL */
+    const char *raw_query;
+    char id[17];
+    char content_range[48]; /* sent with an error too (416) */
+    int64_t t0;
+    enum gw_s3_op op;
+    int status;
+    uint64_t bytes_in, bytes_out;
+    bool started, answered;
+
+    struct gw_s3_target t;
+    struct gw_s3_query q;
+    struct gw_sigv4_auth auth;
+
+    /* the body */
+    enum gw_s3_err err; /* first failure while reading it */
+    char msg[256];
+    struct gw_payload_check *payload;
+    struct gw_chunked *chunked;
+    EVP_MD_CTX *md5;
+    uint8_t md5_expect[16];
+    int64_t expect_len; /* decoded body bytes promised, -1 unknown */
+    uint64_t decoded;
+    struct gw_put *put;
+    uint8_t *scratch;
+    size_t scratch_cap;
+    char *body; /* small bodies kept whole (DeleteObjects, CreateBucket) */
+    size_t body_len, body_max;
+};
+
+struct get_stream {
+    struct gw_get *g;
+    struct req *r;
+    uint64_t left;
+};
+
+static int64_t now_ns(int clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *header(void *arg, const char *name)
+{
+    struct req *r = arg;
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+struct each_ctx {
+    void (*cb)(void *, const char *, const char *);
+    void *cbarg;
+};
+
+static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct each_ctx *e = cls;
+    e->cb(e->cbarg, key, value ? value : "");
+    return MHD_YES;
+}
+
+static void header_each(void *arg, void (*cb)(void *, const char *, const char *), void *cbarg)
+{
+    struct req *r = arg;
+    struct each_ctx e = {cb, cbarg};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, each_header, &e);
+}
+
+static int secret_of(void *arg, const char *access_key, char *secret, size_t len)
+{
+    struct gw_s3_server *s = arg;
+    if (strcmp(access_key, s->access_key) != 0)
+        return -ENOENT;
+    snprintf(secret, len, "%s", s->secret_key);
+    return 0;
+}
+
+/* ---- responses ---- */
+
+static void common_headers(struct req *r, struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "x-amz-request-id", r->id);
+    MHD_add_response_header(resp, "Server", "inec");
+}
+
+static void queue(struct req *r, int status, struct MHD_Response *resp)
+{
+    common_headers(r, resp);
+    r->status = status;
+    r->answered = true;
+    MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+}
+
+static struct MHD_Response *buffer_response(char *data, size_t len, const char *content_type)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, data, data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (resp && content_type)
+        MHD_add_response_header(resp, "Content-Type", content_type);
+    return resp;
+}
+
+static void answer_empty(struct req *r, int status)
+{
+    struct MHD_Response *resp = buffer_response(NULL, 0, NULL);
+    if (resp)
+        queue(r, status, resp);
+}
+
+/* Takes the gw_buf's memory. */
+static void answer_xml(struct req *r, int status, struct gw_buf *b)
+{
+    r->bytes_out += b->len;
+    struct MHD_Response *resp = buffer_response(b->data, b->len, "application/xml");
+    if (!resp) {
+        gw_buf_free(b);
+        return;
+    }
+    *b = (struct gw_buf){0};
+    queue(r, status, resp);
+}
+
+static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
+{
+    const struct gw_s3_error_info *info = gw_s3_error(e);
+    struct gw_buf b = {0};
+    if (message && !message[0])
+        message = NULL;
+    if (e != GW_S3_ACCESS_DENIED || r->t.bucket[0] || r->t.key[0])
+        inec_log(INEC_LOG_DEBUG, "s3", "error id=%s op=%s code=%s msg=%s", r->id,
+                 gw_s3_op_name(r->op), info->code, message ? message : info->message);
+    if (gw_xml_error(&b, e, message, r->uri, r->id) != 0) {
+        gw_buf_free(&b);
+        answer_empty(r, 500);
+        return;
+    }
+    r->bytes_out += b.len;
+    struct MHD_Response *resp = buffer_response(b.data, b.len, "application/xml");
+    if (!resp) {
+        gw_buf_free(&b);
+        return;
+    }
+    if (r->content_range[0])
+        MHD_add_response_header(resp, "Content-Range", r->content_range);
+    queue(r, info->status, resp);
+}
+
+/* The object layer's errno as S3 answers it; key-level ENOENT is NoSuchKey
+ * unless the bucket itself is missing. */
+static enum gw_s3_err map_errno(struct req *r, int rc)
+{
+    switch (rc) {
+    case -ENOENT:
+        if (r->t.key[0]) {
+            struct gw_bucket_info bi;
+            if (gw_bucket_head(r->srv->objects, r->t.bucket, &bi) == 0)
+                return GW_S3_NO_SUCH_KEY;
+        }
+        return GW_S3_NO_SUCH_BUCKET;
+    case -EEXIST:
+        return GW_S3_BUCKET_ALREADY_OWNED;
+    case -ENOTEMPTY:
+        return GW_S3_BUCKET_NOT_EMPTY;
+    case -EINVAL:
+        return r->t.key[0] ? GW_S3_INVALID_ARGUMENT : GW_S3_INVALID_BUCKET_NAME;
+    case -ENAMETOOLONG:
+        return GW_S3_KEY_TOO_LONG;
+    case -EFBIG:
+        return GW_S3_ENTITY_TOO_LARGE;
+    case -EIO:
+    case -EHOSTDOWN:
+    case -ETIMEDOUT:
+    case -ENOSPC:
+    case -EAGAIN:
+        return GW_S3_SERVICE_UNAVAILABLE;
+    default:
+        return GW_S3_INTERNAL_ERROR;
+    }
+}
+
+static void answer_errno(struct req *r, int rc, const char *what)
+{
+    enum gw_s3_err e = map_errno(r, rc);
+    if (e == GW_S3_INTERNAL_ERROR || e == GW_S3_SERVICE_UNAVAILABLE)
+        inec_log(INEC_LOG_WARN, "s3", "%s failed id=%s bucket=%s key=%s err=%s", what, r->id,
+                 r->t.bucket, r->t.key, strerror(-rc));
+    answer_error(r, e, NULL);
+}
+
+static void object_headers(struct MHD_Response *resp, const struct gw_object_info *oi)
+{
+    char v[64];
+    snprintf(v, sizeof(v), "\"%s\"", oi->etag);
+    MHD_add_response_header(resp, "ETag", v);
+    gw_http_date(oi->mtime_ns, v);
+    MHD_add_response_header(resp, "Last-Modified", v);
+    MHD_add_response_header(resp, "Content-Type",
+                            oi->content_type[0] ? oi->content_type : "binary/octet-stream");
+    MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+    const char *name;
+    json_t *val;
+    json_object_foreach(oi->user_meta, name, val)
+    {
+        char h[300];
+        snprintf(h, sizeof(h), "x-amz-meta-%s", name);
+        MHD_add_response_header(resp, h, json_string_value(val));
+    }
+}
+
+/* ---- buckets ---- */
+
+struct bucket_walk {
+    struct gw_xml_bucket *b;
+    char (*names)[GW_BUCKET_MAX + 1];
+    size_t n, cap;
+};
+
+static int bucket_cb(const struct gw_bucket_info *b, void *arg)
+{
+    struct bucket_walk *w = arg;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 16;
+        void *nb = realloc(w->b, cap * sizeof(*w->b));
+        if (!nb)
+            return -ENOMEM;
+        w->b = nb;
+        void *nn = realloc(w->names, cap * sizeof(*w->names));
+        if (!nn)
+            return -ENOMEM;
+        w->names = nn;
+        w->cap = cap;
+    }
+    memcpy(w->names[w->n], b->name, sizeof(w->names[0]));
+    w->b[w->n].created_ms = b->created_ns / 1000000;
+    w->n++;
+    return 0;
+}
+
+static void list_buckets(struct req *r)
+{
+    struct bucket_walk w = {0};
+    int rc = gw_bucket_list(r->srv->objects, bucket_cb, &w);
+    struct gw_buf b = {0};
+    if (rc == 0) {
+        for (size_t i = 0; i < w.n; i++)
+            w.b[i].name = w.names[i];
+        rc = gw_xml_list_buckets(&b, r->srv->access_key, "inec", w.b, w.n);
+    }
+    free(w.b);
+    free(w.names);
+    if (rc)
+        answer_errno(r, rc, "ListBuckets");
+    else
+        answer_xml(r, 200, &b);
+    gw_buf_free(&b);
+}
+
+static void bucket_location(struct req *r)
+{
+    struct gw_bucket_info bi;
+    int rc = gw_bucket_head(r->srv->objects, r->t.bucket, &bi);
+    if (rc) {
+        answer_errno(r, rc, "GetBucketLocation");
+        return;
+    }
+    char *doc;
+    /* us-east-1 is S3's empty LocationConstraint. */
+    const char *loc = strcmp(r->srv->region, "us-east-1") == 0 ? "" : r->srv->region;
+    if (asprintf(&doc,
+                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
+                 "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">%s</LocationConstraint>",
+                 loc) < 0)
+        return;
+    struct gw_buf b = {doc, strlen(doc), strlen(doc) + 1};
+    answer_xml(r, 200, &b);
+}
+
+/* ---- listing ---- */
+
+struct list_walk {
+    struct gw_list l;
+    struct gw_xml_object *objs;
+    size_t nobjs;
+    char **prefixes;
+    size_t nprefixes;
+    int err;
+};
+
+static int list_cb(const char *key, const struct gw_object_info *info, void *arg)
+{
+    struct list_walk *w = arg;
+    switch (gw_list_offer(&w->l, key)) {
+    case GW_LIST_SKIP:
+        return 0;
+    case GW_LIST_STOP:
+        return 1;
+    case GW_LIST_CONTENTS: {
+        struct gw_xml_object *o = &w->objs[w->nobjs];
+        char *k = strdup(key), *etag = strdup(info->etag);
+        if (!k || !etag) {
+            free(k);
+            free(etag);
+            w->err = -ENOMEM;
+            return 1;
+        }
+        *o = (struct gw_xml_object){k, info->mtime_ns / 1000000, etag, info->size, NULL};
+        w->nobjs++;
+        return 0;
+    }
+    case GW_LIST_PREFIX:
+        if (!(w->prefixes[w->nprefixes] = strdup(gw_list_prefix(&w->l)))) {
+            w->err = -ENOMEM;
+            return 1;
+        }
+        w->nprefixes++;
+        return 0;
+    }
+    return 1;
+}
+
+static bool parse_max_keys(const char *s, int *out)
+{
+    if (!s) {
+        *out = GW_LIST_MAX_KEYS;
+        return true;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0)
+        return false;
+    *out = v > GW_LIST_MAX_KEYS ? GW_LIST_MAX_KEYS : (int)v;
+    return true;
+}
+
+static void list_objects(struct req *r, int version)
+{
+    const struct gw_s3_query *q = &r->q;
+    const char *prefix = gw_s3_query_get(q, "prefix");
+    const char *delim = gw_s3_query_get(q, "delimiter");
+    const char *enc = gw_s3_query_get(q, "encoding-type");
+    const char *token = version == 2 ? gw_s3_query_get(q, "continuation-token") : NULL;
+    const char *start_after = version == 2 ? gw_s3_query_get(q, "start-after") : NULL;
+    const char *marker = version == 1 ? gw_s3_query_get(q, "marker") : NULL;
+    int max_keys;
+    if (!parse_max_keys(gw_s3_query_get(q, "max-keys"), &max_keys)) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "max-keys must be a non-negative integer");
+        return;
+    }
+    if (enc && strcmp(enc, "url") != 0) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "Invalid Encoding Method specified in Request");
+        return;
+    }
+    char token_key[GW_S3_KEY_MAX + 1];
+    const char *after = marker;
+    if (version == 2) {
+        after = start_after;
+        if (token) {
+            if (gw_list_token_decode(token, token_key, sizeof(token_key)) != 0) {
+                answer_error(r, GW_S3_INVALID_ARGUMENT,
+                             "The continuation token provided is incorrect");
+                return;
+            }
+            after = token_key;
+        }
+    }
+    if (prefix && !prefix[0])
+        prefix = NULL;
+    if (delim && !delim[0])
+        delim = NULL;
+    if (after && !after[0])
+        after = NULL;
+
+    struct list_walk *w = calloc(1, sizeof(*w));
+    struct gw_buf b = {0};
+    int rc = -ENOMEM;
+    if (!w)
+        goto out;
+    struct gw_list_params p = {prefix, delim, after, max_keys};
+    gw_list_begin(&w->l, &p);
+    w->objs = calloc((size_t)max_keys + 1, sizeof(*w->objs));
+    w->prefixes = calloc((size_t)max_keys + 1, sizeof(*w->prefixes));
+    if (!w->objs || !w->prefixes)
+        goto out;
+    /* Keys at or before `after` are skipped by the object layer already. */
+    rc = gw_object_list(r->srv->objects, r->t.bucket, prefix, after, list_cb, w);
+    if (rc == 0 && w->err)
+        rc = w->err;
+    if (rc)
+        goto out;
+    char next_token[4 * GW_S3_KEY_MAX / 3 + 8];
+    struct gw_list_page page = {
+        .version = version,
+        .bucket = r->t.bucket,
+        .prefix = gw_s3_query_get(q, "prefix"),
+        .delimiter = gw_s3_query_get(q, "delimiter"),
+        .max_keys = max_keys,
+        .url_encode = enc != NULL,
+        .marker = version == 1 ? (marker ? marker : "") : NULL,
+        .start_after = start_after,
+        .continuation_token = token,
+        .truncated = w->l.truncated,
+        .objects = w->objs,
+        .nobjects = w->nobjs,
+        .prefixes = (const char *const *)w->prefixes,
+        .nprefixes = w->nprefixes,
+    };
+    if (w->l.truncated && version == 1 && delim)
+        page.next_marker = w->l.next;
+    if (w->l.truncated && version == 2) {
+        rc = gw_list_token_encode(w->l.next, next_token, sizeof(next_token));
+        if (rc)
+            goto out;
+        page.next_continuation_token = next_token;
+    }
+    rc = gw_xml_list_objects(&b, &page);
+out:
+    if (rc)
+        answer_errno(r, rc, "ListObjects");
+    else
+        answer_xml(r, 200, &b);
+    gw_buf_free(&b);
+    if (w) {
+        for (size_t i = 0; i < w->nobjs; i++) {
+            free((char *)w->objs[i].key);
+            free((char *)w->objs[i].etag);
+        }
+        for (size_t i = 0; i < w->nprefixes; i++)
+            free(w->prefixes[i]);
+        free(w->objs);
+        free(w->prefixes);
+        free(w);
+    }
+}
+
+/* ---- objects: GET and HEAD ---- */
+
+static ssize_t get_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct get_stream *s = cls;
+    if (s->left == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (max > s->left)
+        max = (size_t)s->left;
+    ssize_t n = gw_get_read(s->g, buf, max);
+    if (n <= 0) {
+        /* The status line has gone out: all that is left is to cut the
+         * connection, so the client sees a short body, never wrong bytes. */
+        inec_log(INEC_LOG_WARN, "s3", "read failed id=%s bucket=%s key=%s err=%s", s->r->id,
+                 s->r->t.bucket, s->r->t.key, n == 0 ? "short object" : strerror((int)-n));
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    s->left -= (uint64_t)n;
+    s->r->bytes_out += (uint64_t)n;
+    return n;
+}
+
+static void get_free(void *cls)
+{
+    struct get_stream *s = cls;
+    gw_get_end(s->g);
+    free(s);
+}
+
+static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void get_object(struct req *r, bool head)
+{
+    struct gw_objects *o = r->srv->objects;
+    struct gw_object_info oi = {0};
+    struct gw_range range;
+    struct gw_get *g = NULL;
+    int rc;
+    /* The range is clamped against the size HEAD saw; if an overwrite lands
+     * between HEAD and the read, the read names another version: retry. */
+    for (int attempt = 0;; attempt++) {
+        gw_object_info_clear(&oi);
+        rc = gw_object_head(o, r->t.bucket, r->t.key, &oi);
+        if (rc) {
+            answer_errno(r, rc, head ? "HeadObject" : "GetObject");
+            return;
+        }
+        enum gw_s3_err e = gw_range_parse(header(r, "Range"), oi.size, &range);
+        if (e) {
+            snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);
+            gw_object_info_clear(&oi);
+            answer_error(r, e, NULL);
+            return;
+        }
+        if (head || range.length == 0)
+            break;
+        struct gw_object_info gi = {0};
+        rc = gw_get_begin(o, r->t.bucket, r->t.key, range.first, range.length, &gi, &g);
+        bool same = rc == 0 && gi.version == oi.version;
+        gw_object_info_clear(&gi);
+        if (rc) {
+            gw_object_info_clear(&oi);
+            answer_errno(r, rc, "GetObject");
+            return;
+        }
+        if (same)
+            break;
+        gw_get_end(g);
+        g = NULL;
+        if (attempt == 3) {
+            gw_object_info_clear(&oi);
+            answer_error(r, GW_S3_SLOW_DOWN, "the object is being overwritten");
+            return;
+        }
+    }
+
+    struct MHD_Response *resp;
+    if (g) {
+        struct get_stream *s = malloc(sizeof(*s));
+        if (!s) {
+            gw_get_end(g);
+            gw_object_info_clear(&oi);
+            return;
+        }
+        *s = (struct get_stream){g, r, range.length};
+        resp = MHD_create_response_from_callback(range.length, READ_BLOCK, get_reader, s, get_free);
+        if (!resp)
+            get_free(s);
+    } else if (head) {
+        /* MHD sends no body for HEAD, only this size as Content-Length. */
+        resp = MHD_create_response_from_callback(range.length, READ_BLOCK, no_body, NULL, NULL);
+    } else {
+        resp = buffer_response(NULL, 0, NULL);
+    }
+    if (resp) {
+        object_headers(resp, &oi);
+        if (range.partial) {
+            snprintf(r->content_range, sizeof(r->content_range),
+                     "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, range.first,
+                     range.first + range.length - 1, oi.size);
+            MHD_add_response_header(resp, "Content-Range", r->content_range);
+        }
+        queue(r, range.partial ? 206 : 200, resp);
+    }
+    gw_object_info_clear(&oi);
+}
+
+/* ---- bodies ---- */
+
+/* Sets up the payload checks that every request with a body needs. */
+static enum gw_s3_err body_begin(struct req *r)
+{
+    const char *md5 = header(r, "Content-MD5");
+    if (md5) {
+        if (gw_s3_content_md5(md5, r->md5_expect) != 0) {
+            snprintf(r->msg, sizeof(r->msg), "Content-MD5 is not the base64 of 16 bytes");
+            return GW_S3_INVALID_DIGEST;
+        }
+        if (!(r->md5 = EVP_MD_CTX_new()) || EVP_DigestInit_ex(r->md5, EVP_md5(), NULL) != 1)
+            return GW_S3_INTERNAL_ERROR;
+    }
+    r->expect_len = -1;
+    const char *cl = header(r, "Content-Length");
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (!*cl || *end || errno)
+            return GW_S3_INVALID_ARGUMENT;
+        r->expect_len = (int64_t)v;
+    }
+    if (r->auth.payload == GW_PAYLOAD_STREAMING ||
+        r->auth.payload == GW_PAYLOAD_STREAMING_UNSIGNED) {
+        if (gw_chunked_create(&r->auth, &r->chunked) != 0)
+            return GW_S3_INTERNAL_ERROR;
+        r->expect_len = r->auth.decoded_length;
+    } else if (gw_payload_create(&r->auth, &r->payload) != 0) {
+        return GW_S3_INTERNAL_ERROR;
+    }
+    return GW_S3_OK;
+}
+
+/* Decodes one piece of the body in place of the caller's pointer and length. */
+static enum gw_s3_err body_feed(struct req *r, const char **data, size_t *len)
+{
+    r->bytes_in += *len;
+    if (r->chunked) {
+        if (r->scratch_cap < *len) {
+            free(r->scratch);
+            if (!(r->scratch = malloc(*len)))
+                return GW_S3_INTERNAL_ERROR;
+            r->scratch_cap = *len;
+        }
+        memcpy(r->scratch, *data, *len);
+        size_t out;
+        enum gw_s3_err e =
+            gw_chunked_feed(r->chunked, r->scratch, *len, &out, r->msg, sizeof(r->msg));
+        if (e)
+            return e;
+        *data = (const char *)r->scratch;
+        *len = out;
+    } else {
+        gw_payload_update(r->payload, *data, *len);
+    }
+    if (r->md5)
+        EVP_DigestUpdate(r->md5, *data, *len);
+    r->decoded += *len;
+    if (r->expect_len >= 0 && r->decoded > (uint64_t)r->expect_len) {
+        snprintf(r->msg, sizeof(r->msg), "the body is longer than its declared length");
+        return GW_S3_INVALID_REQUEST;
+    }
+    return GW_S3_OK;
+}
+
+/* Every check of a finished body: nothing is committed before this says OK. */
+static enum gw_s3_err body_end(struct req *r)
+{
+    if (r->chunked) {
+        if (!gw_chunked_done(r->chunked)) {
+            snprintf(r->msg, sizeof(r->msg), "the aws-chunked body ended before its final chunk");
+            return GW_S3_INCOMPLETE_BODY;
+        }
+    } else {
+        enum gw_s3_err e = gw_payload_final(r->payload);
+        if (e)
+            return e;
+    }
+    if (r->expect_len >= 0 && r->decoded != (uint64_t)r->expect_len)
+        return GW_S3_INCOMPLETE_BODY;
+    if (r->md5) {
+        uint8_t got[EVP_MAX_MD_SIZE];
+        unsigned n = 0;
+        if (EVP_DigestFinal_ex(r->md5, got, &n) != 1 || n != 16 ||
+            memcmp(got, r->md5_expect, 16) != 0)
+            return GW_S3_BAD_DIGEST;
+    }
+    return GW_S3_OK;
+}
+
+static enum gw_s3_err put_begin(struct req *r)
+{
+    if (!header(r, "Content-Length") && !header(r, "x-amz-decoded-content-length"))
+        return GW_S3_MISSING_CONTENT_LENGTH;
+    enum gw_s3_err e = body_begin(r);
+    if (e)
+        return e;
+    if (r->expect_len < 0 && r->chunked) {
+        snprintf(r->msg, sizeof(r->msg), "x-amz-decoded-content-length is required");
+        return GW_S3_MISSING_CONTENT_LENGTH;
+    }
+    if (r->expect_len >= 0 && (uint64_t)r->expect_len > MAX_OBJECT_SIZE)
+        return GW_S3_ENTITY_TOO_LARGE;
+    struct gw_object_info attrs = {0};
+    const char *ct = header(r, "Content-Type");
+    if (ct) {
+        if (strlen(ct) >= sizeof(attrs.content_type)) {
+            snprintf(r->msg, sizeof(r->msg), "Content-Type longer than %zu bytes",
+                     sizeof(attrs.content_type) - 1);
+            return GW_S3_INVALID_ARGUMENT;
+        }
+        strcpy(attrs.content_type, ct);
+    }
+    e = gw_s3_user_meta(header_each, r, &attrs.user_meta, r->msg, sizeof(r->msg));
+    if (e)
+        return e;
+    int rc = gw_put_begin(r->srv->objects, r->t.bucket, r->t.key, &attrs, &r->put);
+    json_decref(attrs.user_meta);
+    if (rc) {
+        answer_errno(r, rc, "PutObject");
+        return GW_S3_OK; /* answered */
+    }
+    return GW_S3_OK;
+}
+
+static void put_end(struct req *r)
+{
+    enum gw_s3_err e = body_end(r);
+    if (e) {
+        gw_put_abort(r->put);
+        r->put = NULL;
+        answer_error(r, e, r->msg);
+        return;
+    }
+    struct gw_object_info oi = {0};
+    int rc = gw_put_commit(r->put, &oi);
+    r->put = NULL;
+    if (rc) {
+        answer_errno(r, rc, "PutObject");
+        return;
+    }
+    struct MHD_Response *resp = buffer_response(NULL, 0, NULL);
+    if (resp) {
+        char v[40];
+        snprintf(v, sizeof(v), "\"%s\"", oi.etag);
+        MHD_add_response_header(resp, "ETag", v);
+        queue(r, 200, resp);
+    }
+    gw_object_info_clear(&oi);
+}
+
+static void delete_objects(struct req *r)
+{
+    struct gw_delete_request *d = NULL;
+    enum gw_s3_err e =
+        gw_xml_parse_delete(r->body ? r->body : "", r->body_len, &d, r->msg, sizeof(r->msg));
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    struct gw_bucket_info bi;
+    int rc = gw_bucket_head(r->srv->objects, r->t.bucket, &bi);
+    if (rc) {
+        gw_delete_request_free(d);
+        answer_errno(r, rc, "DeleteObjects");
+        return;
+    }
+    struct gw_delete_outcome *out = calloc(d->n, sizeof(*out));
+    if (!out) {
+        gw_delete_request_free(d);
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        return;
+    }
+    for (size_t i = 0; i < d->n; i++) {
+        out[i].key = d->keys[i].key;
+        rc = gw_object_delete(r->srv->objects, r->t.bucket, d->keys[i].key);
+        /* Deleting a missing key succeeds in S3. */
+        if (rc && rc != -ENOENT) {
+            out[i].err = rc == -ENAMETOOLONG ? GW_S3_KEY_TOO_LONG
+                         : rc == -EINVAL     ? GW_S3_INVALID_ARGUMENT
+                         : rc == -EIO || rc == -EHOSTDOWN || rc == -ETIMEDOUT
+                             ? GW_S3_SERVICE_UNAVAILABLE
+                             : GW_S3_INTERNAL_ERROR;
+        }
+    }
+    struct gw_buf b = {0};
+    if (gw_xml_delete_result(&b, out, d->n, d->quiet) == 0)
+        answer_xml(r, 200, &b);
+    else
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(&b);
+    free(out);
+    gw_delete_request_free(d);
+}
+
+static void small_body_end(struct req *r)
+{
+    enum gw_s3_err e = body_end(r);
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    if (r->op == GW_OP_DELETE_OBJECTS) {
+        delete_objects(r);
+        return;
+    }
+    /* CreateBucket: the configuration's LocationConstraint is accepted and
+     * ignored, the gateway has one region. */
+    int rc = gw_bucket_create(r->srv->objects, r->t.bucket);
+    if (rc) {
+        answer_errno(r, rc, "CreateBucket");
+        return;
+    }
+    struct MHD_Response *resp = buffer_response(NULL, 0, NULL);
+    if (resp) {
+        char loc[GW_BUCKET_MAX + 2];
+        snprintf(loc, sizeof(loc), "/%s", r->t.bucket);
+        MHD_add_response_header(resp, "Location", loc);
+        queue(r, 200, resp);
+    }
+}
+
+/* ---- the request's first call: route, authenticate, answer or open the body ---- */
+
+static void begin(struct req *r, const char *method)
+{
+    struct gw_s3_server *s = r->srv;
+    char *q = strchr(r->uri, '?');
+    if (q) {
+        *q = '\0';
+        r->raw_query = q + 1;
+    }
+    enum gw_s3_err e = gw_s3_parse_target(header(r, "Host"), s->base_domain, r->uri, &r->t, r->msg,
+                                          sizeof(r->msg));
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    if (gw_s3_query_parse(r->raw_query, &r->q) != 0) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "the query string is malformed");
+        return;
+    }
+    r->op = gw_s3_route(method, &r->t, &r->q, header, r);
+
+    struct gw_sigv4_request sreq = {method, r->uri, r->raw_query, header, r};
+    struct gw_sigv4_config scfg = {s->region, secret_of, s, now_ns(CLOCK_REALTIME) / 1000000000};
+    e = gw_sigv4_verify(&sreq, &scfg, &r->auth, r->msg, sizeof(r->msg));
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+
+    struct gw_objects *o = s->objects;
+    struct gw_bucket_info bi;
+    int rc;
+    switch (r->op) {
+    case GW_OP_LIST_BUCKETS:
+        list_buckets(r);
+        return;
+    case GW_OP_HEAD_BUCKET:
+        if ((rc = gw_bucket_head(o, r->t.bucket, &bi)) != 0)
+            answer_errno(r, rc, "HeadBucket");
+        else
+            answer_empty(r, 200);
+        return;
+    case GW_OP_DELETE_BUCKET:
+        if ((rc = gw_bucket_delete(o, r->t.bucket)) != 0)
+            answer_errno(r, rc, "DeleteBucket");
+        else
+            answer_empty(r, 204);
+        return;
+    case GW_OP_GET_BUCKET_LOCATION:
+        bucket_location(r);
+        return;
+    case GW_OP_LIST_OBJECTS:
+        list_objects(r, 1);
+        return;
+    case GW_OP_LIST_OBJECTS_V2:
+        list_objects(r, 2);
+        return;
+    case GW_OP_GET_OBJECT:
+        get_object(r, false);
+        return;
+    case GW_OP_HEAD_OBJECT:
+        get_object(r, true);
+        return;
+    case GW_OP_DELETE_OBJECT:
+        rc = gw_object_delete(o, r->t.bucket, r->t.key);
+        if (rc == -ENOENT && map_errno(r, rc) == GW_S3_NO_SUCH_KEY)
+            rc = 0; /* S3 answers 204 for a key that is not there */
+        if (rc)
+            answer_errno(r, rc, "DeleteObject");
+        else
+            answer_empty(r, 204);
+        return;
+    case GW_OP_PUT_OBJECT:
+        e = put_begin(r);
+        if (e)
+            answer_error(r, e, r->msg);
+        return;
+    case GW_OP_CREATE_BUCKET:
+    case GW_OP_DELETE_OBJECTS:
+        r->body_max = r->op == GW_OP_DELETE_OBJECTS ? GW_S3_DELETE_MAX_BODY : SMALL_BODY_MAX;
+        e = body_begin(r);
+        if (e)
+            answer_error(r, e, r->msg);
+        else if (r->expect_len > (int64_t)r->body_max)
+            answer_error(
+                r, r->op == GW_OP_DELETE_OBJECTS ? GW_S3_MALFORMED_XML : GW_S3_ENTITY_TOO_LARGE,
+                "the request body is too large");
+        return;
+    case GW_OP_NOT_IMPLEMENTED:
+        answer_error(r, GW_S3_NOT_IMPLEMENTED, "this operation is not implemented by inec");
+        return;
+    case GW_OP_METHOD_NOT_ALLOWED:
+    case GW_OP_COUNT:
+        answer_error(r, GW_S3_METHOD_NOT_ALLOWED, NULL);
+        return;
+    }
+}
+
+static void body(struct req *r, const char *data, size_t len)
+{
+    if (r->err)
+        return; /* the rest of a failed body is read and dropped */
+    enum gw_s3_err e = body_feed(r, &data, &len);
+    if (!e && r->put && len) {
+        int rc = gw_put_write(r->put, data, len);
+        if (rc) {
+            e = map_errno(r, rc);
+            snprintf(r->msg, sizeof(r->msg), "storing the body failed: %s", strerror(-rc));
+        }
+    } else if (!e && !r->put && len) {
+        if (r->body_len + len > r->body_max) {
+            e = r->op == GW_OP_DELETE_OBJECTS ? GW_S3_MALFORMED_XML : GW_S3_ENTITY_TOO_LARGE;
+            snprintf(r->msg, sizeof(r->msg), "the request body is too large");
+        } else {
+            char *nb = realloc(r->body, r->body_len + len + 1);
+            if (!nb) {
+                e = GW_S3_INTERNAL_ERROR;
+            } else {
+                r->body = nb;
+                memcpy(r->body + r->body_len, data, len);
+                r->body_len += len;
+                r->body[r->body_len] = '\0';
+            }
+        }
+    }
+    if (e) {
+        r->err = e;
+        if (r->put) {
+            gw_put_abort(r->put);
+            r->put = NULL;
+        }
+    }
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload_data,
+                               size_t *upload_data_size, void **con_cls)
+{
+    (void)cls, (void)url, (void)version;
+    struct req *r = *con_cls;
+    if (!r)
+        return MHD_NO;
+    if (!r->started) {
+        r->started = true;
+        r->conn = conn;
+        begin(r, method);
+        return MHD_YES;
+    }
+    if (r->answered) { /* answered before the body: drop it */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        body(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->err)
+        answer_error(r, r->err, r->msg);
+    else if (r->op == GW_OP_PUT_OBJECT)
+        put_end(r);
+    else
+        small_body_end(r);
+    return r->answered ? MHD_YES : MHD_NO;
+}
+
+static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)conn;
+    struct gw_s3_server *s = cls;
+    struct req *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    if (!(r->uri = strdup(uri ? uri : "/"))) {
+        free(r);
+        return NULL;
+    }
+    r->srv = s;
+    r->t0 = now_ns(CLOCK_MONOTONIC);
+    r->op = GW_OP_NOT_IMPLEMENTED;
+    snprintf(r->id, sizeof(r->id), "%016" PRIxFAST64,
+             atomic_fetch_add_explicit(&s->next_id, 1, memory_order_relaxed));
+    atomic_fetch_add(&s->inflight, 1);
+    return r;
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    struct gw_s3_server *s = cls;
+    struct req *r = *con_cls;
+    if (!r)
+        return;
+    *con_cls = NULL;
+    if (r->put) /* the client went away mid-body, or the body failed */
+        gw_put_abort(r->put);
+    int status = r->status;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status >= 200 && status < 300)
+        status = 0; /* cut short: counted as "other" */
+    gw_metrics_record(s->metrics, r->op, status, (uint64_t)(now_ns(CLOCK_MONOTONIC) - r->t0),
+                      r->bytes_in, r->bytes_out);
+    gw_s3_query_free(&r->q);
+    gw_payload_destroy(r->payload);
+    gw_chunked_destroy(r->chunked);
+    EVP_MD_CTX_free(r->md5);
+    free(r->scratch);
+    free(r->body);
+    free(r->uri);
+    free(r);
+    atomic_fetch_sub(&s->inflight, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    inec_log(INEC_LOG_DEBUG, "s3", "httpd: %s", line);
+}
+
+int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, struct gw_metrics *m,
+                       struct gw_s3_server **out, char *msg, size_t msglen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if (gw_parse_listen(cfg->listen, &ss, &sslen) != 0) {
+        snprintf(msg, msglen, "cannot parse listen address '%s' (want host:port)",
+                 cfg->listen ? cfg->listen : "");
+        return -EINVAL;
+    }
+    if (!cfg->access_key || !cfg->secret_key || !cfg->access_key[0] || !cfg->secret_key[0]) {
+        snprintf(msg, msglen, "the S3 server needs an access key and a secret key");
+        return -EINVAL;
+    }
+    struct gw_s3_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->objects = o;
+    s->metrics = m;
+    s->base_domain = cfg->base_domain ? strdup(cfg->base_domain) : NULL;
+    s->region = strdup(cfg->region ? cfg->region : "us-east-1");
+    s->access_key = strdup(cfg->access_key);
+    s->secret_key = strdup(cfg->secret_key);
+    atomic_init(&s->inflight, 0);
+    uint64_t seed = 0;
+    RAND_bytes((unsigned char *)&seed, sizeof(seed));
+    atomic_init(&s->next_id, seed >> 16 << 16); /* ids unique across restarts */
+    if ((cfg->base_domain && !s->base_domain) || !s->region || !s->access_key || !s->secret_key) {
+        gw_s3_server_stop(s, 0);
+        return -ENOMEM;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_URI_LOG_CALLBACK, uri_log, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 256u,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_SEC,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+    if (!s->daemon) {
+        snprintf(msg, msglen, "cannot listen on %s (in use, or not an address of this host)",
+                 cfg->listen);
+        gw_s3_server_stop(s, 0);
+        return -EADDRINUSE;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : 0;
+    *out = s;
+    return 0;
+}
+
+uint16_t gw_s3_server_port(const struct gw_s3_server *s)
+{
+    return s->port;
+}
+
+void gw_s3_server_stop(struct gw_s3_server *s, int drain_ms)
+{
+    if (!s)
+        return;
+    if (s->daemon) {
+        MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+        int64_t deadline = now_ns(CLOCK_MONOTONIC) + (int64_t)drain_ms * 1000000;
+        while (atomic_load(&s->inflight) > 0 && now_ns(CLOCK_MONOTONIC) < deadline)
+            usleep(10000);
+        MHD_stop_daemon(s->daemon);
+    }
+    free(s->base_domain);
+    free(s->region);
+    free(s->access_key);
+    free(s->secret_key);
+    free(s);
+}

@@ -1,0 +1,40 @@
+/*
+ * The S3 HTTP front end: libmicrohttpd serving path-style and virtual-host
+ * style requests, every one verified with SigV4 (sigv4.h), routed by
+ * s3_request.h, served by the object layer (objects.h), recorded in metrics.
+ *
+ * Threading: one thread per connection (MHD_USE_THREAD_PER_CONNECTION).
+ * gw_put_write and gw_get_read block while stripes move to and from the
+ * nodes; with a fixed pool of polling threads one slow PUT would stall every
+ * connection that thread serves, while a thread per connection stalls only
+ * its own client. Connections are capped (max_connections), so the number
+ * of threads is bounded.
+ */
+#ifndef INEC_GATEWAY_S3_SERVER_H
+#define INEC_GATEWAY_S3_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/metrics.h"
+#include "gateway/objects.h"
+
+struct gw_s3_config {
+    const char *listen;      /* "host:port", "[v6]:port"; port 0 picks a free one */
+    const char *base_domain; /* virtual-host style under this domain; NULL: path-style only */
+    const char *region;      /* NULL: "us-east-1" */
+    const char *access_key, *secret_key;
+    unsigned max_connections; /* 0: 256 */
+};
+
+struct gw_s3_server;
+
+/* metrics may be NULL. Returns 0 or a negative errno with msg. */
+int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, struct gw_metrics *m,
+                       struct gw_s3_server **out, char *msg, size_t msglen);
+uint16_t gw_s3_server_port(const struct gw_s3_server *s);
+/* Stops accepting, lets requests in flight finish (at most drain_ms), then
+ * closes every connection and frees the server. NULL is a no-op. */
+void gw_s3_server_stop(struct gw_s3_server *s, int drain_ms);
+
+#endif

@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""boto3 against a real `inec server` process on loopback: buckets; objects of
+0 B, 1 B, 4095 B, 1 MiB and 64 MiB (once) with every byte compared; random
+ranges; user metadata; overwrite; delete and DeleteObjects; listings V1 and
+V2 with prefixes, delimiters and paging; virtual-host style; and the
+security and robustness cases (wrong secret, unknown key, expired and
+tampered presigned URLs, no signature, bad Content-MD5, malformed XML, bad
+Range, huge headers, unsupported operations), each followed by proof that
+the server still serves. argv[1]: the inec binary."""
+import base64
+import hashlib
+import http.client
+import json
+import os
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inec_server import InecServer  # noqa: E402
+
+try:
+    import boto3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.config import Config
+    from botocore.credentials import Credentials
+    from botocore.exceptions import ClientError
+except ImportError:
+    sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
+
+srv = None
+
+
+def check(cond, what):
+    if not cond:
+        srv.fail(what)
+
+
+def client(secret=None, access=None, style="path"):
+    return boto3.client(
+        "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
+        aws_access_key_id=access or srv.access_key,
+        aws_secret_access_key=secret or srv.secret_key,
+        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
+                      s3={"addressing_style": style}))
+
+
+def error_of(fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except ClientError as e:
+        return e.response["Error"].get("Code"), e.response["ResponseMetadata"]["HTTPStatusCode"]
+    return None, 200
+
+
+def expect_error(code, status, fn, *a, **kw):
+    got = error_of(fn, *a, **kw)
+    check(got == (code, status), "%s: want %s %d, got %s" % (fn.__name__, code, status, got))
+
+
+def raw(method, path, body=b"", headers=None, sign=True, host=None):
+    """One request over http.client, optionally SigV4-signed by botocore."""
+    host = host or "127.0.0.1:%d" % srv.port
+    headers = dict(headers or {})
+    if sign:
+        req = AWSRequest(method=method, url="http://%s%s" % (host, path), data=body,
+                         headers=headers)
+        req.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
+        SigV4Auth(Credentials(srv.access_key, srv.secret_key), "s3", "us-east-1").add_auth(req)
+        headers = dict(req.headers.items())
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    conn.putheader("Host", host)
+    for k, v in headers.items():
+        if k.lower() != "host":
+            conn.putheader(k, v)
+    conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
+
+def still_serving():
+    check(srv.alive(), "server died")
+    names = [b["Name"] for b in client().list_buckets()["Buckets"]]
+    check("data" in names, "server stopped serving: %s" % names)
+
+
+def test_buckets(s3):
+    s3.create_bucket(Bucket="data")
+    s3.head_bucket(Bucket="data")
+    check([b["Name"] for b in s3.list_buckets()["Buckets"]] == ["data"], "ListBuckets")
+    expect_error("BucketAlreadyOwnedByYou", 409, s3.create_bucket, Bucket="data")
+    expect_error("404", 404, s3.head_bucket, Bucket="nope")
+    expect_error("NoSuchBucket", 404, s3.list_objects_v2, Bucket="nope")
+    expect_error("InvalidBucketName", 400, s3.create_bucket, Bucket="Bad_Name")
+    s3.create_bucket(Bucket="scratch")
+    s3.put_object(Bucket="scratch", Key="k", Body=b"x")
+    expect_error("BucketNotEmpty", 409, s3.delete_bucket, Bucket="scratch")
+    s3.delete_object(Bucket="scratch", Key="k")
+    s3.delete_bucket(Bucket="scratch")
+    expect_error("404", 404, s3.head_bucket, Bucket="scratch")
+
+
+def test_objects(s3, rng):
+    sizes = [0, 1, 4095, 1 << 20, 64 << 20]
+    bodies = {}
+    for n in sizes:
+        body = rng.randbytes(n)
+        key = "obj/%d" % n
+        r = s3.put_object(Bucket="data", Key=key, Body=body)
+        check(r["ETag"] == '"%s"' % hashlib.md5(body).hexdigest(), "ETag of %d B" % n)
+        got = s3.get_object(Bucket="data", Key=key)
+        data = got["Body"].read()
+        check(data == body, "GET of %d B returned other bytes (%d B)" % (n, len(data)))
+        check(got["ContentLength"] == n, "Content-Length of %d B" % n)
+        bodies[key] = body
+    # ranges, random and the edge forms
+    for key in ("obj/4095", "obj/1048576", "obj/67108864"):
+        body = bodies[key]
+        n = len(body)
+        cases = [(0, 0), (n - 1, n - 1), (0, n - 1)]
+        cases += [tuple(sorted((rng.randrange(n), rng.randrange(n)))) for _ in range(6)]
+        for a, b in cases:
+            r = s3.get_object(Bucket="data", Key=key, Range="bytes=%d-%d" % (a, b))
+            check(r["ResponseMetadata"]["HTTPStatusCode"] == 206, "206 for a range")
+            check(r["ContentRange"] == "bytes %d-%d/%d" % (a, b, n), "Content-Range")
+            check(r["Body"].read() == body[a:b + 1], "range %d-%d of %s" % (a, b, key))
+        r = s3.get_object(Bucket="data", Key=key, Range="bytes=-100")
+        check(r["Body"].read() == body[-100:], "suffix range")
+        r = s3.get_object(Bucket="data", Key=key, Range="bytes=%d-" % (n - 10))
+        check(r["Body"].read() == body[-10:], "open range")
+        r = s3.get_object(Bucket="data", Key=key, Range="bytes=%d-%d" % (n - 5, n + 1000))
+        check(r["Body"].read() == body[-5:], "range clamped to the end")
+    expect_error("InvalidRange", 416, s3.get_object, Bucket="data", Key="obj/4095",
+                 Range="bytes=4095-")
+    expect_error("InvalidRange", 416, s3.get_object, Bucket="data", Key="obj/0",
+                 Range="bytes=0-0")
+    r = s3.get_object(Bucket="data", Key="obj/4095", Range="bytes=abc")  # ignored: 200
+    check(r["ResponseMetadata"]["HTTPStatusCode"] == 200 and
+          r["Body"].read() == bodies["obj/4095"], "a malformed Range means the whole object")
+    # metadata, content type, Last-Modified
+    before = time.time()
+    s3.put_object(Bucket="data", Key="meta", Body=b"m" * 10, ContentType="text/plain",
+                  Metadata={"color": "blue", "Owner-Id": "42"})
+    h = s3.head_object(Bucket="data", Key="meta")
+    check(h["Metadata"] == {"color": "blue", "owner-id": "42"}, "metadata %s" % h["Metadata"])
+    check(h["ContentType"] == "text/plain", "Content-Type")
+    check(h["ContentLength"] == 10, "HEAD Content-Length")
+    check(abs(h["LastModified"].timestamp() - before) < 300, "Last-Modified %s" % h["LastModified"])
+    lm = h["ResponseMetadata"]["HTTPHeaders"]["last-modified"]
+    check(lm.endswith(" GMT") and lm[3] == ",", "Last-Modified is RFC 1123: %s" % lm)
+    check(len(h["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]) > 0, "request id")
+    # overwrite
+    s3.put_object(Bucket="data", Key="meta", Body=b"second version")
+    r = s3.get_object(Bucket="data", Key="meta")
+    check(r["Body"].read() == b"second version" and r["Metadata"] == {}, "overwrite")
+    # delete
+    s3.delete_object(Bucket="data", Key="meta")
+    expect_error("NoSuchKey", 404, s3.get_object, Bucket="data", Key="meta")
+    expect_error("404", 404, s3.head_object, Bucket="data", Key="meta")
+    s3.delete_object(Bucket="data", Key="meta")  # S3: deleting nothing succeeds
+    # Content-MD5
+    body = b"checked body"
+    good = base64.b64encode(hashlib.md5(body).digest()).decode()
+    s3.put_object(Bucket="data", Key="md5", Body=body, ContentMD5=good)
+    bad = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+    expect_error("BadDigest", 400, s3.put_object, Bucket="data", Key="md5", Body=b"new body!!!!",
+                 ContentMD5=bad)
+    check(s3.get_object(Bucket="data", Key="md5")["Body"].read() == body,
+          "a PUT refused for its digest must leave the old version")
+    # keys with characters that need encoding
+    for key in ("a b/c+d", "ünï/çødé", "x?y=z&w", "~!@$%^*()", "dir//double"):
+        s3.put_object(Bucket="data", Key=key, Body=key.encode())
+        check(s3.get_object(Bucket="data", Key=key)["Body"].read() == key.encode(), key)
+        s3.delete_object(Bucket="data", Key=key)
+    for key in list(bodies) + ["md5"]:
+        s3.delete_object(Bucket="data", Key=key)
+
+
+def listing(s3, version, **kw):
+    """Every key and prefix over all pages, with the page size given."""
+    keys, prefixes, pages = [], [], 0
+    token = None
+    while True:
+        args = dict(Bucket="data", **kw)
+        if version == 2:
+            if token:
+                args["ContinuationToken"] = token
+            r = s3.list_objects_v2(**args)
+        else:
+            if token:
+                args["Marker"] = token
+            r = s3.list_objects(**args)
+        pages += 1
+        keys += [c["Key"] for c in r.get("Contents", [])]
+        prefixes += [p["Prefix"] for p in r.get("CommonPrefixes", [])]
+        if not r["IsTruncated"]:
+            return keys, prefixes, pages
+        if version == 2:
+            token = r["NextContinuationToken"]
+        else:
+            token = r.get("NextMarker") or r["Contents"][-1]["Key"]
+        check(pages < 1000, "listing does not end")
+
+
+def test_listing(s3):
+    keys = sorted(["a/1", "a/2", "a/b/3", "a/b/4", "b/5", "c", "d/e/f", "space key", "zz"])
+    for k in keys:
+        s3.put_object(Bucket="data", Key=k, Body=k.encode())
+    for version in (1, 2):
+        for page in (1, 2, 3, 1000):
+            got = listing(s3, version, MaxKeys=page)
+            check(got[0] == keys and got[1] == [], "v%d all keys, page %d: %s" % (version, page, got))
+            got = listing(s3, version, MaxKeys=page, Delimiter="/")
+            check(got[0] == ["c", "space key", "zz"] and got[1] == ["a/", "b/", "d/"],
+                  "v%d delimiter page %d: %s" % (version, page, got))
+            got = listing(s3, version, MaxKeys=page, Prefix="a/", Delimiter="/")
+            check(got[0] == ["a/1", "a/2"] and got[1] == ["a/b/"],
+                  "v%d prefix+delimiter page %d: %s" % (version, page, got))
+            got = listing(s3, version, MaxKeys=page, Prefix="a/b/")
+            check(got[0] == ["a/b/3", "a/b/4"], "v%d prefix page %d" % (version, page))
+    r = s3.list_objects_v2(Bucket="data", StartAfter="b/5")
+    check([c["Key"] for c in r["Contents"]] == ["c", "d/e/f", "space key", "zz"], "StartAfter")
+    r = s3.list_objects_v2(Bucket="data", MaxKeys=0)
+    check(r["KeyCount"] == 0 and not r["IsTruncated"], "MaxKeys=0")
+    c = s3.list_objects_v2(Bucket="data", Prefix="c")["Contents"][0]
+    check(c["Size"] == 1 and c["ETag"] == '"%s"' % hashlib.md5(b"c").hexdigest(), "entry")
+    expect_error("InvalidArgument", 400, s3.list_objects_v2, Bucket="data",
+                 ContinuationToken="not-a-token!")
+    # DeleteObjects, quiet and verbose; a missing key is "deleted" too
+    r = s3.delete_objects(Bucket="data", Delete={"Objects": [{"Key": k} for k in keys[:4]] +
+                                                 [{"Key": "never-was"}], "Quiet": True})
+    check(not r.get("Errors") and not r.get("Deleted"), "quiet DeleteObjects: %s" % r)
+    r = s3.delete_objects(Bucket="data", Delete={"Objects": [{"Key": k} for k in keys[4:]]})
+    check(sorted(d["Key"] for d in r["Deleted"]) == keys[4:], "DeleteObjects: %s" % r)
+    check(s3.list_objects_v2(Bucket="data")["KeyCount"] == 0, "all deleted")
+
+
+def test_virtual_host():
+    """Host: data.s3.test:PORT names the bucket (the server runs with --base-domain)."""
+    host = "data.s3.test:%d" % srv.port
+    st, _, _ = raw("PUT", "/vh/key", body=b"virtual", host=host)
+    check(st == 200, "virtual-host PUT: %d" % st)
+    st, h, body = raw("GET", "/vh/key", host=host)
+    check(st == 200 and body == b"virtual", "virtual-host GET: %d" % st)
+    check(client().get_object(Bucket="data", Key="vh/key")["Body"].read() == b"virtual",
+          "the same object path-style")
+    st, _, body = raw("GET", "/?list-type=2&prefix=vh%2F", host=host)
+    check(st == 200 and b"<Key>vh/key</Key>" in body, "virtual-host listing: %d %r" % (st, body))
+    client().delete_object(Bucket="data", Key="vh/key")
+
+
+def test_security(s3):
+    s3.put_object(Bucket="data", Key="secret", Body=b"top secret")
+    expect_error("SignatureDoesNotMatch", 403, client(secret="wrong" + srv.secret_key).get_object,
+                 Bucket="data", Key="secret")
+    expect_error("InvalidAccessKeyId", 403, client(access="AKIDUNKNOWN").list_buckets)
+    # presigned: valid, tampered, expired
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "data", "Key": "secret"},
+                                    ExpiresIn=600)
+    check(urllib.request.urlopen(url, timeout=30).read() == b"top secret", "presigned GET")
+
+    def http_error(u, method="GET", data=None):
+        try:
+            urllib.request.urlopen(urllib.request.Request(u, method=method, data=data), timeout=30)
+        except urllib.error.HTTPError as e:
+            body = e.read().decode()
+            code = body.split("<Code>")[1].split("</Code>")[0] if "<Code>" in body else ""
+            return e.code, code
+        return 200, ""
+
+    sig = url.index("X-Amz-Signature=") + len("X-Amz-Signature=")
+    flipped = "0" if url[sig] != "0" else "1"
+    check(http_error(url[:sig] + flipped + url[sig + 1:]) == (403, "SignatureDoesNotMatch"),
+          "tampered signature")
+    check(http_error(url.replace("secret?", "secret2?")) == (403, "SignatureDoesNotMatch"),
+          "presigned URL used for another key")
+    short = s3.generate_presigned_url("get_object", Params={"Bucket": "data", "Key": "secret"},
+                                      ExpiresIn=1)
+    time.sleep(2.5)  # past its expiry whatever the machine's speed
+    check(http_error(short) == (403, "AccessDenied"), "expired presigned URL")
+    put_url = s3.generate_presigned_url("put_object", Params={"Bucket": "data", "Key": "pp"},
+                                        ExpiresIn=600)
+    check(http_error(put_url, "PUT", b"presigned body") == (200, ""), "presigned PUT")
+    check(s3.get_object(Bucket="data", Key="pp")["Body"].read() == b"presigned body", "pp")
+    s3.delete_object(Bucket="data", Key="pp")
+    # no signature at all
+    check(http_error(srv.endpoint + "/data/secret") == (403, "AccessDenied"), "anonymous GET")
+    check(http_error(srv.endpoint + "/data/secret", "PUT", b"x") == (403, "AccessDenied"),
+          "anonymous PUT")
+    check(s3.get_object(Bucket="data", Key="secret")["Body"].read() == b"top secret",
+          "refused requests changed nothing")
+    # a signed body that is not the body sent
+    req = AWSRequest(method="PUT", url=srv.endpoint + "/data/secret", data=b"evil")
+    req.headers["x-amz-content-sha256"] = hashlib.sha256(b"good").hexdigest()
+    SigV4Auth(Credentials(srv.access_key, srv.secret_key), "s3", "us-east-1").add_auth(req)
+    st, _, body = raw("PUT", "/data/secret", body=b"evil", headers=dict(req.headers.items()),
+                      sign=False)
+    check(st == 400 and b"XAmzContentSHA256Mismatch" in body, "payload hash mismatch: %d" % st)
+    check(s3.get_object(Bucket="data", Key="secret")["Body"].read() == b"top secret",
+          "a body that fails its hash is never committed")
+    s3.delete_object(Bucket="data", Key="secret")
+    still_serving()
+
+
+def streaming_put(key, body, chunk, tamper=None):
+    """PUT with STREAMING-AWS4-HMAC-SHA256-PAYLOAD: the aws-chunked body with a
+    chained signature per chunk, as the Java and Go SDKs send it. tamper(i,
+    data) may change chunk i after it was signed."""
+    import hmac
+    hdrs = {"x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+            "x-amz-decoded-content-length": str(len(body)), "Content-Encoding": "aws-chunked"}
+    pieces = [body[i:i + chunk] for i in range(0, len(body), chunk)] + [b""]
+    enc_len = sum(len("%x;chunk-signature=" % len(p)) + 64 + 2 + len(p) + 2 for p in pieces)
+    req = AWSRequest(method="PUT", url=srv.endpoint + "/data/" + key, data=b"", headers=hdrs)
+    req.headers["Content-Length"] = str(enc_len)
+    SigV4Auth(Credentials(srv.access_key, srv.secret_key), "s3", "us-east-1").add_auth(req)
+    auth = req.headers["Authorization"]
+    prev = auth.split("Signature=")[1]
+    date = req.headers["X-Amz-Date"]
+    scope = auth.split("Credential=")[1].split(",")[0].split("/", 1)[1]
+
+    def h(k, m):
+        return hmac.new(k, m.encode() if isinstance(m, str) else m, hashlib.sha256).digest()
+
+    key_ = h(h(h(h(("AWS4" + srv.secret_key).encode(), date[:8]), "us-east-1"), "s3"),
+             "aws4_request")
+    out = b""
+    for i, p in enumerate(pieces):
+        sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", date, scope, prev,
+                         hashlib.sha256(b"").hexdigest(), hashlib.sha256(p).hexdigest()])
+        prev = hmac.new(key_, sts.encode(), hashlib.sha256).hexdigest()
+        if tamper:
+            p = tamper(i, p)
+        out += b"%x;chunk-signature=%s\r\n%s\r\n" % (len(p), prev.encode(), p)
+    headers = dict(req.headers.items())
+    headers.pop("Content-Length", None)
+    return raw("PUT", "/data/" + key, body=out, headers=headers, sign=False)
+
+
+def test_streaming(s3, rng):
+    body = rng.randbytes(200000)
+    st, h, resp = streaming_put("chunked", body, 65536)
+    check(st == 200, "streaming PUT: %d %r" % (st, resp[:300]))
+    check(h["etag"] == '"%s"' % hashlib.md5(body).hexdigest(), "streaming ETag")
+    check(s3.get_object(Bucket="data", Key="chunked")["Body"].read() == body, "streaming bytes")
+
+    def flip(i, p):
+        return bytes([p[0] ^ 1]) + p[1:] if i == 2 else p
+
+    st, _, resp = streaming_put("chunked", rng.randbytes(200000), 65536, tamper=flip)
+    check(st == 403 and b"SignatureDoesNotMatch" in resp, "tampered chunk: %d %r" % (st, resp))
+    check(s3.get_object(Bucket="data", Key="chunked")["Body"].read() == body,
+          "a PUT with a bad chunk signature must not be committed")
+    s3.delete_object(Bucket="data", Key="chunked")
+    still_serving()
+
+
+def test_malformed(s3):
+    for body in (b"<Delete><Object><Key>a</Key></Object>", b"not xml", b"",
+                 b"<Delete></Delete>", b"<!DOCTYPE x [<!ENTITY a 'b'>]><Delete/>"):
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        st, _, resp = raw("POST", "/data?delete", body=body, headers={"Content-MD5": md5})
+        check(st == 400 and b"<Code>MalformedXML</Code>" in resp,
+              "malformed DeleteObjects %r: %d %r" % (body, st, resp[:200]))
+    still_serving()
+    # huge headers: refused with a 4xx, and the server carries on
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        conn.putrequest("GET", "/data/x")
+        conn.putheader("X-Huge", "h" * (1 << 20))
+        conn.endheaders()
+        st = conn.getresponse().status
+    except (ConnectionError, http.client.HTTPException):
+        st = 431  # the server may hang up before reading it all; what matters is below
+    conn.close()
+    check(400 <= st < 500, "a 1 MiB header: %d" % st)
+    st, _, _ = raw("GET", "/data/" + "k" * 1025)
+    check(st == 400, "key over 1024 bytes: %d" % st)
+    st, _, resp = raw("GET", "/data/a%zzb")
+    check(st == 400, "bad escape: %d" % st)
+    st, _, resp = raw("GET", "/data?max-keys=-1")
+    check(st == 400 and b"InvalidArgument" in resp, "negative max-keys: %d" % st)
+    # bytes that are not HTTP
+    import socket
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(b"\x00\x01garbage\r\n\r\n")
+    s.settimeout(30)
+    try:
+        reply = s.recv(100)
+    except OSError:
+        reply = b""
+    s.close()
+    check(reply == b"" or reply.startswith(b"HTTP/1.1 4"), "garbage: %r" % reply)
+    still_serving()
+
+
+def test_not_implemented(s3):
+    s3.put_object(Bucket="data", Key="src", Body=b"x")
+    expect_error("NotImplemented", 501, s3.copy_object, Bucket="data", Key="dst",
+                 CopySource={"Bucket": "data", "Key": "src"})
+    expect_error("NotImplemented", 501, s3.create_multipart_upload, Bucket="data", Key="mp")
+    expect_error("NotImplemented", 501, s3.get_object_acl, Bucket="data", Key="src")
+    expect_error("NotImplemented", 501, s3.get_bucket_versioning, Bucket="data")
+    s3.delete_object(Bucket="data", Key="src")
+    still_serving()
+
+
+def test_admin():
+    def get(path, token=srv.token):
+        req = urllib.request.Request(srv.admin + path,
+                                     headers={"Authorization": "Bearer " + token} if token else {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    st, body = get("/admin/v1/cluster", token=None)
+    check(st == 401 and json.loads(body)["code"] == "Unauthorized", "admin without token")
+    st, body = get("/admin/v1/cluster", token="wrong")
+    check(st == 401, "admin with a wrong token")
+    st, body = get("/admin/v1/cluster")
+    check(st == 200, "cluster: %d %r" % (st, body[:300]))
+    nodes = json.loads(body)["nodes"]
+    check(len(nodes) == 9 and all(n["up"] for n in nodes), "9 nodes up: %s" % nodes)
+    st, body = get("/metrics")
+    text = body.decode()
+    check(st == 200 and 'inec_s3_requests_total{op="PutObject",status="200"}' in text,
+          "metrics: %s" % text[:500])
+    check('inec_node_up{node=' in text, "node gauges in metrics")
+    st, body = get("/admin/v1/nope")
+    check(st == 404 and json.loads(body)["code"] == "NotFound", "unknown endpoint")
+
+
+def main():
+    global srv
+    srv = InecServer(sys.argv[1], extra_args=["--base-domain", "s3.test"])
+    rng = random.Random(6)
+    s3 = client()
+    test_buckets(s3)
+    test_objects(s3, rng)
+    test_listing(s3)
+    test_virtual_host()
+    test_security(s3)
+    test_streaming(s3, rng)
+    test_malformed(s3)
+    test_not_implemented(s3)
+    test_admin()
+    srv.stop()
+    print("s3_server_boto3: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
