@@ -181,13 +181,15 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
                    attr.max_wait);
         goto fail;
     }
-    if ((rc = inec_cq_create(x->dev, 0, &x->calc_cq)))
+    /* CQs hold a run's completions of their queue (depth), not max_cqe:
+     * a ring of max_cqe is megabytes per CQ, for every vertex of every run. */
+    if ((rc = inec_cq_create(x->dev, depth, &x->calc_cq)))
         goto inec_fail;
     struct inec_qp_attr qa = {.type = INEC_QP_CALC, .send_cq = x->calc_cq, .sq_depth = depth};
     if ((rc = inec_qp_create(x->dev, &qa, &x->calc_qp)))
         goto inec_fail;
     for (size_t j = 0; j < nin; j++) {
-        if ((rc = inec_cq_create(x->dev, 0, &x->in_cq[j])))
+        if ((rc = inec_cq_create(x->dev, depth, &x->in_cq[j])))
             goto inec_fail;
         qa = (struct inec_qp_attr){INEC_QP_RC, x->in_cq[j], x->in_cq[j], 1, depth};
         if ((rc = inec_qp_create(x->dev, &qa, &x->in_qp[j])))
@@ -200,7 +202,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
             goto inec_fail;
     }
     for (size_t j = 0; j < nout; j++) {
-        if ((rc = inec_cq_create(x->dev, 0, &x->out_cq[j])))
+        if ((rc = inec_cq_create(x->dev, depth, &x->out_cq[j])))
             goto inec_fail;
         qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq[j], x->out_cq[j], depth, 1};
         if ((rc = inec_qp_create(x->dev, &qa, &x->out_qp[j])))

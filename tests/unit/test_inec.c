@@ -268,6 +268,39 @@ static void test_unsignaled(void **state)
     assert_idle(w->cqa);
 }
 
+/* A ring of 4 given 10 completions keeps the newest 4, in order, and an
+ * exact count; polling returns only completions ever pushed (the ring is not
+ * zeroed when created, so a stale or unwritten slot would show). */
+static void test_cq_ring_overwrites(void **state)
+{
+    struct world *w = *state;
+    struct inec_cq *cq;
+    assert_int_equal(inec_cq_create(w->a, 4, &cq), 0);
+    struct inec_qp_attr attr = {.type = INEC_QP_CALC, .send_cq = cq};
+    struct inec_qp *qp;
+    assert_int_equal(inec_qp_create(w->a, &attr, &qp), 0);
+    struct inec_wc wc[8];
+    for (uint64_t id = 100; id < 102; id++)
+        post_nop(qp, id);
+    assert_int_equal(inec_cq_wait_count(cq, 2, T_MS), 0);
+    assert_int_equal(inec_poll_cq(cq, 8, wc), 2);
+    assert_int_equal(wc[0].wr_id, 100);
+    assert_int_equal(wc[1].wr_id, 101);
+    for (uint64_t id = 0; id < 10; id++)
+        post_nop(qp, id);
+    assert_int_equal(inec_cq_wait_count(cq, 12, T_MS), 0);
+    assert_int_equal(inec_cq_count(cq), 12);
+    assert_int_equal(inec_poll_cq(cq, 8, wc), 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(wc[i].wr_id, 6 + i);
+        assert_int_equal(wc[i].status, INEC_WC_SUCCESS);
+        assert_int_equal(wc[i].opcode, INEC_WC_NOP);
+    }
+    assert_int_equal(inec_poll_cq(cq, 8, wc), 0);
+    inec_qp_destroy(qp);
+    inec_cq_destroy(cq);
+}
+
 static void test_one_doorbell_per_chain(void **state)
 {
     struct world *w = *state;
@@ -1196,6 +1229,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_fifo),
         T(test_wait_blocks_only_its_queue),
         T(test_unsignaled),
+        T(test_cq_ring_overwrites),
         T(test_one_doorbell_per_chain),
         T(test_receiver_not_ready),
         T(test_recv_too_small_flushes),

@@ -299,7 +299,9 @@ void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc)
 static int cq_create(struct inec_device *dev, uint32_t depth, struct inec_cq **out)
 {
     struct soft_cq *cq = calloc(1, sizeof(*cq));
-    struct inec_wc *ring = calloc(depth, sizeof(*ring));
+    /* Not zeroed: only entries already pushed are ever read, and a ring of
+     * max_cqe is megabytes that calloc would clear on every CQ created. */
+    struct inec_wc *ring = malloc((size_t)depth * sizeof(*ring));
     if (!cq || !ring) {
         free(cq);
         free(ring);

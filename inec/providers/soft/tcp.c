@@ -900,15 +900,18 @@ static void tcp_fini(struct soft_device *dev)
     for (struct tcp_conn *c = t->conns; c; c = c->next)
         conn_fail(c, "device closed");
     pthread_mutex_unlock(&dev->eng->lock);
-    /* The engine reaps what is in flight and frees the connections. */
+    /* The engine reaps what is in flight and frees the connections, usually
+     * within microseconds: poll with a growing pause (10 us .. 1 ms), so a
+     * close costs that, not a fixed millisecond; give up after 5 s. */
     bool done = false;
-    for (int i = 0; i < 5000 && !done; i++) {
+    for (uint64_t t0 = now_ns(), pause = 10; !done && now_ns() - t0 < 5000000000u;) {
         pthread_mutex_lock(&dev->eng->lock);
         done = !t->accepting && !t->conns && !t->cancelling;
         pthread_mutex_unlock(&dev->eng->lock);
         if (!done) {
             engine_wake(dev->eng);
-            usleep(1000);
+            usleep((useconds_t)pause);
+            pause = pause < 1000 ? pause * 2 : 1000;
         }
     }
     if (!done)
