@@ -184,28 +184,29 @@ static int plot(const char *file, const struct row *rows, int nrows)
 static void usage(FILE *out)
 {
     fprintf(out, "usage: inec bench ec [--quick] [--json] [--plot FILE.png] [--scheme NAME]\n"
-                 "                     [--op encode|decode] [--size BYTES] [--seconds S]\n\n"
+                 "                     [--op encode|decode] [--size BYTES] [--seconds S]\n"
+                 "                     [--profile P | --scheme NAME --k K --m M]\n\n"
                  "Latency (p50/p95/p99, microseconds per whole graph run) and bandwidth of each\n"
                  "scheme's DEG on in-process devices, coherent vs incoherent. --scheme keeps the\n"
                  "profiles of one scheme (rs, lrc, ppr, ecpipe, tri); --size runs one chunk size;\n"
-                 "--seconds is the time budget per measurement (default 0.2, --quick 0.05).\n");
+                 "--seconds is the time budget per measurement (default 0.2, --quick 0.05).\n"
+                 "--profile (e.g. lrc:k=6,l=2,r=2), or --scheme with --k and --m, runs one\n"
+                 "configuration, encode and decode.\n");
 }
 
 int bench_ec(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"quick", no_argument, NULL, 'q'},
-        {"json", no_argument, NULL, 'j'},
-        {"plot", required_argument, NULL, 'p'},
-        {"scheme", required_argument, NULL, 's'},
-        {"op", required_argument, NULL, 'o'},
-        {"size", required_argument, NULL, 'z'},
-        {"seconds", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"quick", no_argument, NULL, 'q'},         {"json", no_argument, NULL, 'j'},
+        {"plot", required_argument, NULL, 'p'},    {"scheme", required_argument, NULL, 's'},
+        {"op", required_argument, NULL, 'o'},      {"size", required_argument, NULL, 'z'},
+        {"seconds", required_argument, NULL, 't'}, {"profile", required_argument, NULL, 'P'},
+        {"k", required_argument, NULL, 'k'},       {"m", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     bool quick = false, json = false;
-    const char *plot_file = NULL, *scheme = NULL, *op = NULL;
+    const char *plot_file = NULL, *scheme = NULL, *op = NULL, *profile = NULL;
+    int k = 0, m = 0;
     size_t one_size = 0;
     double seconds = -1;
     int c;
@@ -233,6 +234,15 @@ int bench_ec(int argc, char **argv)
         case 't':
             seconds = strtod(optarg, NULL);
             break;
+        case 'P':
+            profile = optarg;
+            break;
+        case 'k':
+            k = atoi(optarg);
+            break;
+        case 'm':
+            m = atoi(optarg);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -251,6 +261,21 @@ int bench_ec(int argc, char **argv)
     const struct job *jobs = quick ? quick_jobs : full_jobs;
     int njobs = quick ? (int)(sizeof(quick_jobs) / sizeof(*jobs))
                       : (int)(sizeof(full_jobs) / sizeof(*jobs));
+    char one_profile[64];
+    if ((k || m) && !(scheme && k > 0 && m > 0 && !profile)) {
+        fprintf(stderr, "inec bench ec: --k and --m go together, with --scheme\n");
+        return 2;
+    }
+    if (k) {
+        snprintf(one_profile, sizeof(one_profile), "%s:k=%d,m=%d", scheme, k, m);
+        profile = one_profile;
+        scheme = NULL;
+    }
+    const struct job one_jobs[] = {{profile, DEG_OP_ENCODE}, {profile, DEG_OP_DECODE}};
+    if (profile) {
+        jobs = one_jobs;
+        njobs = 2;
+    }
     const size_t *sizes = quick ? quick_sizes : full_sizes;
     int nsizes = quick ? 3 : (int)(sizeof(full_sizes) / sizeof(*sizes));
     if (one_size) {

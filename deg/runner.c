@@ -190,7 +190,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     for (size_t j = 0; j < nin; j++) {
         if ((rc = inec_cq_create(x->dev, 0, &x->in_cq[j])))
             goto inec_fail;
-        qa = (struct inec_qp_attr){INEC_QP_RC, x->in_cq[j], x->in_cq[j], 1, depth, 0};
+        qa = (struct inec_qp_attr){INEC_QP_RC, x->in_cq[j], x->in_cq[j], 1, depth};
         if ((rc = inec_qp_create(x->dev, &qa, &x->in_qp[j])))
             goto inec_fail;
         if (!(x->in_buf[j] = malloc(len))) {
@@ -203,7 +203,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     for (size_t j = 0; j < nout; j++) {
         if ((rc = inec_cq_create(x->dev, 0, &x->out_cq[j])))
             goto inec_fail;
-        qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq[j], x->out_cq[j], depth, 1, 0};
+        qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq[j], x->out_cq[j], depth, 1};
         if ((rc = inec_qp_create(x->dev, &qa, &x->out_qp[j])))
             goto inec_fail;
     }

@@ -158,8 +158,6 @@ int inec_qp_create(struct inec_device *dev, const struct inec_qp_attr *attr, str
         return inec_fail(-EINVAL, "inec_qp_create: a CQ is missing");
     if (attr->send_cq->dev != dev || (attr->recv_cq && attr->recv_cq->dev != dev))
         return inec_fail(-EINVAL, "inec_qp_create: CQ of another device");
-    if (attr->qpn > INEC_MAX_QPN)
-        return inec_fail(-EINVAL, "inec_qp_create: qpn %u > %u", attr->qpn, INEC_MAX_QPN);
     if (attr->sq_depth > dev->attr.max_qp_wr || attr->rq_depth > dev->attr.max_qp_wr)
         return inec_fail(-EINVAL, "inec_qp_create: depth > max_qp_wr %u", dev->attr.max_qp_wr);
     return dev->ops->qp_create(dev, attr, out);

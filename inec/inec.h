@@ -180,19 +180,14 @@ struct inec_qp_attr {
     struct inec_cq *recv_cq; /* RC only */
     uint32_t sq_depth;       /* 0 = 256 */
     uint32_t rq_depth;       /* 0 = 256 */
-    /* 0: the next free number. Else this number (-EEXIST if taken), so peers
-     * can agree on QP numbers by convention instead of exchanging them. */
-    uint32_t qpn;
 };
-
-#define INEC_MAX_QPN 65535
 
 int inec_qp_create(struct inec_device *dev, const struct inec_qp_attr *attr, struct inec_qp **out);
 void inec_qp_destroy(struct inec_qp *qp);
 uint32_t inec_qp_num(const struct inec_qp *qp);
 /* Connect an RC QP to QP `remote_qpn` of the device at `addr` (its
- * inec_device_addr()). Both sides connect, each naming the other; QP numbers
- * are exchanged by the caller or fixed by convention (attr.qpn). mem: the
+ * inec_device_addr()). Both sides connect, each naming the other; the caller
+ * exchanges QP numbers (as in verbs). mem: the
  * remote QP must exist already; tcp: the first connect to a device opens its
  * connection (shared by all QPs of the pair), later ones reuse it. */
 int inec_qp_connect(struct inec_qp *qp, const char *addr, uint32_t remote_qpn);

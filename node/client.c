@@ -278,13 +278,14 @@ static int call_timeout(struct node_client *c, int type, const void *head, size_
         }
     }
     if (rc) {
-        /* Closing the QP guarantees the engine no longer reads the caller's data. */
+        /* Closing the QP guarantees the engine no longer reads the caller's
+         * data. An answer that came before the break still counts. */
         rpc_ep_close(c->ep);
         c->ep = NULL;
-        if (got)
-            free(resp->data);
-        pthread_mutex_unlock(&c->lock);
-        return rc;
+        if (!got) {
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
     }
     if (resp->status < 0) {
         if (resp->len)

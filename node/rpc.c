@@ -232,7 +232,8 @@ int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg 
     } else if (!ep->receiving || ep->skipping || h.req_id != ep->rx.req_id || offset != ep->got) {
         goto repost;
     }
-    memcpy(ep->rx.data + offset, p + RPC_HDR_BYTES, flen);
+    if (flen)
+        memcpy(ep->rx.data + offset, p + RPC_HDR_BYTES, flen);
     ep->got += flen;
     if (ep->got == ep->rx.len) {
         *msg = ep->rx;

@@ -38,6 +38,7 @@
 
 #define LIST_MAX_ENTRIES 1000
 #define LIST_MAX_BYTES   (8u << 20)
+#define MAX_WORKERS      64
 
 struct conn {
     struct conn *next;
@@ -49,6 +50,7 @@ struct hosted {
     struct hosted *next;
     int handle, v;
     bool running;
+    time_t expires; /* set up but never run by then: the runner is gone */
     struct deg_graph *g;
     struct deg_vx *x;
     size_t len;
@@ -77,7 +79,7 @@ struct node_service {
     atomic_bool stop, stopping;
     pthread_mutex_t lock;
     pthread_cond_t drained;
-    int inflight;
+    int inflight, workers;
     struct conn *conns;
     struct hosted *vertices;
     int next_handle;
@@ -184,15 +186,6 @@ static void reply_json(struct req *r, json_t *j)
         return reply(r, -ENOMEM);
     reply_data(r, 0, text, strlen(text), NULL, 0, NULL, NULL);
     free(text);
-}
-
-/* Runs fn(r) on a thread of its own, for work that must not hold up the loop. */
-static void offload(struct req *r, void *(*fn)(void *))
-{
-    pthread_t t;
-    if (pthread_create(&t, NULL, fn, r))
-        return reply(r, -EAGAIN);
-    pthread_detach(t);
 }
 
 /* ---- chunk and metadata handlers ------------------------------------------------ */
@@ -380,24 +373,17 @@ static void h_health(struct req *r)
                             "stopping", (int)atomic_load(&s->stopping)));
 }
 
-static void *scrub_main(void *arg)
+static void h_scrub(struct req *r)
 {
-    struct req *r = arg;
     struct node_scrub_result res = {0};
     int rc = node_store_scrub(r->svc->store, NULL, NULL, &res);
     if (rc)
-        return reply(r, rc), NULL;
+        return reply(r, rc);
     uint8_t out[24];
     rpc_put64(out, res.checked);
     rpc_put64(out + 8, res.bytes);
     rpc_put64(out + 16, res.corrupt);
     reply_data(r, 0, out, sizeof(out), NULL, 0, NULL, NULL);
-    return NULL;
-}
-
-static void h_scrub(struct req *r)
-{
-    offload(r, scrub_main);
 }
 
 /* ---- DEG vertices ------------------------------------------------------------------ */
@@ -429,7 +415,9 @@ static struct hosted *hosted_take(struct node_service *s, int handle)
     return h;
 }
 
-static struct hosted *hosted_find(struct node_service *s, int handle)
+/* Vertex `handle`, marked busy (running) so nothing closes it meanwhile;
+ * NULL if unknown or busy. hosted_release() ends that. */
+static struct hosted *hosted_claim(struct node_service *s, int handle)
 {
     pthread_mutex_lock(&s->lock);
     struct hosted *h = s->vertices;
@@ -437,8 +425,17 @@ static struct hosted *hosted_find(struct node_service *s, int handle)
         h = h->next;
     if (h && h->running)
         h = NULL;
+    if (h)
+        h->running = true;
     pthread_mutex_unlock(&s->lock);
     return h;
+}
+
+static void hosted_release(struct node_service *s, struct hosted *h)
+{
+    pthread_mutex_lock(&s->lock);
+    h->running = false;
+    pthread_mutex_unlock(&s->lock);
 }
 
 static json_t *req_json(struct req *r)
@@ -514,6 +511,9 @@ static void h_vertex_setup(struct req *r)
         json_array_append_new(ins, json_integer(deg_vx_in_qpn(h->x, i)));
     for (int i = 0; i < vx->nout_edges; i++)
         json_array_append_new(outs, json_integer(deg_vx_out_qpn(h->x, i)));
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    h->expires = now.tv_sec + 2 * o.timeout_ms / 1000 + 5;
     pthread_mutex_lock(&s->lock);
     h->handle = ++s->next_handle;
     h->next = s->vertices;
@@ -539,7 +539,7 @@ static void h_vertex_connect(struct req *r)
 {
     char err[256] = "";
     json_t *j = req_json(r);
-    struct hosted *h = hosted_find(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
+    struct hosted *h = hosted_claim(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
     int rc = h ? 0 : sfail(err, sizeof(err), -ENOENT, "vertex connect: no such vertex");
     for (int d = 0; d < 2 && rc == 0; d++) {
         json_t *a = json_object_get(j, d ? "out" : "in");
@@ -554,6 +554,8 @@ static void h_vertex_connect(struct req *r)
         }
     }
     json_decref(j);
+    if (h)
+        hosted_release(r->svc, h);
     if (rc)
         return reply_err(r, rc, err);
     reply(r, 0);
@@ -582,9 +584,8 @@ static void *vertex_main(void *arg)
 /* {"handles":[H...]}: runs them all at once (they may feed each other), then
  * stores every whole-chunk result durably. -> {"vertices":[{"handle","results":
  * [{"chunk","partial","stored"}]}]}, or an error naming the first failure. */
-static void *vertex_run_main(void *arg)
+static void h_vertex_run(struct req *r)
 {
-    struct req *r = arg;
     struct node_service *s = r->svc;
     json_t *j = req_json(r), *hs = json_object_get(j, "handles");
     size_t n = json_array_size(hs);
@@ -593,18 +594,11 @@ static void *vertex_run_main(void *arg)
     bool *started = calloc(n + 1, sizeof(*started));
     int rc = v && t && started ? 0 : -ENOMEM;
     char err[300] = "";
-    pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < n && rc == 0; i++) {
         int handle = (int)json_integer_value(json_array_get(hs, i));
-        struct hosted *h = s->vertices;
-        while (h && h->handle != handle)
-            h = h->next;
-        if (!h || h->running)
+        if (!(v[i] = hosted_claim(s, handle)))
             rc = sfail(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
-        else
-            (v[i] = h)->running = true;
     }
-    pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n && rc == 0; i++)
         started[i] = pthread_create(&t[i], NULL, vertex_main, v[i]) == 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -641,8 +635,9 @@ static void *vertex_run_main(void *arg)
     }
     /* A vertex runs once: its QPs hold requests that will never complete after a failure. */
     for (size_t i = 0; i < n && v && v[i]; i++) {
-        v[i]->running = false;
-        hosted_free(hosted_take(s, v[i]->handle));
+        int handle = v[i]->handle;
+        hosted_release(s, v[i]);
+        hosted_free(hosted_take(s, handle));
     }
     free(v);
     free(t);
@@ -655,12 +650,6 @@ static void *vertex_run_main(void *arg)
     } else {
         reply_json(r, json_pack("{s:o}", "vertices", out));
     }
-    return NULL;
-}
-
-static void h_vertex_run(struct req *r)
-{
-    offload(r, vertex_run_main);
 }
 
 static void h_vertex_close(struct req *r)
@@ -672,22 +661,40 @@ static void h_vertex_close(struct req *r)
     hosted_free(h);
 }
 
-static void (*const handlers[NODE_RPC_NTYPES])(struct req *) = {
-    [NODE_RPC_PUT_CHUNK] = h_put_chunk,
-    [NODE_RPC_GET_CHUNK] = h_get_chunk,
-    [NODE_RPC_DELETE_CHUNK] = h_delete_chunk,
-    [NODE_RPC_PUT_META] = h_put_meta,
-    [NODE_RPC_GET_META] = h_get_meta,
-    [NODE_RPC_DELETE_META] = h_delete_meta,
-    [NODE_RPC_LIST_META] = h_list_meta,
-    [NODE_RPC_STATS] = h_stats,
-    [NODE_RPC_HEALTH] = h_health,
-    [NODE_RPC_SCRUB] = h_scrub,
-    [NODE_RPC_VERTEX_SETUP] = h_vertex_setup,
-    [NODE_RPC_VERTEX_CONNECT] = h_vertex_connect,
-    [NODE_RPC_VERTEX_RUN] = h_vertex_run,
-    [NODE_RPC_VERTEX_CLOSE] = h_vertex_close,
+/* Blocking handlers (disk reads and syncs, vertex runs) run on a worker
+ * thread so the loop keeps serving; chunk writes need none (the store's
+ * writer thread answers them). */
+static const struct {
+    void (*fn)(struct req *);
+    bool blocking;
+} handlers[NODE_RPC_NTYPES] = {
+    [NODE_RPC_PUT_CHUNK] = {h_put_chunk, false},
+    [NODE_RPC_GET_CHUNK] = {h_get_chunk, true},
+    [NODE_RPC_DELETE_CHUNK] = {h_delete_chunk, true},
+    [NODE_RPC_PUT_META] = {h_put_meta, true},
+    [NODE_RPC_GET_META] = {h_get_meta, false},
+    [NODE_RPC_DELETE_META] = {h_delete_meta, true},
+    [NODE_RPC_LIST_META] = {h_list_meta, true},
+    [NODE_RPC_STATS] = {h_stats, false},
+    [NODE_RPC_HEALTH] = {h_health, false},
+    [NODE_RPC_SCRUB] = {h_scrub, true},
+    [NODE_RPC_VERTEX_SETUP] = {h_vertex_setup, true},
+    [NODE_RPC_VERTEX_CONNECT] = {h_vertex_connect, false},
+    [NODE_RPC_VERTEX_RUN] = {h_vertex_run, true},
+    [NODE_RPC_VERTEX_CLOSE] = {h_vertex_close, false},
 };
+
+static void *worker_main(void *arg)
+{
+    struct req *r = arg;
+    struct node_service *s = r->svc;
+    handlers[r->msg.type].fn(r);
+    pthread_mutex_lock(&s->lock);
+    if (--s->workers == 0)
+        pthread_cond_broadcast(&s->drained);
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
 
 /* ---- the event loop ------------------------------------------------------------------ */
 
@@ -713,9 +720,50 @@ static void dispatch(struct node_service *s, struct conn *c, struct rpc_msg *m, 
         return reply_err(r, status, "request too large");
     if (atomic_load(&s->stopping))
         return reply_err(r, -ESHUTDOWN, "node is shutting down");
-    if (m->type >= NODE_RPC_NTYPES || !handlers[m->type])
+    if (m->type >= NODE_RPC_NTYPES || !handlers[m->type].fn)
         return reply_err(r, -EOPNOTSUPP, "unknown request type");
-    handlers[m->type](r);
+    if (handlers[m->type].blocking) {
+        /* Past MAX_WORKERS the loop does the work itself: backpressure. */
+        pthread_mutex_lock(&s->lock);
+        bool spawn = s->workers < MAX_WORKERS;
+        s->workers += spawn;
+        pthread_mutex_unlock(&s->lock);
+        pthread_t t;
+        if (spawn && pthread_create(&t, NULL, worker_main, r) == 0)
+            return (void)pthread_detach(t);
+        if (spawn) {
+            pthread_mutex_lock(&s->lock);
+            s->workers--;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+    handlers[m->type].fn(r);
+}
+
+/* Closes vertices whose runner set them up and went away. */
+static void reap_vertices(struct node_service *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    struct hosted *dead = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (struct hosted **pp = &s->vertices; *pp;) {
+        struct hosted *h = *pp;
+        if (!h->running && h->expires < now.tv_sec) {
+            *pp = h->next;
+            h->next = dead;
+            dead = h;
+        } else {
+            pp = &h->next;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    for (struct hosted *h = dead, *n; h; h = n) {
+        n = h->next;
+        inec_log(INEC_LOG_WARN, "node", "vertex never run, closed id=%s handle=%d", s->id,
+                 h->handle);
+        hosted_free(h);
+    }
 }
 
 static void *loop_main(void *arg)
@@ -724,6 +772,8 @@ static void *loop_main(void *arg)
     struct inec_wc wc[32];
     while (!atomic_load(&s->stop)) {
         int n = inec_cq_wait(s->cq, 32, wc, 100);
+        if (n <= 0)
+            reap_vertices(s);
         for (int i = 0; i < n; i++) {
             pthread_mutex_lock(&s->lock);
             struct conn *c = s->conns;
@@ -941,7 +991,7 @@ void node_service_stop(struct node_service *s)
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += s->timeout_ms / 1000 * 2 + 2;
     pthread_mutex_lock(&s->lock);
-    while (s->inflight > 0)
+    while (s->inflight > 0 || s->workers > 0)
         if (pthread_cond_timedwait(&s->drained, &s->lock, &until)) {
             inec_log(INEC_LOG_WARN, "node", "stopping with requests in flight id=%s n=%d", s->id,
                      s->inflight);

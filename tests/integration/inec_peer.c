@@ -9,6 +9,8 @@
  *   inec_peer kill    this process and a peer; the peer is SIGKILLed while
  *     chains here wait on it: every one must complete with an error within
  *     a bounded time.
+ *   inec_peer hang    the same with SIGSTOP: the peer's socket stays open and
+ *     silent; the devices' timeout_ms (2 s here) must still fail everything.
  *   inec_peer role NAME   a child (spawned by the two above).
  *
  * Children learn their peers' addresses and QP numbers on stdin and print
@@ -362,7 +364,9 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int kill_test(void)
+/* sig: SIGKILL (the peer dies: its kernel closes the socket) or SIGSTOP (the
+ * peer hangs with its socket open: only the silence timeout can tell). */
+static int kill_test(int sig)
 {
     alarm(60);
     struct node n;
@@ -404,8 +408,9 @@ static int kill_test(void)
         return 1;
     }
     double t0 = now();
-    kill(v.pid, SIGKILL);
-    reap(&v);
+    kill(v.pid, sig);
+    if (sig == SIGKILL)
+        reap(&v);
     /* SEND + 2 RECVs on n.cq, WAIT + CALC on the calculator: all errors. */
     int errors = 0;
     for (int i = 0; i < 3; i++) {
@@ -421,7 +426,12 @@ static int kill_test(void)
                inec_wc_status_str(wc.status));
     }
     double dt = now() - t0;
-    printf("peer killed: %d of 5 waiting requests failed, in %.3f s\n", errors, dt);
+    printf("peer %s: %d of 5 waiting requests failed, in %.3f s\n",
+           sig == SIGKILL ? "killed" : "stopped", errors, dt);
+    if (sig != SIGKILL) {
+        kill(v.pid, SIGKILL);
+        reap(&v);
+    }
     int ok = errors == 5 && inec_qp_in_error(qp) && inec_cq_errors(n.calc_cq) > errors_before;
     /* Posting to the dead QP fails fast too. */
     CHECK(inec_post_send(qp, &send, NULL));
@@ -444,7 +454,9 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "flow") == 0)
         return flow(argc >= 3 ? argv[2] : "coherent");
     if (argc >= 2 && strcmp(argv[1], "kill") == 0)
-        return kill_test();
-    fprintf(stderr, "usage: inec_peer flow [coherent|incoherent] | kill\n");
+        return kill_test(SIGKILL);
+    if (argc >= 2 && strcmp(argv[1], "hang") == 0)
+        return kill_test(SIGSTOP);
+    fprintf(stderr, "usage: inec_peer flow [coherent|incoherent] | kill | hang\n");
     return 2;
 }

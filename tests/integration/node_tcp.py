@@ -4,8 +4,9 @@
 1. a DEG encode ec-sent from node_peer lands in three nodes' sink vertices;
    after SIGTERM the stores hold it (scrubbed offline) and after a restart it
    reads back over RPC;
-2. SIGKILL a node in the middle of a stream of writes: the writer's next call
-   fails within a bound, and after a restart every acknowledged chunk reads back;
+2. SIGTERM, then SIGKILL, a node in the middle of a stream of writes: it stops
+   cleanly (exit 0) or dies, the writer's next call fails within a bound, and
+   after a restart every acknowledged chunk reads back;
 3. a node that hangs (SIGSTOP) makes a call fail with -ETIMEDOUT, not hang;
 4. `--config` with a cluster map; bad configs fail with a message.
 
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 INEC, PEER = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="inec-nodetcp-")
@@ -73,20 +75,21 @@ def encode_then_restart():
         stop(p)
 
 
-def kill_mid_writes():
+def stop_mid_writes(sig):
     node, addr = start("w0")
     w = subprocess.Popen([PEER, "writes", addr, "1000000"], stdout=subprocess.PIPE, text=True)
     acked = -1
     for line in w.stdout:
         if line.startswith("ack "):
             acked = int(line.split()[1])
-            if acked == 50:
-                node.kill()  # SIGKILL, with writes still streaming
-                node.wait()
+            if acked == 50:  # with writes still streaming
+                node.send_signal(sig)
+                if node.wait(timeout=60) != (0 if sig == signal.SIGTERM else -sig):
+                    fail(f"node exited with {node.returncode} on signal {sig}")
         elif line.startswith("fail "):
             f = dict(kv.split("=") for kv in line.split()[2:])
             if int(f["ms"]) > BOUND_MS:
-                fail(f"a call to a killed node took {f['ms']} ms")
+                fail(f"a call to a stopped node took {f['ms']} ms")
             break
     w.stdout.close()
     w.wait(timeout=60)
@@ -99,6 +102,12 @@ def kill_mid_writes():
 
 def hung_node(node, addr):
     node.send_signal(signal.SIGSTOP)
+    for _ in range(6000):  # the signal is asynchronous: wait until the node is stopped
+        if open(f"/proc/{node.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
+            break
+        time.sleep(0.01)
+    else:
+        fail("the node did not stop on SIGSTOP")
     try:
         out = peer("health", addr, 1000)
         rc, ms = (int(kv.split("=")[1]) for kv in out.split()[:2])
@@ -139,7 +148,8 @@ def config_file():
 
 try:
     encode_then_restart()
-    hung_node(*kill_mid_writes())
+    stop(*stop_mid_writes(signal.SIGTERM)[:1])
+    hung_node(*stop_mid_writes(signal.SIGKILL))
     config_file()
     print("ok")
 finally:

@@ -538,16 +538,6 @@ static void test_post_limits(void **state)
     qa.sq_depth = at.max_qp_wr + 1;
     struct inec_qp *unused;
     assert_int_equal(inec_qp_create(w->a, &qa, &unused), -EINVAL);
-    /* QP numbers by convention. */
-    qa.sq_depth = 0;
-    qa.qpn = 1000;
-    assert_int_equal(inec_qp_create(w->a, &qa, &unused), 0);
-    assert_int_equal(inec_qp_num(unused), 1000);
-    struct inec_qp *dup;
-    assert_int_equal(inec_qp_create(w->a, &qa, &dup), -EEXIST);
-    inec_qp_destroy(unused);
-    qa.qpn = INEC_MAX_QPN + 1;
-    assert_int_equal(inec_qp_create(w->a, &qa, &unused), -EINVAL);
     inec_qp_destroy(small);
 }
 
@@ -641,6 +631,22 @@ static void test_write(void **state)
     assert_int_equal(inec_post_send(w->qa, &wr, NULL), 0);
     assert_int_equal(wait1(w->cqa).status, INEC_WC_PROT_ERR);
     assert_true(inec_qp_in_error(w->qa));
+}
+
+static void test_placed_before_peer_gone(void **state)
+{
+    struct world *w = *state;
+    /* What the peer placed before its QP went away completed successfully. */
+    post_recv(w->qb, w->bufb, 100, w->mrb, 1);
+    post_send(w->qa, w->bufa, 100, w->mra, 2, INEC_SIGNALED);
+    assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    inec_qp_destroy(w->qb);
+    w->qb = NULL;
+    struct inec_wc wc = wait1(w->cqa);
+    assert_int_equal(wc.wr_id, 2);
+    assert_int_equal(wc.status, INEC_WC_SUCCESS);
+    post_send(w->qa, w->bufa, 100, w->mra, 3, INEC_SIGNALED); /* and now it errors */
+    assert_int_not_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
 }
 
 static void test_peer_gone(void **state)
@@ -1200,6 +1206,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_scatter_gather),
         T(test_cq_wait_bounded),
         T(test_write),
+        T(test_placed_before_peer_gone),
         T(test_peer_gone),
         T(test_primitives_coherent),
         T(test_primitives_incoherent),

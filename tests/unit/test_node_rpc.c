@@ -92,7 +92,7 @@ static void test_chunks(void **state)
 {
     struct fixture *f = *state;
     /* One fragment, and several (a multi-MiB chunk crosses NODE_RPC_FRAG many times). */
-    size_t sizes[] = {0, 1000, NODE_RPC_FRAG - 40, (3u << 20) + 17};
+    size_t sizes[] = {0, 1000, NODE_RPC_FRAG - 40, (3u << 20) + 17, NODE_CHUNK_MAX};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         struct node_chunk_id id = chunk_id(1, i, 2);
         uint8_t *data = malloc(sizes[i] + 1);

@@ -17,7 +17,7 @@
 #define ENGINE_SPIN_NS 10000
 #define HOST_SPIN_NS   5000
 
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -169,7 +169,13 @@ static void *engine_main(void *arg)
         atomic_store(&eng->sleeping, 1);
         if (atomic_load(&eng->gen) == gen && !atomic_load(&eng->stop)) {
             struct io_uring_cqe *cqe;
-            struct __kernel_timespec ts = {.tv_sec = 1};
+            int ms = 1000; /* a bound, though nothing needs it but transport ticks */
+            pthread_mutex_lock(&eng->lock);
+            for (struct soft_device *d = eng->devs; d; d = d->next)
+                if (d->tick_ms > 0 && d->tick_ms < ms)
+                    ms = d->tick_ms;
+            pthread_mutex_unlock(&eng->lock);
+            struct __kernel_timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
             io_uring_submit_and_wait_timeout(&eng->ring, &cqe, 1, &ts, NULL);
             atomic_fetch_add(&eng->wakes, 1);
         }
@@ -495,13 +501,11 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
     if (rc == 0)
         rc = wq_init(&qp->rq, attr->type == INEC_QP_RC ? attr->rq_depth : 1);
     pthread_mutex_lock(&dev->lock);
-    uint32_t i = attr->qpn ? attr->qpn - 1 : 0;
-    while (!attr->qpn && i < dev->nqps && dev->qps[i])
+    uint32_t i = 0;
+    while (i < dev->nqps && dev->qps[i])
         i++;
-    if (rc == 0 && i >= dev->nqps) {
-        uint32_t n = dev->nqps ? dev->nqps : 16;
-        while (n <= i)
-            n *= 2;
+    if (rc == 0 && i == dev->nqps) {
+        uint32_t n = dev->nqps ? dev->nqps * 2 : 16;
         struct soft_qp **q = realloc(dev->qps, n * sizeof(*q));
         if (q) {
             memset(q + dev->nqps, 0, (n - dev->nqps) * sizeof(*q));
@@ -511,8 +515,6 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
             rc = -ENOMEM;
         }
     }
-    if (rc == 0 && dev->qps[i])
-        rc = -EEXIST;
     if (rc == 0) {
         qp->base.qpn = i + 1;
         dev->qps[i] = qp;
@@ -522,8 +524,7 @@ static int qp_create(struct inec_device *d, const struct inec_qp_attr *attr, str
         wq_fini(&qp->sq);
         wq_fini(&qp->rq);
         free(qp);
-        return rc == -EEXIST ? inec_fail(rc, "soft: qp number %u is taken", attr->qpn)
-                             : inec_fail(rc, "soft: out of memory for a QP");
+        return inec_fail(rc, "soft: out of memory for a QP");
     }
     *out = &qp->base;
     return 0;

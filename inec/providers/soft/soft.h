@@ -161,6 +161,7 @@ struct soft_device {
     struct soft_mr **mrs; /* by rkey - 1 */
     uint32_t nmrs;
     _Atomic uint64_t doorbells, wrs_posted;
+    int tick_ms; /* the transport's passes must not be further apart (0: none) */
 };
 
 /* The value of `key` in "k=v,k=v" options; false if absent. */
@@ -170,6 +171,7 @@ void engine_wake(struct engine *eng);
 /* Get an SQE of the engine's ring, submitting first if it is full. */
 struct io_uring_sqe *engine_sqe(struct engine *eng);
 
+uint64_t now_ns(void);
 void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc);
 /* Move a QP to the error state; its engine flushes it. */
 void soft_qp_set_error(struct soft_qp *qp);

@@ -12,9 +12,11 @@
  *     (F_ACK, cumulative count of placed messages) or failed it (F_NAK with a
  *     status: RECV too small, bad rkey, unknown QP, QP in error).
  *   - A QP that goes to error tells its peer (F_NAK), which goes to error too.
- *   - A connection that fails (EOF, reset, keepalive/user timeout) moves every
- *     QP using it to error and completes its unacknowledged requests with
- *     INEC_WC_REMOTE_ERR: nothing waits for a dead peer.
+ *   - A connection that fails (EOF, reset, keepalive/user timeout, or a peer
+ *     silent for timeout_ms: each side sends F_PING when it has sent nothing
+ *     for a quarter of it, so a live peer is never silent that long) moves
+ *     every QP using it to error and completes its unacknowledged requests
+ *     with INEC_WC_REMOTE_ERR: nothing waits for a dead or hung peer.
  * Payload is gathered straight from the request's buffers by sendmsg; on the
  * receiving side small frames are parsed out of a staging buffer and large
  * payloads are read by recvmsg straight into the RECV's (or the region's)
@@ -54,6 +56,7 @@ enum frame_op {
     F_CREDIT, /* addr: RECVs posted by src_qpn so far */
     F_ACK,    /* addr: messages of dst_qpn placed so far */
     F_NAK,    /* status: why the next message (or the QP) failed */
+    F_PING,   /* nothing: proves the peer's engine is alive */
 };
 
 struct frame {
@@ -81,7 +84,8 @@ struct tcp_conn {
     int fd;
     char peer[128]; /* the peer device's address ("" until its HELLO) */
     bool dead, started;
-    int ops; /* io_uring requests in flight */
+    int ops;                   /* io_uring requests in flight */
+    uint64_t last_rx, last_tx; /* ns: silence detection */
     /* receive */
     struct io_op rx_op;
     uint8_t *rxbuf;
@@ -169,6 +173,7 @@ static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *pe
     }
     c->dev = dev;
     c->fd = fd;
+    c->last_rx = c->last_tx = now_ns();
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     sock_opts(fd, td(dev)->timeout_ms);
     return c;
@@ -255,7 +260,7 @@ static void tx_submit(struct tcp_conn *c)
     struct io_uring_sqe *sqe = engine_sqe(c->dev->eng);
     c->tx_msg = (struct msghdr){.msg_iov = c->tx_iov + c->tx_first,
                                 .msg_iovlen = (size_t)(c->tx_niov - c->tx_first)};
-    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL);
+    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
     io_uring_sqe_set_data(sqe, &c->tx_op);
     c->ops++;
 }
@@ -274,6 +279,7 @@ static void tx_kick(struct tcp_conn *c)
     }
     c->tx_niov = n;
     c->tx_first = 0;
+    c->last_tx = now_ns();
     tx_submit(c);
 }
 
@@ -373,6 +379,8 @@ static bool rx_header(struct tcp_conn *c)
     case F_ACK:
         if (qp && h->addr > qp->acked)
             ack(qp, h->addr - qp->acked, INEC_WC_SUCCESS);
+        return false;
+    case F_PING:
         return false;
     case F_NAK:
         if (qp) {
@@ -514,6 +522,7 @@ static void rx_done(struct io_op *op, int res, uint32_t flags)
         conn_fail(c, res < 0 ? strerror(-res) : "closed by peer");
         return;
     }
+    c->last_rx = now_ns();
     if (c->rx_direct) {
         c->rx_direct = false;
         rx_place(c, NULL, (size_t)res);
@@ -649,6 +658,16 @@ static struct tcp_conn *find_conn(struct tcp_dev *t, const char *addr)
     return NULL;
 }
 
+/* The peer learns we are in error; what we placed before still succeeds. */
+static void tell_error(struct soft_qp *qp)
+{
+    if (qp->placed != qp->acked_sent)
+        control(qp->conn, F_ACK, qp->rqpn, qp->base.qpn, qp->placed, 0);
+    qp->acked_sent = qp->placed;
+    control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
+    qp->err_sent = true;
+}
+
 static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
@@ -711,7 +730,7 @@ static void tcp_detach(struct soft_qp *qp)
     struct tcp_dev *t = td(dev);
     /* In error, the receiver no longer places anything into it. */
     if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
-        control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
+        tell_error(qp);
     for (struct tcp_conn *c = t->conns; c; c = c->next)
         if (c->rx_qp == qp) {
             c->rx_qp = NULL;
@@ -768,10 +787,8 @@ static bool tcp_pass(struct soft_device *dev)
         if (!qp || !qp->conn)
             continue;
         if (atomic_load(&qp->base.error)) {
-            if (!qp->err_sent) {
-                control(qp->conn, F_NAK, qp->rqpn, qp->base.qpn, 0, INEC_WC_REMOTE_ERR);
-                qp->err_sent = true;
-            }
+            if (!qp->err_sent)
+                tell_error(qp);
             fail_inflight(qp, INEC_WC_FLUSH_ERR);
             continue;
         }
@@ -797,6 +814,13 @@ static bool tcp_pass(struct soft_device *dev)
         if (!c->started) {
             conn_start(c);
             progress = true;
+        }
+        uint64_t now = now_ns(), tmo = (uint64_t)t->timeout_ms * 1000000u;
+        if (!c->dead && now - c->last_rx > tmo) {
+            conn_fail(c, "peer silent");
+            progress = true;
+        } else if (!c->dead && !c->tx_head && now - c->last_tx > tmo / 4) {
+            control(c, F_PING, 0, 0, 0, 0);
         }
         tx_kick(c);
         p = &c->next;
@@ -861,6 +885,7 @@ static int tcp_init(struct soft_device *dev, const char *options)
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
     snprintf(dev->base.addr, sizeof(dev->base.addr), "tcp:%s:%u", ip, ntohs(sa.sin_port));
     dev->tr_state = t;
+    dev->tick_ms = t->timeout_ms / 4;
     t->dev = dev;
     t->accept_op.cb = accept_done;
     t->cancel_op.cb = cancel_done;

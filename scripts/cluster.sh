@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A local multi-process cluster for tests and demos:
+#   scripts/cluster.sh start N [DIR]   N `inec node` processes (default 9) + a gateway
+#   scripts/cluster.sh stop [DIR]      SIGTERM everything it started
+#   scripts/cluster.sh status [DIR]    which processes are alive
+# DIR (default ./inec-cluster, or $INEC_CLUSTER_DIR) gets cluster.json (the map,
+# each node's data directory, the gateway section), node-I/ data, logs and pids.
+# Environment: INEC (the binary, default build/cli/inec), INEC_PROFILE
+# (rs:k=6,m=3, or k=N-3 when N < 9), INEC_CHUNK (1048576), INEC_NO_GATEWAY=1
+# (nodes only: tests drive the object layer themselves), INEC_BASE_PORT.
+set -euo pipefail
+
+cmd=${1:-}
+shift || true
+INEC=${INEC:-build/cli/inec}
+
+
+# Alive and not a zombie (a killed node whose parent script is gone may linger as one).
+pid_alive() {
+    [ -f "$1" ] || return 1
+    local st
+    st=$(awk '{print $3}' "/proc/$(cat "$1")/stat" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
+case "$cmd" in
+start)
+    n=${1:-9}
+    dir=${2:-${INEC_CLUSTER_DIR:-./inec-cluster}}
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    if [ -z "${INEC_PROFILE:-}" ]; then
+        if [ "$n" -ge 9 ]; then INEC_PROFILE="rs:k=6,m=3"; else INEC_PROFILE="rs:k=$((n - 3)),m=3"; fi
+    fi
+    if [ ! -f "$dir/cluster.json" ]; then
+        python3 - "$dir" "$n" "$INEC_PROFILE" "${INEC_CHUNK:-1048576}" <<'EOF'
+import json, socket, sys
+d, n, profile, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+def port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+nodes = [{"id": f"n{i}", "address": f"127.0.0.1:{port()}"} for i in range(n)]
+cfg = {"map": {"nodes": nodes,
+               "pools": [{"name": "default", "profile": profile, "chunk_size": chunk}]},
+       "nodes": {f"n{i}": {"data": f"{d}/node-{i}"} for i in range(n)},
+       "gateway": {"listen": f"127.0.0.1:{port()}", "admin_listen": f"127.0.0.1:{port()}",
+                   "data": f"{d}/gateway"}}
+json.dump(cfg, open(f"{d}/cluster.json", "w"), indent=2)
+EOF
+    fi
+    ids=$(python3 -c 'import json,sys; print(" ".join(n["id"] for n in json.load(open(sys.argv[1]))["map"]["nodes"]))' "$dir/cluster.json")
+    for id in $ids; do
+        if pid_alive "$dir/$id.pid"; then continue; fi
+        "$INEC" node run --config "$dir/cluster.json" --id "$id" >"$dir/$id.log" 2>&1 &
+        echo $! >"$dir/$id.pid"
+    done
+    for id in $ids; do # each prints "listening" once it serves
+        for _ in $(seq 100); do
+            grep -q '^listening' "$dir/$id.log" 2>/dev/null && break
+            pid_alive "$dir/$id.pid" || { echo "node $id failed:" >&2; cat "$dir/$id.log" >&2; exit 1; }
+            sleep 0.1
+        done
+        grep -q '^listening' "$dir/$id.log" || { echo "node $id did not start" >&2; exit 1; }
+    done
+    if [ -z "${INEC_NO_GATEWAY:-}" ] && ! pid_alive "$dir/gateway.pid"; then
+        "$INEC" gateway --config "$dir/cluster.json" >"$dir/gateway.log" 2>&1 &
+        echo $! >"$dir/gateway.pid"
+    fi
+    echo "cluster: $dir/cluster.json"
+    ;;
+stop)
+    dir=${1:-${INEC_CLUSTER_DIR:-./inec-cluster}}
+    for p in "$dir"/*.pid; do
+        [ -f "$p" ] || continue
+        pid=$(cat "$p")
+        if kill -TERM "$pid" 2>/dev/null; then
+            for _ in $(seq 100); do pid_alive "$p" || break; sleep 0.1; done
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        rm -f "$p"
+    done
+    ;;
+status)
+    dir=${1:-${INEC_CLUSTER_DIR:-./inec-cluster}}
+    rc=0
+    for p in "$dir"/*.pid; do
+        [ -f "$p" ] || continue
+        name=$(basename "$p" .pid)
+        if pid_alive "$p"; then echo "$name up (pid $(cat "$p"))"; else echo "$name down"; rc=1; fi
+    done
+    exit $rc
+    ;;
+*)
+    echo "usage: $0 start [N] [DIR] | stop [DIR] | status [DIR]" >&2
+    exit 2
+    ;;
+esac

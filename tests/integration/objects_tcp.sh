@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The object layer over nine `inec node` processes (scripts/cluster.sh):
+# round trips, then m = 3 nodes killed (every object still exact, degraded),
+# a fourth (-EIO, never wrong bytes), then a flipped byte on disk.
+set -euo pipefail
+INEC=$1 CHECK=$2 SCRIPTS=$3
+export INEC
+dir=$(mktemp -d /tmp/objects_tcp.XXXXXX)
+trap 'INEC=$INEC "$SCRIPTS/cluster.sh" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+INEC_NO_GATEWAY=1 INEC_CHUNK=4096 "$SCRIPTS/cluster.sh" start 9 "$dir"
+python3 - "$dir/cluster.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["gateway"]["timeout_ms"] = 3000
+c["gateway"]["gc_delay_ms"] = 0
+json.dump(c, open(sys.argv[1], "w"))
+PY
+"$CHECK" "$dir/cluster.json" write
+"$CHECK" "$dir/cluster.json" verify
+"$SCRIPTS/cluster.sh" status "$dir"
+for id in n2 n5 n8; do kill -KILL "$(cat "$dir/$id.pid")"; done
+"$CHECK" "$dir/cluster.json" verify
+kill -KILL "$(cat "$dir/n0.pid")"
+"$CHECK" "$dir/cluster.json" lost
+if "$SCRIPTS/cluster.sh" status "$dir" >/dev/null; then echo "status should report dead nodes"; exit 1; fi
+# Back up (same data directories), then a byte flipped under a live node.
+INEC_NO_GATEWAY=1 "$SCRIPTS/cluster.sh" start 9 "$dir"
+"$CHECK" "$dir/cluster.json" verify
+"$CHECK" "$dir/cluster.json" corrupt
+echo ok
