@@ -435,6 +435,51 @@ def test_admin():
     check(st == 200 and 'inec_s3_requests_total{op="PutObject",status="200"}' in text,
           "metrics: %s" % text[:500])
     check('inec_node_up{node=' in text, "node gauges in metrics")
+    # pools: list, create, refuse a duplicate and a bad profile
+    st, body = get("/admin/v1/pools")
+    check(st == 200 and [p["name"] for p in json.loads(body)] == ["default"], "pools: %r" % body)
+
+    def post(path, doc):
+        req = urllib.request.Request(srv.admin + path, data=doc, method="POST",
+                                     headers={"Authorization": "Bearer " + srv.token,
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    st, body = post("/admin/v1/pools", b'{"name": "wide", "profile": "rs:k=4,m=2"}')
+    check(st == 201 and json.loads(body)["name"] == "wide", "create pool: %d %r" % (st, body))
+    st, body = post("/admin/v1/pools", b'{"name": "wide", "profile": "rs:k=4,m=2"}')
+    check(st == 409 and json.loads(body)["code"] == "AlreadyExists", "duplicate pool: %d" % st)
+    st, body = post("/admin/v1/pools", b'{"name": "bad", "profile": "rs:k=0"}')
+    check(st == 400 and json.loads(body)["code"] == "InvalidArgument", "bad profile: %d" % st)
+    st, body = post("/admin/v1/pools", b'{"name": ')
+    check(st == 400 and json.loads(body)["code"] == "MalformedJSON", "bad JSON: %d" % st)
+    st, body = get("/admin/v1/pools")
+    check(sorted(p["name"] for p in json.loads(body)) == ["default", "wide"], "pools after")
+    # an object's stripes and chunks
+    client().put_object(Bucket="data", Key="dir/shown", Body=os.urandom(3 << 20))
+    st, body = get("/admin/v1/objects/data/dir/shown")
+    check(st == 200, "object: %d %r" % (st, body[:300]))
+    doc = json.loads(body)
+    chunks = [c for stripe in doc["stripes"] for c in stripe["chunks"]]
+    check(doc["size"] == 3 << 20 and chunks and all(c["state"] == "ok" for c in chunks),
+          "object document: %r" % doc)
+    st, body = get("/admin/v1/objects/data/nope")
+    check(st == 404 and json.loads(body)["code"] == "NotFound", "missing object: %d" % st)
+    # DEGs as JSON and as Graphviz
+    st, body = get("/admin/v1/deg?pool=default&op=decode&lost=0,3")
+    check(st == 200 and isinstance(json.loads(body), dict), "deg json: %d %r" % (st, body[:200]))
+    st, body = get("/admin/v1/deg?pool=default&op=encode&format=dot")
+    check(st == 200 and body.lstrip().startswith(b"digraph"), "deg dot: %d %r" % (st, body[:200]))
+    st, body = get("/admin/v1/deg?pool=default&op=decode&lost=0,1,2,3")
+    check(st == 400, "more losses than RS(6,3) tolerates: %d" % st)
+    st, body = get("/admin/v1/deg?pool=nope&op=encode")
+    check(st == 404, "unknown pool: %d" % st)
+    st, body = get("/admin/v1/deg?pool=default&op=fly")
+    check(st == 400, "unknown op: %d" % st)
     st, body = get("/admin/v1/nope")
     check(st == 404 and json.loads(body)["code"] == "NotFound", "unknown endpoint")
 
