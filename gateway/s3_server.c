@@ -37,7 +37,7 @@
 #define SMALL_BODY_MAX   (64u << 10)  /* CreateBucket's configuration */
 #define READ_BLOCK       (256u << 10)
 #define MEMORY_LIMIT     (128u << 10) /* per connection: bounds the request header */
-#define CONN_TIMEOUT_SEC 300
+#define CONN_TIMEOUT_SEC 60           /* idle: each connection holds a thread */
 
 struct gw_s3_server {
     struct MHD_Daemon *daemon;
