@@ -189,6 +189,19 @@ static void block_signals(void)
     signal(SIGPIPE, SIG_IGN); /* a client hanging up is an error return, not a death */
 }
 
+/* Listen addresses are checked before anything starts: a typo is bad usage. */
+static int check_listen(const char *cmd, const struct opts *o)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    const char *bad = gw_parse_listen(o->listen, &ss, &len) != 0         ? o->listen
+                      : gw_parse_listen(o->admin_listen, &ss, &len) != 0 ? o->admin_listen
+                                                                         : NULL;
+    if (bad)
+        fprintf(stderr, "inec %s: '%s' is not a listen address (want HOST:PORT)\n", cmd, bad);
+    return bad ? 2 : 0;
+}
+
 static int load_credentials(const char *cmd, const char *dir, struct gw_credentials *c)
 {
     char msg[256];
@@ -225,6 +238,8 @@ int cmd_server(int argc, char **argv)
         o.listen = "127.0.0.1:9000";
     if (!o.admin_listen)
         o.admin_listen = "127.0.0.1:9001";
+    if (check_listen("server", &o))
+        return 2;
     block_signals();
     struct gw_credentials c = {0};
     if (load_credentials("server", o.data, &c))
@@ -260,8 +275,7 @@ int cmd_gateway(int argc, char **argv)
     json_error_t jerr;
     json_t *cfg = json_load_file(o.config, 0, &jerr);
     if (!json_is_object(cfg)) {
-        fprintf(stderr, "inec gateway: %s:%d: %s\n", o.config, jerr.line,
-                cfg ? "not a JSON object" : jerr.text);
+        fprintf(stderr, "inec gateway: %s: %s\n", o.config, cfg ? "not a JSON object" : jerr.text);
         json_decref(cfg);
         return 2;
     }
@@ -277,6 +291,10 @@ int cmd_gateway(int argc, char **argv)
         o.listen = "127.0.0.1:9000";
     if (!o.admin_listen)
         o.admin_listen = "127.0.0.1:9001";
+    if (check_listen("gateway", &o)) {
+        json_decref(cfg);
+        return 2;
+    }
     block_signals();
     int rc = 1;
     struct gw_objects *objects = NULL;

@@ -37,7 +37,7 @@
 #define SMALL_BODY_MAX   (64u << 10)  /* CreateBucket's configuration */
 #define READ_BLOCK       (256u << 10)
 #define MEMORY_LIMIT     (128u << 10) /* per connection: bounds the request header */
-#define CONN_TIMEOUT_SEC 300
+#define CONN_TIMEOUT_SEC 60           /* idle: each connection holds a thread */
 
 struct gw_s3_server {
     struct MHD_Daemon *daemon;
@@ -61,6 +61,8 @@ struct req {
     int status;
     uint64_t bytes_in, bytes_out;
     bool started, answered;
+    char *joined[8]; /* repeated headers, joined */
+    size_t njoined;
 
     struct gw_s3_target t;
     struct gw_s3_query q;
@@ -95,10 +97,48 @@ static int64_t now_ns(int clock)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+struct join {
+    const char *name;
+    char *buf;
+    size_t len;
+    int n;
+    bool nomem;
+};
+
+static enum MHD_Result join_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    (void)kind;
+    struct join *j = cls;
+    if (strcasecmp(key, j->name) != 0)
+        return MHD_YES;
+    size_t vlen = value ? strlen(value) : 0;
+    char *nb = realloc(j->buf, j->len + vlen + 2);
+    if (!nb) {
+        j->nomem = true;
+        return MHD_NO;
+    }
+    j->buf = nb;
+    if (j->n++)
+        j->buf[j->len++] = ',';
+    memcpy(j->buf + j->len, value ? value : "", vlen);
+    j->len += vlen;
+    j->buf[j->len] = '\0';
+    return MHD_YES;
+}
+
+/* A header's value; a repeated header's values joined by ",", as SigV4
+ * canonicalises them (the joined string lives as long as the request). */
 static const char *header(void *arg, const char *name)
 {
     struct req *r = arg;
-    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+    struct join j = {name, NULL, 0, 0, false};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, join_one, &j);
+    if (j.n <= 1 || j.nomem || r->njoined == sizeof(r->joined) / sizeof(r->joined[0])) {
+        free(j.buf);
+        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+    }
+    return r->joined[r->njoined++] = j.buf;
 }
 
 struct each_ctx {
@@ -1035,6 +1075,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     EVP_MD_CTX_free(r->md5);
     free(r->scratch);
     free(r->body);
+    for (size_t i = 0; i < r->njoined; i++)
+        free(r->joined[i]);
     free(r->uri);
     free(r);
     atomic_fetch_sub(&s->inflight, 1);

@@ -16,10 +16,11 @@ START_TIMEOUT = 120  # seconds: generous for ASan builds on a busy machine
 
 
 class InecServer:
-    def __init__(self, inec, extra_args=(), env=None):
-        self.dir = tempfile.mkdtemp(prefix="inec-s3-")
+    def __init__(self, inec, extra_args=(), env=None, reuse=None):
+        """reuse: a stopped InecServer whose directory (data, credentials) to start on."""
+        self.dir = reuse.dir if reuse else tempfile.mkdtemp(prefix="inec-s3-")
         self.data = os.path.join(self.dir, "data")
-        self.errlog = open(os.path.join(self.dir, "stderr.log"), "w+")
+        self.errlog = open(os.path.join(self.dir, "stderr.log"), "a+")
         args = [inec, "server", "--data", self.data, "--listen", "127.0.0.1:0",
                 "--admin-listen", "127.0.0.1:0", *extra_args]
         e = dict(os.environ)
@@ -74,7 +75,7 @@ class InecServer:
         shutil.rmtree(self.dir, ignore_errors=True)
         sys.exit(1)
 
-    def stop(self):
+    def stop(self, keep=False):
         """SIGTERM must shut the server down cleanly (exit 0) in bounded time."""
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -83,4 +84,5 @@ class InecServer:
             self.fail("server ignored SIGTERM for 90 s")
         if rc != 0:
             self.fail("server exited %d after SIGTERM" % rc)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
