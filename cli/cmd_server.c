@@ -152,8 +152,8 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_admin_server *admin = NULL;
     char msg[256] = "";
     int rc = gw_metrics_create(gw_s3_op_names, GW_OP_COUNT, &m);
-    struct gw_s3_config s3cfg = {o->listen,     o->base_domain, o->region,
-                                 c->access_key, c->secret_key,  0};
+    struct gw_s3_config s3cfg = {o->listen, o->base_domain, o->region, c->access_key, c->secret_key,
+                                 0,         false};
     if (rc == 0)
         rc = gw_s3_server_start(&s3cfg, objects, m, &s3, msg, sizeof(msg));
     struct gw_admin_config acfg = {o->admin_listen, c->admin_token};

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,9 @@ struct gw_s3_server {
     uint16_t port;
     atomic_uint inflight;
     atomic_uint_fast64_t next_id;
+    bool floor; /* gw_s3_config.floor: benchmarks only */
+    pthread_mutex_t floor_lock;
+    json_t *floor_sizes; /* "bucket/key" -> size */
 };
 
 struct req {
@@ -866,6 +870,97 @@ static void small_body_end(struct req *r)
     }
 }
 
+/* ---- the benchmark floor (gw_s3_config.floor): no object layer ---- */
+
+#define FLOOR_PERIOD ((1u << 20) + 4099)
+
+static uint8_t floor_pattern[2 * FLOOR_PERIOD];
+static pthread_once_t floor_once = PTHREAD_ONCE_INIT;
+
+static void floor_init(void)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < FLOOR_PERIOD; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        floor_pattern[i] = floor_pattern[i + FLOOR_PERIOD] = (uint8_t)(x >> 32);
+    }
+}
+
+const uint8_t *gw_s3_floor_bytes(const char *key, uint64_t off, size_t *len)
+{
+    pthread_once(&floor_once, floor_init);
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const char *p = key; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    *len = FLOOR_PERIOD;
+    return floor_pattern + (h + off) % FLOOR_PERIOD;
+}
+
+struct floor_stream {
+    char key[GW_S3_KEY_MAX + 1];
+};
+
+static ssize_t floor_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct floor_stream *f = cls;
+    size_t n;
+    const uint8_t *p = gw_s3_floor_bytes(f->key, pos, &n);
+    n = n < max ? n : max;
+    memcpy(buf, p, n);
+    return (ssize_t)n;
+}
+
+static void floor_begin(struct req *r)
+{
+    struct gw_s3_server *s = r->srv;
+    char name[GW_BUCKET_MAX + GW_S3_KEY_MAX + 2];
+    snprintf(name, sizeof(name), "%s/%s", r->t.bucket, r->t.key);
+    if (r->op == GW_OP_CREATE_BUCKET) {
+        answer_empty(r, 200);
+    } else if (r->op == GW_OP_PUT_OBJECT) {
+        enum gw_s3_err e = body_begin(r);
+        if (e)
+            answer_error(r, e, r->msg);
+    } else if (r->op == GW_OP_GET_OBJECT) {
+        pthread_mutex_lock(&s->floor_lock);
+        json_t *v = json_object_get(s->floor_sizes, name);
+        uint64_t size = (uint64_t)json_integer_value(v);
+        pthread_mutex_unlock(&s->floor_lock);
+        struct floor_stream *f = v ? malloc(sizeof(*f)) : NULL;
+        if (!f) {
+            answer_error(r, v ? GW_S3_INTERNAL_ERROR : GW_S3_NO_SUCH_KEY, NULL);
+            return;
+        }
+        snprintf(f->key, sizeof(f->key), "%s", r->t.key);
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(size, READ_BLOCK, floor_reader, f, free);
+        if (resp) {
+            r->bytes_out += size;
+            queue(r, 200, resp);
+        }
+    } else {
+        answer_error(r, GW_S3_NOT_IMPLEMENTED, "a benchmark floor serves PUT and GET only");
+    }
+}
+
+static void floor_put_end(struct req *r)
+{
+    enum gw_s3_err e = body_end(r);
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    char name[GW_BUCKET_MAX + GW_S3_KEY_MAX + 2];
+    snprintf(name, sizeof(name), "%s/%s", r->t.bucket, r->t.key);
+    pthread_mutex_lock(&r->srv->floor_lock);
+    int rc = json_object_set_new(r->srv->floor_sizes, name, json_integer((json_int_t)r->decoded));
+    pthread_mutex_unlock(&r->srv->floor_lock);
+    if (rc)
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    else
+        answer_empty(r, 200);
+}
+
 /* ---- the request's first call: route, authenticate, answer or open the body ---- */
 
 static void begin(struct req *r, const char *method)
@@ -893,6 +988,10 @@ static void begin(struct req *r, const char *method)
     e = gw_sigv4_verify(&sreq, &scfg, &r->auth, r->msg, sizeof(r->msg));
     if (e) {
         answer_error(r, e, r->msg);
+        return;
+    }
+    if (s->floor) {
+        floor_begin(r);
         return;
     }
 
@@ -970,7 +1069,9 @@ static void body(struct req *r, const char *data, size_t len)
     if (r->err)
         return; /* the rest of a failed body is read and dropped */
     enum gw_s3_err e = body_feed(r, &data, &len);
-    if (!e && r->put && len) {
+    if (r->srv->floor) {
+        /* dropped: the floor stores nothing */
+    } else if (!e && r->put && len) {
         int rc = gw_put_write(r->put, data, len);
         if (rc) {
             e = map_errno(r, rc);
@@ -1026,6 +1127,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     if (r->err)
         answer_error(r, r->err, r->msg);
+    else if (r->srv->floor)
+        floor_put_end(r);
     else if (r->op == GW_OP_PUT_OBJECT)
         put_end(r);
     else
@@ -1114,11 +1217,15 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
     s->region = strdup(cfg->region ? cfg->region : "us-east-1");
     s->access_key = strdup(cfg->access_key);
     s->secret_key = strdup(cfg->secret_key);
+    s->floor = cfg->floor;
+    pthread_mutex_init(&s->floor_lock, NULL);
+    s->floor_sizes = json_object();
     atomic_init(&s->inflight, 0);
     uint64_t seed = 0;
     RAND_bytes((unsigned char *)&seed, sizeof(seed));
     atomic_init(&s->next_id, seed >> 16 << 16); /* ids unique across restarts */
-    if ((cfg->base_domain && !s->base_domain) || !s->region || !s->access_key || !s->secret_key) {
+    if ((cfg->base_domain && !s->base_domain) || !s->region || !s->access_key || !s->secret_key ||
+        !s->floor_sizes) {
         gw_s3_server_stop(s, 0);
         return -ENOMEM;
     }
@@ -1167,5 +1274,7 @@ void gw_s3_server_stop(struct gw_s3_server *s, int drain_ms)
     free(s->region);
     free(s->access_key);
     free(s->secret_key);
+    json_decref(s->floor_sizes);
+    pthread_mutex_destroy(&s->floor_lock);
     free(s);
 }

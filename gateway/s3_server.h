@@ -13,6 +13,7 @@
 #ifndef INEC_GATEWAY_S3_SERVER_H
 #define INEC_GATEWAY_S3_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,12 @@ struct gw_s3_config {
     const char *region;      /* NULL: "us-east-1" */
     const char *access_key, *secret_key;
     unsigned max_connections; /* 0: 256 */
+    /* Benchmarks only (bench/s3_bench.c's floor): the same HTTP stack and
+     * SigV4 checks with no storage behind them. PUT bodies are read, checked
+     * and dropped, and the key's size remembered; GET streams that many
+     * gw_s3_floor_bytes from memory; CreateBucket succeeds; nothing else is
+     * served. The object layer is never called (o may be NULL). */
+    bool floor;
 };
 
 struct gw_s3_server;
@@ -36,5 +43,12 @@ uint16_t gw_s3_server_port(const struct gw_s3_server *s);
 /* Stops accepting, lets requests in flight finish (at most drain_ms), then
  * closes every connection and frees the server. NULL is a no-op. */
 void gw_s3_server_stop(struct gw_s3_server *s, int drain_ms);
+
+/* The bytes a floor server answers for `key` from offset off: a pointer
+ * into a static pattern and *len contiguous bytes there (at least 1 MiB).
+ * A benchmark stores the same bytes in a real gateway, so one check of
+ * every GET body serves both. The pattern's period is not a power of two,
+ * so chunks or stripes swapped by a broken server do not read back alike. */
+const uint8_t *gw_s3_floor_bytes(const char *key, uint64_t off, size_t *len);
 
 #endif

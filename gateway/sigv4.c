@@ -544,6 +544,35 @@ static void signing_key(const char *secret, const char *date, const char *region
     OPENSSL_cleanse(b, sizeof(b));
 }
 
+/* The signature of a request dated amz_date ("YYYYMMDDTHHMMSSZ"): what the
+ * verifier recomputes and the signer sends. Also returns the signing key,
+ * which starts an aws-chunked body's signature chain. */
+static int signature(const struct gw_sigv4_request *req, struct query *q, bool presigned,
+                     const char *signed_headers, const char *payload, const char *amz_date,
+                     const char *region, const char *secret, uint8_t key[32], char sig_hex[65])
+{
+    struct buf creq = {0};
+    if (canonical_request(req, q, presigned, signed_headers, payload, &creq)) {
+        free(creq.p);
+        return -E2BIG;
+    }
+    uint8_t h[32];
+    char hh[65];
+    sha256(creq.p, creq.len, h);
+    hex(h, 32, hh);
+    free(creq.p);
+    char date[9];
+    snprintf(date, sizeof(date), "%.8s", amz_date);
+    char sts[320];
+    int stslen = snprintf(sts, sizeof(sts), ALGORITHM "\n%s\n%s/%s/s3/aws4_request\n%s", amz_date,
+                          date, region, hh);
+    signing_key(secret, date, region, key);
+    uint8_t sig[32];
+    hmac(key, 32, sts, (size_t)stslen, sig);
+    hex(sig, 32, sig_hex);
+    return 0;
+}
+
 static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw_sigv4_config *cfg,
                              struct gw_sigv4_auth *auth, struct query *q, char *msg, size_t msglen)
 {
@@ -694,26 +723,12 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
                     "the access key \"%s\" does not exist", auth->access_key);
     secret[sizeof(secret) - 1] = '\0';
 
-    struct buf creq = {0};
-    if (canonical_request(req, q, algo != NULL, sp.signed_headers, payload, &creq)) {
-        free(creq.p);
-        OPENSSL_cleanse(secret, sizeof(secret));
-        return fail(GW_S3_INVALID_REQUEST, msg, msglen, "the request is too large to sign");
-    }
-    uint8_t h[32];
-    char hh[65];
-    sha256(creq.p, creq.len, h);
-    hex(h, 32, hh);
-    free(creq.p);
     snprintf(auth->scope, sizeof(auth->scope), "%s/%s/s3/aws4_request", date, region);
-    char sts[320];
-    int stslen =
-        snprintf(sts, sizeof(sts), ALGORITHM "\n%s\n%s\n%s", auth->amz_date, auth->scope, hh);
-    signing_key(secret, date, region, auth->signing_key);
+    int rc = signature(req, q, algo != NULL, sp.signed_headers, payload, auth->amz_date, region,
+                       secret, auth->signing_key, auth->seed_signature);
     OPENSSL_cleanse(secret, sizeof(secret));
-    uint8_t sig[32];
-    hmac(auth->signing_key, 32, sts, (size_t)stslen, sig);
-    hex(sig, 32, auth->seed_signature);
+    if (rc)
+        return fail(GW_S3_INVALID_REQUEST, msg, msglen, "the request is too large to sign");
     if (!same_signature(auth->seed_signature, sp.signature))
         return fail(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
                     "the request signature we calculated does not match the signature you "
@@ -748,6 +763,40 @@ enum gw_s3_err gw_sigv4_verify(const struct gw_sigv4_request *req,
         auth->seed_signature[0] = '\0';
     }
     return e;
+}
+
+void gw_sigv4_amz_date(int64_t t, char out[17])
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);
+}
+
+int gw_sigv4_sign(const struct gw_sigv4_request *req, const struct gw_sigv4_signer *s, char *authz,
+                  size_t len)
+{
+    if (!req || !req->method || !req->header || !s || !s->signed_headers ||
+        !valid_signed_headers(s->signed_headers) || !s->amz_date || strlen(s->amz_date) != 16)
+        return -EINVAL;
+    const char *payload = req->header(req->header_arg, "x-amz-content-sha256");
+    struct query q;
+    int rc = query_parse(req->query, &q);
+    uint8_t key[32];
+    char sig[65];
+    if (rc == 0)
+        rc = signature(req, &q, false, s->signed_headers, payload ? payload : UNSIGNED, s->amz_date,
+                       s->region ? s->region : "us-east-1", s->secret_key, key, sig);
+    query_free(&q);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc)
+        return rc;
+    int n = snprintf(authz, len,
+                     ALGORITHM " Credential=%s/%.8s/%s/s3/aws4_request, SignedHeaders=%s, "
+                               "Signature=%s",
+                     s->access_key, s->amz_date, s->region ? s->region : "us-east-1",
+                     s->signed_headers, sig);
+    return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
 }
 
 /* ---- signed payloads ---- */

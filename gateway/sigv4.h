@@ -87,6 +87,26 @@ enum gw_s3_err gw_sigv4_verify(const struct gw_sigv4_request *req,
                                char *msg, size_t msglen);
 
 /*
+ * The client side, for tools that speak S3 to a gateway (bench/s3_bench.c):
+ * header auth over the same canonical request the verifier builds. The
+ * headers named in signed_headers (";"-list, lowercase, sorted, including
+ * host and x-amz-date, whose value must be amz_date) are read through
+ * req->header, and so is x-amz-content-sha256 (absent: UNSIGNED-PAYLOAD,
+ * which the caller must then also send). Writes the Authorization header's
+ * value; returns 0, -EINVAL or -ENOSPC.
+ */
+struct gw_sigv4_signer {
+    const char *access_key, *secret_key;
+    const char *region; /* NULL: "us-east-1" */
+    const char *signed_headers;
+    const char *amz_date; /* "YYYYMMDDTHHMMSSZ", gw_sigv4_amz_date */
+};
+int gw_sigv4_sign(const struct gw_sigv4_request *req, const struct gw_sigv4_signer *s,
+                  char *authz, size_t len);
+/* Unix seconds as x-amz-date wants them. */
+void gw_sigv4_amz_date(int64_t t, char out[17]);
+
+/*
  * Body check for GW_PAYLOAD_SHA256 (a no-op for UNSIGNED): feed the body,
  * then gw_payload_final says GW_S3_OK or XAmzContentSHA256Mismatch.
  */

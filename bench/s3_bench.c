@@ -1,0 +1,954 @@
+/*
+ * `inec bench s3`: S3 PUT and GET throughput and latency through the real
+ * HTTP stack, against a floor measured in the same run.
+ *
+ * Clients are threads of this process, each with one keep-alive HTTP/1.1
+ * connection over loopback, signing every request with SigV4
+ * (gw_sigv4_sign, UNSIGNED-PAYLOAD bodies). The gateway under test is
+ * embedded (gateway + nodes in this process, as `inec server`), or another
+ * process (`--cluster cluster.json` from scripts/cluster.sh, `--endpoint`).
+ * The floor is the same gw_s3_server with cfg.floor set: same HTTP library,
+ * same threads, same signature checks, no storage. ratio = inec / floor.
+ *
+ * Objects hold gw_s3_floor_bytes(key), the bytes the floor answers, so every
+ * GET body of both servers is compared byte for byte with what it must be:
+ * a wrong answer fails the run rather than looking fast.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/rand.h>
+
+#include "bench/bench.h"
+#include "gateway/credentials.h"
+#include "gateway/objects.h"
+#include "gateway/s3_server.h"
+#include "gateway/sigv4.h"
+
+#define MAX_SIZES     16
+#define MAX_CLIENTS   64
+#define STORE_BUDGET  (256ull << 20) /* bytes kept per cell: bounds keys per client */
+#define MAX_KEYS      100            /* per client per cell */
+#define IO_TIMEOUT_S  60
+#define RECV_BUF      (256u << 10)
+#define SIGNED_HEADER "host;x-amz-content-sha256;x-amz-date"
+
+struct target {
+    const char *name;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char host[300]; /* the Host header */
+    const char *access_key, *secret_key, *region;
+};
+
+enum op { OP_PUT, OP_GET };
+
+struct stats {
+    uint64_t ops;
+    double mbps, opss, p50, p95, p99; /* latencies in ms */
+};
+
+struct phase;
+
+struct worker {
+    struct phase *ph;
+    int id;
+    int fd;
+    double *lat;
+    size_t nlat, cap;
+    uint64_t bytes;
+    int keys; /* distinct keys it wrote (PUT) or reads (GET) */
+    char err[512];
+    uint8_t *rbuf;
+};
+
+struct phase {
+    const struct target *t;
+    const char *bucket;
+    enum op op;
+    uint64_t size;
+    int clients, keys_max;
+    int *written; /* per client: keys written by the PUT phase */
+    double t0, deadline;
+    pthread_barrier_t start;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void key_name(char *buf, size_t len, uint64_t size, int client, int k)
+{
+    snprintf(buf, len, "s%llu-c%d-k%d", (unsigned long long)size, client, k);
+}
+
+/* ---- one HTTP/1.1 connection ---- */
+
+static int conn_open(const struct target *t, char *err, size_t errlen)
+{
+    int fd = socket(t->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    struct timeval tv = {IO_TIMEOUT_S, 0};
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&t->addr, t->addrlen) != 0) {
+        snprintf(err, errlen, "connecting to %s (%s): %s", t->host, t->name, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const struct iovec *iov, int n)
+{
+    struct iovec v[2];
+    memcpy(v, iov, (size_t)n * sizeof(*iov));
+    struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)n};
+    while (mh.msg_iovlen) {
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        while (mh.msg_iovlen && (size_t)w >= mh.msg_iov->iov_len) {
+            w -= (ssize_t)mh.msg_iov->iov_len;
+            mh.msg_iov++;
+            mh.msg_iovlen--;
+        }
+        if (mh.msg_iovlen) {
+            mh.msg_iov->iov_base = (char *)mh.msg_iov->iov_base + w;
+            mh.msg_iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+struct hdr_arg {
+    const char *host, *date;
+};
+
+static const char *sign_header(void *arg, const char *name)
+{
+    struct hdr_arg *h = arg;
+    if (strcasecmp(name, "host") == 0)
+        return h->host;
+    if (strcasecmp(name, "x-amz-date") == 0)
+        return h->date;
+    if (strcasecmp(name, "x-amz-content-sha256") == 0)
+        return "UNSIGNED-PAYLOAD";
+    return NULL;
+}
+
+/* Compares a piece of a GET body with the bytes the object must hold. */
+static bool same_bytes(const char *key, uint64_t off, const uint8_t *p, size_t n)
+{
+    while (n) {
+        size_t avail;
+        const uint8_t *want = gw_s3_floor_bytes(key, off, &avail);
+        size_t k = n < avail ? n : avail;
+        if (memcmp(p, want, k) != 0)
+            return false;
+        p += k, off += k, n -= k;
+    }
+    return true;
+}
+
+/*
+ * One request on the worker's connection: PUT sends `size` bytes of the
+ * key's pattern; GET checks the body is exactly those bytes. Any other
+ * method sends and expects no object body. Returns the status, or -1 with
+ * w->err set (the connection is then closed).
+ */
+static int request(struct worker *w, const struct target *t, const char *method, const char *bucket,
+                   const char *key, uint64_t size)
+{
+    char path[160], date[17], authz[512], head[2048];
+    snprintf(path, sizeof(path), "/%s%s%s", bucket, key ? "/" : "", key ? key : "");
+    gw_sigv4_amz_date((int64_t)time(NULL), date);
+    struct hdr_arg ha = {t->host, date};
+    struct gw_sigv4_request sreq = {method, path, NULL, sign_header, &ha};
+    struct gw_sigv4_signer signer = {t->access_key, t->secret_key, t->region, SIGNED_HEADER, date};
+    if (gw_sigv4_sign(&sreq, &signer, authz, sizeof(authz)) != 0) {
+        snprintf(w->err, sizeof(w->err), "signing failed");
+        return -1;
+    }
+    bool put = strcmp(method, "PUT") == 0 && key;
+    int hl = snprintf(head, sizeof(head),
+                      "%s %s HTTP/1.1\r\nHost: %s\r\nx-amz-date: %s\r\n"
+                      "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\nAuthorization: %s\r\n"
+                      "Content-Length: %llu\r\n\r\n",
+                      method, path, t->host, date, authz, (unsigned long long)(put ? size : 0));
+    if (w->fd < 0 && (w->fd = conn_open(t, w->err, sizeof(w->err))) < 0)
+        return -1;
+
+    /* the request: headers and the first piece of body in one send */
+    uint64_t off = 0;
+    struct iovec iov[2] = {{head, (size_t)hl}, {NULL, 0}};
+    int rc = 0;
+    do {
+        int n = 1;
+        if (put && off < size) {
+            size_t avail;
+            const uint8_t *p = gw_s3_floor_bytes(key, off, &avail);
+            size_t k = size - off < avail ? (size_t)(size - off) : avail;
+            iov[n++] = (struct iovec){(void *)p, k};
+            off += k;
+        }
+        rc = send_all(w->fd, iov[0].iov_len ? iov : iov + 1, iov[0].iov_len ? n : n - 1);
+        iov[0].iov_len = 0;
+    } while (rc == 0 && put && off < size);
+    if (rc) {
+        snprintf(w->err, sizeof(w->err), "%s %s: send: %s", method, path, strerror(errno));
+        goto fail;
+    }
+
+    /* the response's head */
+    size_t have = 0;
+    char *end = NULL;
+    while (!end) {
+        if (have == RECV_BUF - 1) {
+            snprintf(w->err, sizeof(w->err), "%s %s: response head too long", method, path);
+            goto fail;
+        }
+        ssize_t r = recv(w->fd, w->rbuf + have, RECV_BUF - 1 - have, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(w->err, sizeof(w->err), "%s %s: %s before a response", method, path,
+                     r == 0 ? "connection closed" : strerror(errno));
+            goto fail;
+        }
+        have += (size_t)r;
+        w->rbuf[have] = '\0';
+        end = strstr((char *)w->rbuf, "\r\n\r\n");
+    }
+    int status = 0;
+    long long clen = -1;
+    bool close_after = false;
+    if (sscanf((char *)w->rbuf, "HTTP/1.%*d %d", &status) != 1) {
+        snprintf(w->err, sizeof(w->err), "%s %s: not an HTTP response", method, path);
+        goto fail;
+    }
+    for (char *line = strstr((char *)w->rbuf, "\r\n") + 2; line < end;
+         line = strstr(line, "\r\n") + 2) {
+        if (strncasecmp(line, "Content-Length:", 15) == 0)
+            clen = strtoll(line + 15, NULL, 10);
+        else if (strncasecmp(line, "Connection:", 11) == 0)
+            close_after = strncasecmp(line + 11 + strspn(line + 11, " "), "close", 5) == 0;
+        else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0) {
+            snprintf(w->err, sizeof(w->err), "%s %s: chunked responses are not expected", method,
+                     path);
+            goto fail;
+        }
+    }
+    if (status == 204 || status == 304 || strcmp(method, "HEAD") == 0)
+        clen = 0; /* no body whatever the head says */
+    if (clen < 0) {
+        snprintf(w->err, sizeof(w->err), "%s %s: response without Content-Length", method, path);
+        goto fail;
+    }
+
+    /* the body: checked piece by piece, kept only for an error message */
+    bool check = strcmp(method, "GET") == 0 && key && status == 200;
+    if (check && (uint64_t)clen != size) {
+        snprintf(w->err, sizeof(w->err), "GET %s: %lld bytes, expected %llu", path, clen,
+                 (unsigned long long)size);
+        goto fail;
+    }
+    char errbody[300] = "";
+    size_t body0 = (size_t)(end + 4 - (char *)w->rbuf);
+    uint64_t got = 0, want = clen > 0 ? (uint64_t)clen : 0;
+    uint8_t *piece = w->rbuf + body0;
+    size_t plen = have - body0;
+    for (;;) {
+        if (got + plen > want) {
+            snprintf(w->err, sizeof(w->err), "%s %s: more bytes than Content-Length", method, path);
+            goto fail;
+        }
+        if (check && !same_bytes(key, got, piece, plen)) {
+            snprintf(w->err, sizeof(w->err),
+                     "GET %s: wrong bytes in [%llu, %llu): the server returned something else",
+                     path, (unsigned long long)got, (unsigned long long)(got + plen));
+            goto fail;
+        }
+        if (!check && got < sizeof(errbody) - 1) {
+            size_t k = sizeof(errbody) - 1 - got < plen ? sizeof(errbody) - 1 - got : plen;
+            memcpy(errbody + got, piece, k);
+            errbody[got + k] = '\0';
+        }
+        got += plen;
+        if (got == want)
+            break;
+        ssize_t r = recv(w->fd, w->rbuf, RECV_BUF, 0);
+        if (r < 0 && errno == EINTR) {
+            plen = 0;
+            continue;
+        }
+        if (r <= 0) {
+            snprintf(w->err, sizeof(w->err), "%s %s: body cut after %llu of %llu bytes (%s)",
+                     method, path, (unsigned long long)got, (unsigned long long)want,
+                     r == 0 ? "closed" : strerror(errno));
+            goto fail;
+        }
+        piece = w->rbuf;
+        plen = (size_t)r;
+    }
+    if (check)
+        w->bytes += got;
+    else if (put && status == 200)
+        w->bytes += size;
+    if (close_after) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (status >= 300) {
+        char *code = strstr(errbody, "<Code>");
+        snprintf(w->err, sizeof(w->err), "%s %s: HTTP %d %.*s", method, path, status,
+                 code ? (int)strcspn(code + 6, "<") : 0, code ? code + 6 : "");
+    }
+    return status;
+fail:
+    close(w->fd);
+    w->fd = -1;
+    return -1;
+}
+
+/* ---- phases: `clients` threads doing one op until the deadline ---- */
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct phase *ph = w->ph;
+    w->fd = conn_open(ph->t, w->err, sizeof(w->err));
+    pthread_barrier_wait(&ph->start);
+    if (w->fd < 0)
+        return NULL;
+    int nkeys = ph->op == OP_PUT ? ph->keys_max : ph->written[w->id];
+    char key[64];
+    for (int i = 0; i == 0 || now() < ph->deadline; i++) {
+        key_name(key, sizeof(key), ph->size, w->id, i % nkeys);
+        double t0 = now();
+        int st = request(w, ph->t, ph->op == OP_PUT ? "PUT" : "GET", ph->bucket, key, ph->size);
+        if (st != 200) {
+            if (st >= 0 && !w->err[0])
+                snprintf(w->err, sizeof(w->err), "HTTP %d", st);
+            break;
+        }
+        if (w->nlat == w->cap) {
+            size_t cap = w->cap ? 2 * w->cap : 1024;
+            double *nl = realloc(w->lat, cap * sizeof(*nl));
+            if (!nl) {
+                snprintf(w->err, sizeof(w->err), "out of memory");
+                break;
+            }
+            w->lat = nl, w->cap = cap;
+        }
+        w->lat[w->nlat++] = now() - t0;
+        if (ph->op == OP_PUT && i < nkeys)
+            w->keys = i + 1;
+    }
+    if (w->fd >= 0)
+        close(w->fd);
+    return NULL;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int run_phase(struct phase *ph, double seconds, struct stats *st, char *err, size_t errlen)
+{
+    struct worker w[MAX_CLIENTS];
+    pthread_t th[MAX_CLIENTS];
+    memset(w, 0, sizeof(w));
+    pthread_barrier_init(&ph->start, NULL, (unsigned)ph->clients + 1);
+    int started = 0, rc = 0;
+    for (; started < ph->clients; started++) {
+        w[started] = (struct worker){.ph = ph, .id = started, .fd = -1};
+        if (!(w[started].rbuf = malloc(RECV_BUF)) ||
+            pthread_create(&th[started], NULL, worker_main, &w[started]) != 0) {
+            free(w[started].rbuf);
+            break;
+        }
+    }
+    if (started < ph->clients) { /* the barrier would never open: fail the rest */
+        snprintf(err, errlen, "cannot start %d client threads", ph->clients);
+        ph->clients = started;
+        rc = -EAGAIN;
+    }
+    ph->t0 = now();
+    ph->deadline = ph->t0 + seconds;
+    if (rc == 0)
+        pthread_barrier_wait(&ph->start);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    double wall = now() - ph->t0;
+    pthread_barrier_destroy(&ph->start);
+
+    size_t n = 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i < started; i++) {
+        if (w[i].err[0] && rc == 0) {
+            snprintf(err, errlen, "%s client %d: %s", ph->t->name, i, w[i].err);
+            rc = -EIO;
+        }
+        n += w[i].nlat;
+        bytes += w[i].bytes;
+        if (ph->op == OP_PUT)
+            ph->written[i] = w[i].keys;
+    }
+    double *all = rc == 0 && n ? malloc(n * sizeof(*all)) : NULL;
+    if (rc == 0 && !all)
+        rc = -ENOMEM;
+    size_t k = 0;
+    for (int i = 0; i < started; i++) {
+        if (all)
+            memcpy(all + k, w[i].lat, w[i].nlat * sizeof(*all));
+        k += w[i].nlat;
+        free(w[i].lat);
+        free(w[i].rbuf);
+    }
+    if (rc == 0) {
+        qsort(all, n, sizeof(*all), by_value);
+        *st = (struct stats){
+            .ops = n,
+            .mbps = (double)bytes / wall / 1e6,
+            .opss = (double)n / wall,
+            .p50 = all[(size_t)((double)(n - 1) * 0.50)] * 1e3,
+            .p95 = all[(size_t)((double)(n - 1) * 0.95)] * 1e3,
+            .p99 = all[(size_t)((double)(n - 1) * 0.99)] * 1e3,
+        };
+    }
+    free(all);
+    return rc;
+}
+
+/* ---- setup: targets, options ---- */
+
+static int resolve(struct target *t, const char *hostport, char *err, size_t errlen)
+{
+    char host[256], port[16];
+    const char *colon = strrchr(hostport, ':');
+    if (hostport[0] == '[') {
+        const char *close_ = strchr(hostport, ']');
+        if (!close_ || close_[1] != ':') {
+            snprintf(err, errlen, "bad address '%s' (want HOST:PORT)", hostport);
+            return -EINVAL;
+        }
+        snprintf(host, sizeof(host), "%.*s", (int)(close_ - hostport - 1), hostport + 1);
+        colon = close_ + 1;
+    } else {
+        if (!colon) {
+            snprintf(err, errlen, "bad address '%s' (want HOST:PORT)", hostport);
+            return -EINVAL;
+        }
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - hostport), hostport);
+    }
+    snprintf(port, sizeof(port), "%s", colon + 1);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int e = getaddrinfo(host[0] && strcmp(host, "0.0.0.0") ? host : "127.0.0.1", port, &hints, &ai);
+    if (e || !ai) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", hostport, gai_strerror(e));
+        return -EINVAL;
+    }
+    memcpy(&t->addr, ai->ai_addr, ai->ai_addrlen);
+    t->addrlen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    snprintf(t->host, sizeof(t->host), "%s", hostport);
+    return 0;
+}
+
+static const char *env2(const char *a, const char *b)
+{
+    const char *v = getenv(a);
+    return v && *v ? v : getenv(b);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    if (*end == 'K' || *end == 'k')
+        v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        v <<= 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        v <<= 30, end++;
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+    if (*end || v < 1 || v > (1ULL << 30))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void size_text(uint64_t s, char *buf, size_t len)
+{
+    if (s >= (1u << 20) && s % (1u << 20) == 0)
+        snprintf(buf, len, "%lluM", (unsigned long long)(s >> 20));
+    else if (s >= 1024 && s % 1024 == 0)
+        snprintf(buf, len, "%lluK", (unsigned long long)(s >> 10));
+    else
+        snprintf(buf, len, "%llu", (unsigned long long)s);
+}
+
+static int parse_list(const char *what, const char *v, uint64_t *out, int max, bool sizes)
+{
+    char *copy = strdup(v), *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long c = strtol(t, &end, 10);
+        bool ok = n < max && (sizes ? parse_size(t, &out[n]) == 0
+                                    : (*end == '\0' && c >= 1 && c <= MAX_CLIENTS));
+        if (!ok) {
+            fprintf(stderr, "inec bench s3: bad %s '%s' (%s)\n", what, t,
+                    sizes ? "1..1G with K/M/G suffix" : "1..64");
+            free(copy);
+            return -1;
+        }
+        if (!sizes)
+            out[n] = (uint64_t)c;
+        n++;
+    }
+    free(copy);
+    return n;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: inec bench s3 [--sizes S,S,...] [--clients N,N,...] [--seconds SEC]\n"
+               "                     [--quick] [--json] [--profile P] [--dir DIR]\n"
+               "                     [--cluster cluster.json | --endpoint HOST:PORT]\n\n"
+               "S3 PUT, GET and degraded GET over HTTP/1.1 keep-alive connections from client\n"
+               "threads (SigV4, UNSIGNED-PAYLOAD; every GET body checked byte for byte), against\n"
+               "a floor in the same run: the same S3 HTTP server with no storage (ratio = inec /\n"
+               "floor MB/s). MB = 1e6 bytes; latencies per request, in ms.\n"
+               "  --sizes     object sizes (4K,64K,1M,16M,64M; --quick 4K,1M,16M)\n"
+               "  --clients   concurrent clients (1,4,16; --quick 1,4)\n"
+               "  --seconds   time per phase per cell (2; --quick 0.3); every client does at\n"
+               "              least one request\n"
+               "  (default)   embedded: gateway + 9 nodes in this process, as `inec server`,\n"
+               "              data in a temporary directory (--dir), profile rs:k=6,m=3\n"
+               "              (--profile); degraded GET stops m nodes\n"
+               "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
+               "              cluster.json, else its data dir's credentials.json)\n"
+               "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
+               "              (or INEC_ACCESS_KEY/INEC_SECRET_KEY), region AWS_DEFAULT_REGION\n"
+               "  Against another process there is no degraded GET (its nodes are not ours).\n");
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* m of the embedded pool's profile "...,m=M" (how many nodes a stripe may lose). */
+static int pool_m(struct gw_objects *o)
+{
+    json_t *pools = NULL;
+    int m = 0;
+    if (gw_objects_pools_json(o, &pools) == 0) {
+        const char *p = json_string_value(json_object_get(json_array_get(pools, 0), "profile"));
+        const char *mm = p ? strstr(p, "m=") : NULL;
+        m = mm ? atoi(mm + 2) : 0;
+    }
+    json_decref(pools);
+    return m;
+}
+
+static int set_nodes(struct gw_objects *o, int m, bool running)
+{
+    for (int i = 0; i < m; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "n%d", i);
+        int rc = gw_objects_node_set_running(o, id, running);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Remote clusters: cluster.json's gateway section, else its credentials.json. */
+static int cluster_target(const char *path, struct target *t, char *keys[2], char *err,
+                          size_t errlen)
+{
+    json_error_t jerr;
+    json_t *cfg = json_load_file(path, 0, &jerr);
+    if (!json_is_object(cfg)) {
+        snprintf(err, errlen, "%s: %s", path, cfg ? "not a JSON object" : jerr.text);
+        json_decref(cfg);
+        return -EINVAL;
+    }
+    json_t *g = json_object_get(cfg, "gateway");
+    const char *listen = json_string_value(json_object_get(g, "listen"));
+    const char *data = json_string_value(json_object_get(g, "data"));
+    const char *ak = json_string_value(json_object_get(g, "access_key"));
+    const char *sk = json_string_value(json_object_get(g, "secret_key"));
+    const char *region = json_string_value(json_object_get(g, "region"));
+    int rc = resolve(t, listen ? listen : "127.0.0.1:9000", err, errlen);
+    json_t *cred = NULL;
+    if (rc == 0 && (!ak || !sk)) {
+        ak = env2("INEC_ACCESS_KEY", "AWS_ACCESS_KEY_ID");
+        sk = env2("INEC_SECRET_KEY", "AWS_SECRET_ACCESS_KEY");
+    }
+    if (rc == 0 && (!ak || !sk)) {
+        char file[4200];
+        snprintf(file, sizeof(file), "%s/%s", data ? data : "./inec-gateway", GW_CREDENTIALS_FILE);
+        cred = json_load_file(file, 0, &jerr);
+        ak = json_string_value(json_object_get(cred, "access_key"));
+        sk = json_string_value(json_object_get(cred, "secret_key"));
+        if (!ak || !sk) {
+            snprintf(err, errlen, "no S3 keys: not in %s, the environment or %.500s", path,
+                     file);
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0) {
+        keys[0] = strdup(ak);
+        keys[1] = strdup(sk);
+        t->region = region ? strdup(region) : NULL;
+    }
+    json_decref(cred);
+    json_decref(cfg);
+    return rc;
+}
+
+struct cell {
+    uint64_t size;
+    int clients;
+    const char *op;
+    struct stats s, floor;
+    uint64_t degraded_stripes;
+};
+
+static void print_cell(const struct cell *c, json_t *rows)
+{
+    char sz[24];
+    size_text(c->size, sz, sizeof(sz));
+    double ratio = c->floor.mbps > 0 ? c->s.mbps / c->floor.mbps : 0;
+    if (rows) {
+        json_t *row =
+            json_pack("{s:I, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                      "size", (json_int_t)c->size, "clients", c->clients, "op", c->op, "ops",
+                      (json_int_t)c->s.ops, "mbps", c->s.mbps, "ops_per_s", c->s.opss, "p50_ms",
+                      c->s.p50, "p95_ms", c->s.p95, "p99_ms", c->s.p99, "floor_mbps", c->floor.mbps,
+                      "floor_ops_per_s", c->floor.opss, "floor_p50_ms", c->floor.p50,
+                      "floor_p95_ms", c->floor.p95, "floor_p99_ms", c->floor.p99, "ratio", ratio);
+        if (strcmp(c->op, "GET-degr") == 0)
+            json_object_set_new(row, "degraded_stripes",
+                                json_integer((json_int_t)c->degraded_stripes));
+        json_array_append_new(rows, row);
+        return;
+    }
+    printf("%-5s %7d %-8s %9.1f %9.1f %8.2f %8.2f %8.2f %10.1f %9.2f %6.3f\n", sz, c->clients,
+           c->op, c->s.mbps, c->s.opss, c->s.p50, c->s.p95, c->s.p99, c->floor.mbps, c->floor.p50,
+           ratio);
+    fflush(stdout);
+}
+
+int bench_s3(int argc, char **argv)
+{
+    uint64_t sizes[MAX_SIZES], clients[MAX_SIZES];
+    int nsizes = 0, nclients = 0;
+    double seconds = 0;
+    bool json = false, quick = false;
+    const char *cluster = NULL, *endpoint = NULL, *dir = NULL, *profile = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--quick") == 0) {
+            quick = true;
+        } else if (strcmp(a, "--sizes") == 0 && v) {
+            if ((nsizes = parse_list("size", v, sizes, MAX_SIZES, true)) < 0)
+                return 2;
+            i++;
+        } else if (strcmp(a, "--clients") == 0 && v) {
+            if ((nclients = parse_list("client count", v, clients, MAX_SIZES, false)) < 0)
+                return 2;
+            i++;
+        } else if (strcmp(a, "--seconds") == 0 && v) {
+            char *end;
+            seconds = strtod(v, &end);
+            if (*end || !(seconds > 0 && seconds <= 600)) {
+                fprintf(stderr, "inec bench s3: bad --seconds '%s' (0..600)\n", v);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--cluster") == 0 && v) {
+            cluster = argv[++i];
+        } else if (strcmp(a, "--endpoint") == 0 && v) {
+            endpoint = argv[++i];
+        } else if (strcmp(a, "--dir") == 0 && v) {
+            dir = argv[++i];
+        } else if (strcmp(a, "--profile") == 0 && v) {
+            profile = argv[++i];
+        } else {
+            fprintf(stderr, "inec bench s3: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cluster && endpoint) {
+        fprintf(stderr, "inec bench s3: --cluster or --endpoint, not both\n");
+        return 2;
+    }
+    if ((cluster || endpoint) && (dir || profile)) {
+        fprintf(stderr, "inec bench s3: --dir and --profile are for the embedded gateway\n");
+        return 2;
+    }
+    if (!nsizes) {
+        static const uint64_t full[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+        static const uint64_t brief[] = {4 << 10, 1 << 20, 16 << 20};
+        nsizes = quick ? 3 : 5;
+        memcpy(sizes, quick ? brief : full, (size_t)nsizes * sizeof(*sizes));
+    }
+    if (!nclients) {
+        static const uint64_t full[] = {1, 4, 16}, brief[] = {1, 4};
+        nclients = quick ? 2 : 3;
+        memcpy(clients, quick ? brief : full, (size_t)nclients * sizeof(*clients));
+    }
+    if (seconds == 0)
+        seconds = quick ? 0.3 : 2;
+
+    char err[1024] = "", mode[512], tmpdir[4200] = "";
+    char *keys[2] = {NULL, NULL};
+    struct target inec = {.name = "inec"}, floor_t = {.name = "floor"};
+    struct gw_objects *o = NULL;
+    struct gw_s3_server *srv = NULL, *floor_srv = NULL;
+    int rc = 0, m = 0;
+    char bucket[64];
+    snprintf(bucket, sizeof(bucket), "inec-bench-%d", (int)getpid());
+
+    if (cluster || endpoint) {
+        if (cluster) {
+            rc = cluster_target(cluster, &inec, keys, err, sizeof(err));
+        } else {
+            const char *ep = strncmp(endpoint, "http://", 7) == 0 ? endpoint + 7 : endpoint;
+            char hp[300];
+            snprintf(hp, sizeof(hp), "%.*s", (int)strcspn(ep, "/"), ep);
+            const char *ak = env2("AWS_ACCESS_KEY_ID", "INEC_ACCESS_KEY");
+            const char *sk = env2("AWS_SECRET_ACCESS_KEY", "INEC_SECRET_KEY");
+            inec.region = env2("AWS_DEFAULT_REGION", "AWS_REGION");
+            if (strncmp(endpoint, "https://", 8) == 0) {
+                snprintf(err, sizeof(err), "https endpoints are not supported");
+                rc = -EINVAL;
+            } else if (!ak || !sk) {
+                snprintf(err, sizeof(err),
+                         "--endpoint needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+                rc = -EINVAL;
+            } else if ((rc = resolve(&inec, hp, err, sizeof(err))) == 0) {
+                keys[0] = strdup(ak);
+                keys[1] = strdup(sk);
+            }
+        }
+        snprintf(mode, sizeof(mode), "gateway at %s (%s); no degraded GET", inec.host,
+                 cluster ? cluster : "--endpoint");
+    } else {
+        uint8_t rnd[20];
+        char hexkey[41];
+        RAND_bytes(rnd, sizeof(rnd));
+        for (int i = 0; i < 20; i++)
+            snprintf(hexkey + 2 * i, 3, "%02x", rnd[i]);
+        keys[0] = strdup("inec-bench");
+        keys[1] = strdup(hexkey);
+        if (dir) {
+            snprintf(tmpdir, sizeof(tmpdir), "%s", dir);
+        } else {
+            const char *td = getenv("TMPDIR");
+            snprintf(tmpdir, sizeof(tmpdir), "%s/inec-s3bench-XXXXXX", td && *td ? td : "/tmp");
+            if (!mkdtemp(tmpdir)) {
+                fprintf(stderr, "inec bench s3: mkdtemp %s: %s\n", tmpdir, strerror(errno));
+                return 1;
+            }
+        }
+        json_t *opts = profile ? json_pack("{s:s}", "profile", profile) : NULL;
+        rc = gw_objects_open_embedded_opts(tmpdir, opts, &o, err, sizeof(err));
+        json_decref(opts);
+        struct gw_s3_config cfg = {
+            .listen = "127.0.0.1:0", .access_key = keys[0], .secret_key = keys[1]};
+        if (rc == 0)
+            rc = gw_s3_server_start(&cfg, o, NULL, &srv, err, sizeof(err));
+        if (rc == 0) {
+            char hp[32];
+            snprintf(hp, sizeof(hp), "127.0.0.1:%u", gw_s3_server_port(srv));
+            rc = resolve(&inec, hp, err, sizeof(err));
+            m = pool_m(o);
+            json_t *pools = NULL;
+            gw_objects_pools_json(o, &pools);
+            snprintf(mode, sizeof(mode),
+                     "embedded gateway + nodes, %s, at %s; degraded: %d nodes stopped",
+                     json_string_value(json_object_get(json_array_get(pools, 0), "profile")), hp,
+                     m);
+            json_decref(pools);
+        }
+    }
+    if (rc == 0 && (!keys[0] || !keys[1]))
+        rc = -ENOMEM;
+    inec.access_key = keys[0];
+    inec.secret_key = keys[1];
+    struct gw_s3_config fcfg = {.listen = "127.0.0.1:0",
+                                .access_key = keys[0],
+                                .secret_key = keys[1],
+                                .region = inec.region,
+                                .floor = true};
+    if (rc == 0)
+        rc = gw_s3_server_start(&fcfg, NULL, NULL, &floor_srv, err, sizeof(err));
+    if (rc == 0) {
+        char hp[32];
+        snprintf(hp, sizeof(hp), "127.0.0.1:%u", gw_s3_server_port(floor_srv));
+        floor_t.access_key = keys[0];
+        floor_t.secret_key = keys[1];
+        floor_t.region = inec.region;
+        rc = resolve(&floor_t, hp, err, sizeof(err));
+    }
+    /* the bucket, on both */
+    struct worker admin = {.fd = -1};
+    if (rc == 0 && !(admin.rbuf = malloc(RECV_BUF)))
+        rc = -ENOMEM;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        const struct target *t = i ? &floor_t : &inec;
+        int st = request(&admin, t, "PUT", bucket, NULL, 0);
+        if (st != 200) {
+            snprintf(err, sizeof(err), "creating bucket %s on %s: %s", bucket, t->name,
+                     admin.err[0] ? admin.err : "failed");
+            rc = -EIO;
+        }
+        if (admin.fd >= 0)
+            close(admin.fd);
+        admin.fd = -1;
+    }
+
+    json_t *rows = json ? json_array() : NULL;
+    if (rc == 0 && !json) {
+        printf("inec bench s3: %s\nfloor: the same S3 HTTP server, SigV4 checked, no storage "
+               "(ratio = inec MB/s / floor MB/s); %.2g s per phase\n\n",
+               mode, seconds);
+        printf("%-5s %7s %-8s %9s %9s %8s %8s %8s %10s %9s %6s\n", "size", "clients", "op", "MB/s",
+               "ops/s", "p50 ms", "p95 ms", "p99 ms", "floor MB/s", "floor p50", "ratio");
+    }
+    int written[MAX_CLIENTS], fwritten[MAX_CLIENTS];
+    int max_keys[MAX_SIZES] = {0}, max_clients[MAX_SIZES] = {0};
+    for (int si = 0; si < nsizes && rc == 0; si++) {
+        for (int ci = 0; ci < nclients && rc == 0; ci++) {
+            uint64_t size = sizes[si];
+            int nc = (int)clients[ci];
+            uint64_t k = STORE_BUDGET / ((uint64_t)nc * size);
+            int keys_max = k < 1 ? 1 : k > MAX_KEYS ? MAX_KEYS : (int)k;
+            if (keys_max > max_keys[si])
+                max_keys[si] = keys_max;
+            if (nc > max_clients[si])
+                max_clients[si] = nc;
+            struct phase p = {&inec, bucket, OP_PUT, size, nc, keys_max, written, 0, 0, {{0}}};
+            struct phase fp = {&floor_t, bucket, OP_PUT, size, nc, keys_max, fwritten, 0, 0, {{0}}};
+            struct cell put = {size, nc, "PUT", {0}, {0}, 0}, get = put, deg = put;
+            get.op = "GET";
+            deg.op = "GET-degr";
+            rc = run_phase(&p, seconds, &put.s, err, sizeof(err));
+            if (rc == 0)
+                rc = run_phase(&fp, seconds, &put.floor, err, sizeof(err));
+            p.op = fp.op = OP_GET;
+            if (rc == 0)
+                rc = run_phase(&p, seconds, &get.s, err, sizeof(err));
+            if (rc == 0)
+                rc = run_phase(&fp, seconds, &get.floor, err, sizeof(err));
+            if (rc == 0) {
+                print_cell(&put, rows);
+                print_cell(&get, rows);
+            }
+            if (rc == 0 && o && m > 0) {
+                struct gw_objects_stats before, after;
+                gw_objects_counters(o, &before);
+                rc = set_nodes(o, m, false);
+                if (rc)
+                    snprintf(err, sizeof(err), "stopping %d nodes: %s", m, strerror(-rc));
+                else
+                    rc = run_phase(&p, seconds, &deg.s, err, sizeof(err));
+                int rrc = set_nodes(o, m, true);
+                if (rc == 0 && rrc) {
+                    snprintf(err, sizeof(err), "restarting nodes: %s", strerror(-rrc));
+                    rc = rrc;
+                }
+                gw_objects_counters(o, &after);
+                deg.floor = get.floor;
+                deg.degraded_stripes = after.degraded_reads - before.degraded_reads;
+                if (rc == 0 && deg.degraded_stripes == 0) {
+                    snprintf(err, sizeof(err), "degraded GET read no stripe degraded");
+                    rc = -EIO;
+                }
+                if (rc == 0)
+                    print_cell(&deg, rows);
+            }
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "inec bench s3: %s\n", err[0] ? err : strerror(-rc));
+    } else if (json) {
+        json_t *doc = json_pack("{s:s, s:s, s:f, s:o}", "bench", "s3", "target", mode,
+                                "seconds_per_phase", seconds, "results", rows);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(doc);
+        rows = NULL;
+    }
+    json_decref(rows);
+
+    /* Another process keeps what we wrote: delete it (a missing key is fine). */
+    if (!o && admin.rbuf && inec.addrlen) {
+        char key[64];
+        for (int si = 0; si < nsizes; si++)
+            for (int c = 0; c < max_clients[si]; c++)
+                for (int k = 0; k < max_keys[si]; k++) {
+                    key_name(key, sizeof(key), sizes[si], c, k);
+                    request(&admin, &inec, "DELETE", bucket, key, 0);
+                }
+        request(&admin, &inec, "DELETE", bucket, NULL, 0);
+        if (admin.fd >= 0)
+            close(admin.fd);
+    }
+    free(admin.rbuf);
+    gw_s3_server_stop(floor_srv, 1000);
+    gw_s3_server_stop(srv, 1000);
+    gw_objects_close(o);
+    if (tmpdir[0] && !dir)
+        nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(keys[0]);
+    free(keys[1]);
+    if (cluster && inec.region)
+        free((char *)inec.region);
+    return rc ? 1 : 0;
+}
