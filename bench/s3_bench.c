@@ -39,6 +39,7 @@
 #include "gateway/objects.h"
 #include "gateway/s3_server.h"
 #include "gateway/sigv4.h"
+#include "inec/log.h"
 
 #define MAX_SIZES     16
 #define MAX_CLIENTS   64
@@ -744,6 +745,8 @@ int bench_s3(int argc, char **argv)
     }
     if (seconds == 0)
         seconds = quick ? 0.3 : 2;
+    if (!getenv("INEC_LOG")) /* nodes stopping and starting are the plan, not news */
+        inec_log_set_level(INEC_LOG_WARN);
 
     char err[1024] = "", mode[512], tmpdir[4200] = "";
     char *keys[2] = {NULL, NULL};

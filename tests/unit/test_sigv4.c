@@ -116,6 +116,43 @@ static void test_get_object(void **state)
                      GW_S3_REQUEST_TIME_TOO_SKEWED);
 }
 
+/* The signer writes AWS's published signature for the same request, and
+ * what it signs (here with a query) the verifier accepts. */
+static void test_sign(void **state)
+{
+    (void)state;
+    struct headers h;
+    get_object(&h);
+    struct gw_sigv4_request req = {"GET", "/test.txt", NULL, lookup, &h};
+    struct gw_sigv4_signer s = {AKID, SECRET, NULL, "host;range;x-amz-content-sha256;x-amz-date",
+                                DATE};
+    char authz[512];
+    assert_int_equal(gw_sigv4_sign(&req, &s, authz, sizeof(authz)), 0);
+    assert_string_equal(authz, "AWS4-HMAC-SHA256 " CRED
+                               ", SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+                               "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c"
+                               "6036bdb41");
+    char date[17];
+    gw_sigv4_amz_date(T0, date);
+    assert_string_equal(date, DATE);
+
+    req = (struct gw_sigv4_request){"PUT", "/bucket/a%20key", "b=2&a=1", lookup, &h};
+    set(&h, "x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+    s.signed_headers = "host;x-amz-content-sha256;x-amz-date";
+    assert_int_equal(gw_sigv4_sign(&req, &s, authz, sizeof(authz)), 0);
+    set(&h, "Authorization", authz);
+    struct gw_sigv4_auth a;
+    assert_int_equal(check("PUT", "/bucket/a%20key", "b=2&a=1", &h, T0, SECRET, &a), GW_S3_OK);
+    assert_int_equal(a.payload, GW_PAYLOAD_UNSIGNED);
+    assert_int_equal(check("PUT", "/bucket/a%20key", "b=3&a=1", &h, T0, SECRET, &a),
+                     GW_S3_SIGNATURE_DOES_NOT_MATCH);
+
+    s.signed_headers = "Host;x-amz-date"; /* not lowercase */
+    assert_int_equal(gw_sigv4_sign(&req, &s, authz, sizeof(authz)), -EINVAL);
+    s.signed_headers = "host;x-amz-date";
+    assert_int_equal(gw_sigv4_sign(&req, &s, authz, 40), -ENOSPC);
+}
+
 static void test_get_object_tampered(void **state)
 {
     (void)state;
@@ -716,6 +753,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_object),
         cmocka_unit_test(test_get_object_tampered),
+        cmocka_unit_test(test_sign),
         cmocka_unit_test(test_malformed_authorization),
         cmocka_unit_test(test_put_object),
         cmocka_unit_test(test_bucket_queries),
