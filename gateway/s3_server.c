@@ -893,7 +893,7 @@ const uint8_t *gw_s3_floor_bytes(const char *key, uint64_t off, size_t *len)
     for (const char *p = key; *p; p++)
         h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
     *len = FLOOR_PERIOD;
-    return floor_pattern + (h + off) % FLOOR_PERIOD;
+    return floor_pattern + (h % FLOOR_PERIOD + off % FLOOR_PERIOD) % FLOOR_PERIOD;
 }
 
 struct floor_stream {
