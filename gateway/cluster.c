@@ -310,6 +310,7 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     char *text = json_dumps(map, JSON_COMPACT);
     if (!text)
         return snprintf(msg, msglen, "no cluster map"), -EINVAL;
+    pthread_mutex_init(&o->sess_lock, NULL);
     int rc = place_map_parse(text, strlen(text), &o->map, msg, msglen);
     free(text);
     if (rc)
@@ -523,6 +524,7 @@ void gw_objects_close(struct gw_objects *o)
     if (o->fan && o->nodes)
         gw_gc_run(o, true); /* what is left of the garbage: deleted now, not lost */
     fanout_destroy(o->fan);
+    gw_sessions_close(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
         drop_clients(&o->nodes[i]);
     for (int i = 0; o->nodes && i < o->nnodes; i++) {

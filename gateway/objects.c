@@ -511,6 +511,143 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     return 0;
 }
 
+/* --- encode sessions ---------------------------------------------------------------
+ * The encode DEG of a pool over one set of nodes, set up once and run stripe
+ * after stripe (node_deg_session): a stripe costs one RUN message per node
+ * plus its data. Keyed by pool and node set (sorted); the chunks of a stripe
+ * may land on the set in any order. Idle ones are kept (GW_SESSIONS_IDLE at
+ * most) until they idle longer than the RPC bound, well before the nodes
+ * reap their persistent vertices. A failed run closes the session: the next
+ * stripe opens a new one. */
+
+#define GW_SESSIONS_IDLE 12
+
+struct gw_session {
+    struct gw_session *next;
+    const struct gw_pool *pool;
+    int n, nodes[PLACE_MAX_CHUNKS]; /* sorted */
+    struct node_client *cl[PLACE_MAX_CHUNKS];
+    struct node_deg_session *s;
+    int64_t idle_since_ms;
+};
+
+static void session_free(struct gw_objects *o, struct gw_session *ss, int rc)
+{
+    node_deg_session_close(ss->s);
+    /* Only a node whose own call failed is to blame (marked down). */
+    for (int i = 0; i < ss->n; i++)
+        if (ss->cl[i])
+            gw_client_put(o, ss->nodes[i], ss->cl[i],
+                          node_client_errmsg(ss->cl[i])[0] ? rc : 0);
+    free(ss);
+}
+
+void gw_sessions_close(struct gw_objects *o)
+{
+    while (o->sessions) {
+        struct gw_session *ss = o->sessions;
+        o->sessions = ss->next;
+        session_free(o, ss, 0);
+    }
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* An idle session of pool over the nodes of place[0..n), or a new one. */
+static int session_get(struct gw_objects *o, const struct gw_pool *pool, const int *place,
+                       struct gw_session **out, char *err, size_t errlen)
+{
+    int n = pool->p.n, set[PLACE_MAX_CHUNKS];
+    memcpy(set, place, (size_t)n * sizeof(int));
+    qsort(set, (size_t)n, sizeof(int), cmp_int);
+    int64_t now = gw_now_ms();
+    struct gw_session *stale = NULL;
+    pthread_mutex_lock(&o->sess_lock);
+    *out = NULL;
+    for (struct gw_session **pp = &o->sessions; *pp;) {
+        struct gw_session *ss = *pp;
+        if (now - ss->idle_since_ms > o->timeout_ms) {
+            *pp = ss->next;
+            ss->next = stale;
+            stale = ss;
+        } else if (!*out && ss->pool == pool && !memcmp(ss->nodes, set, (size_t)n * sizeof(int))) {
+            *pp = ss->next;
+            *out = ss;
+        } else {
+            pp = &ss->next;
+        }
+    }
+    pthread_mutex_unlock(&o->sess_lock);
+    while (stale) {
+        struct gw_session *ss = stale;
+        stale = ss->next;
+        session_free(o, ss, 0);
+    }
+    if (*out)
+        return 0;
+    struct gw_session *ss = calloc(1, sizeof(*ss));
+    if (!ss)
+        return -ENOMEM;
+    ss->pool = pool;
+    ss->n = n;
+    memcpy(ss->nodes, set, sizeof(set));
+    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+    int rc = cl ? 0 : -ENOMEM;
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = gw_client_get(o, set[i], &ss->cl[i]);
+        if (rc)
+            snprintf(err, errlen, "node %s: %s", o->nodes[set[i]].id, strerror(-rc));
+        else
+            cl[set[i]] = ss->cl[i];
+    }
+    struct deg_request req = {.op = DEG_OP_ENCODE};
+    deg_placement_default(&req.placement);
+    for (int c = 0; c < n; c++)
+        req.placement.holder[c] = set[c];
+    struct deg_graph *g = NULL;
+    if (rc == 0)
+        rc = deg_build(pool->codec, &req, &g, err, errlen);
+    struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+    if (rc == 0)
+        rc = node_deg_session_open(g, pool->p.chunk_size, cl, o->nnodes, &ro, &ss->s, err, errlen);
+    deg_graph_destroy(g);
+    free(cl);
+    if (rc) {
+        session_free(o, ss, rc);
+        return rc;
+    }
+    *out = ss;
+    return 0;
+}
+
+/* Back to the idle list after a good run; closed after a failed one. */
+static void session_put(struct gw_objects *o, struct gw_session *ss, int rc)
+{
+    if (rc == 0) {
+        ss->idle_since_ms = gw_now_ms();
+        pthread_mutex_lock(&o->sess_lock);
+        int n = 0;
+        struct gw_session **pp = &o->sessions;
+        while (*pp && ++n < GW_SESSIONS_IDLE)
+            pp = &(*pp)->next;
+        struct gw_session *old = *pp; /* the oldest beyond the limit */
+        *pp = NULL;
+        ss->next = o->sessions;
+        o->sessions = ss;
+        pthread_mutex_unlock(&o->sess_lock);
+        while (old) {
+            struct gw_session *nx = old->next;
+            session_free(o, old, 0);
+            old = nx;
+        }
+        return;
+    }
+    session_free(o, ss, rc);
+}
+
 /* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
 static int write_stripe(struct gw_put *p, size_t L)
 {
@@ -529,6 +666,7 @@ static int write_stripe(struct gw_put *p, size_t L)
     char err[512] = "";
     if ((rc = deg_build(p->pool->codec, &req, &g, err, sizeof(err))))
         goto out;
+    bool star = node_deg_session_fits(g);
     struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
     if (!cl) {
         rc = -ENOMEM;
@@ -537,7 +675,7 @@ static int write_stripe(struct gw_put *p, size_t L)
     for (int c = 0; c < pp->n && rc == 0; c++) {
         if (gw_node_is_down(o, place[c]))
             rc = -EHOSTDOWN;
-        else
+        else if (!star)
             rc = gw_client_get(o, place[c], &cl[place[c]]);
         if (rc)
             snprintf(err, sizeof(err), "node %s: %s", o->nodes[place[c]].id, strerror(-rc));
@@ -551,8 +689,13 @@ static int write_stripe(struct gw_put *p, size_t L)
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
     memcpy(ns.object, p->oid, sizeof(ns.object));
     struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-    if (rc == 0)
+    struct gw_session *ss = NULL;
+    if (rc == 0 && star && (rc = session_get(o, p->pool, place, &ss, err, sizeof(err))) == 0) {
+        rc = node_deg_session_run(ss->s, g, L, chunks, &ns, err, sizeof(err));
+        session_put(o, ss, rc);
+    } else if (rc == 0) {
         rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, NULL, NULL, err, sizeof(err));
+    }
     for (int c = 0; c < pp->n; c++)
         if (cl[place[c]])
             gw_client_put(o, place[c], cl[place[c]], 0);
