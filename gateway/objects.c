@@ -534,11 +534,16 @@ struct gw_session {
 static void session_free(struct gw_objects *o, struct gw_session *ss, int rc)
 {
     node_deg_session_close(ss->s);
-    /* Only a node whose own call failed is to blame (marked down). */
-    for (int i = 0; i < ss->n; i++)
+    /* A client whose own call failed may be broken: closed, not kept (a
+     * node really down shows when it is connected again). */
+    for (int i = 0; i < ss->n; i++) {
+        if (rc && ss->cl[i] && node_client_errmsg(ss->cl[i])[0]) {
+            node_client_close(ss->cl[i]);
+            ss->cl[i] = NULL;
+        }
         if (ss->cl[i])
-            gw_client_put(o, ss->nodes[i], ss->cl[i],
-                          node_client_errmsg(ss->cl[i])[0] ? rc : 0);
+            gw_client_put(o, ss->nodes[i], ss->cl[i], 0);
+    }
     free(ss);
 }
 
@@ -556,9 +561,9 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* An idle session of pool over the nodes of place[0..n), or a new one. */
+/* An idle session of pool over the nodes of place[0..n) (*reused), or a new one. */
 static int session_get(struct gw_objects *o, const struct gw_pool *pool, const int *place,
-                       struct gw_session **out, char *err, size_t errlen)
+                       bool fresh, struct gw_session **out, bool *reused, char *err, size_t errlen)
 {
     int n = pool->p.n, set[PLACE_MAX_CHUNKS];
     memcpy(set, place, (size_t)n * sizeof(int));
@@ -573,7 +578,8 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
             *pp = ss->next;
             ss->next = stale;
             stale = ss;
-        } else if (!*out && ss->pool == pool && !memcmp(ss->nodes, set, (size_t)n * sizeof(int))) {
+        } else if (!fresh && !*out && ss->pool == pool &&
+                   !memcmp(ss->nodes, set, (size_t)n * sizeof(int))) {
             *pp = ss->next;
             *out = ss;
         } else {
@@ -586,7 +592,7 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
         stale = ss->next;
         session_free(o, ss, 0);
     }
-    if (*out)
+    if ((*reused = *out != NULL))
         return 0;
     struct gw_session *ss = calloc(1, sizeof(*ss));
     if (!ss)
@@ -619,6 +625,7 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
         session_free(o, ss, rc);
         return rc;
     }
+    atomic_fetch_add(&o->sessions_opened, 1);
     *out = ss;
     return 0;
 }
@@ -627,6 +634,8 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
 static void session_put(struct gw_objects *o, struct gw_session *ss, int rc)
 {
     if (rc == 0) {
+        for (int i = 0; i < ss->n; i++) /* they answered: up (again) */
+            gw_client_put(o, ss->nodes[i], NULL, 0);
         ss->idle_since_ms = gw_now_ms();
         pthread_mutex_lock(&o->sess_lock);
         int n = 0;
@@ -689,10 +698,21 @@ static int write_stripe(struct gw_put *p, size_t L)
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
     memcpy(ns.object, p->oid, sizeof(ns.object));
     struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-    struct gw_session *ss = NULL;
-    if (rc == 0 && star && (rc = session_get(o, p->pool, place, &ss, err, sizeof(err))) == 0) {
-        rc = node_deg_session_run(ss->s, g, L, chunks, &ns, err, sizeof(err));
-        session_put(o, ss, rc);
+    if (rc == 0 && star) {
+        /* An idle session may have lost a node that restarted since: one
+         * more try on a new session (the chunks are rewritten as they were). */
+        bool reused = true;
+        for (int attempt = 0; attempt < 2 && reused; attempt++) {
+            struct gw_session *ss;
+            if ((rc = session_get(o, p->pool, place, attempt > 0, &ss, &reused, err, sizeof(err))))
+                break;
+            rc = node_deg_session_run(ss->s, g, L, chunks, &ns, err, sizeof(err));
+            session_put(o, ss, rc);
+            if (rc == 0)
+                break;
+            inec_log(INEC_LOG_INFO, "gateway", "encode session failed key=%s stripe=%llu err=%s",
+                     p->key, (unsigned long long)s, err);
+        }
     } else if (rc == 0) {
         rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, NULL, NULL, err, sizeof(err));
     }

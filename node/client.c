@@ -643,11 +643,11 @@ static int setup_connect(struct run_ctx *ctx, size_t len, uint8_t *const *chunks
             break;
         }
         s->c = nodes[vx->node];
-        json_t *req = json_pack("{s:O,s:s,s:I,s:i,s:b,s:s,s:I,s:I,s:b}", "graph", gjson, "vertex",
-                                vx->name, "len", (json_int_t)len, "timeout_ms", ctx->timeout_ms,
-                                "incoherent", vo->incoherent, "object", obj, "stripe",
-                                (json_int_t)stripe->stripe, "version", (json_int_t)stripe->version,
-                                "persist", persist);
+        json_t *req =
+            json_pack("{s:O,s:s,s:I,s:i,s:b,s:s,s:I,s:I,s:b}", "graph", gjson, "vertex", vx->name,
+                      "len", (json_int_t)len, "timeout_ms", ctx->timeout_ms, "incoherent",
+                      vo->incoherent, "object", obj, "stripe", (json_int_t)stripe->stripe,
+                      "version", (json_int_t)stripe->version, "persist", persist);
         json_t *ans = call_json(s->c, NODE_RPC_VERTEX_SETUP, req, s->c->timeout_ms, &rc);
         if (rc) {
             snprintf(err, errlen, "vertex %s: setup: %s", vx->name, node_client_errmsg(s->c));
@@ -851,8 +851,8 @@ static void *sess_main(void *p)
         if (req) {
             json_object_set_new(req, "handles", json_pack("[i]", vs->handle));
             json_object_set_new(req, "chunks", json_pack("[i]", s->chunk_of[w->v]));
-            json_decref(call_json(vs->c, NODE_RPC_VERTEX_RUN, req, s->ctx.timeout_ms * 2 + 2000,
-                                  &w->rc));
+            json_decref(
+                call_json(vs->c, NODE_RPC_VERTEX_RUN, req, s->ctx.timeout_ms * 2 + 2000, &w->rc));
         }
         if (w->rc)
             snprintf(w->err, sizeof(w->err), "vertex %s: %s", s->g->vertices[w->v].name,
@@ -977,8 +977,8 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
             q++;
         /* Out-edge e sends the session's edge e's value, over route[e]. */
         const struct deg_edge *sed = &s->g->edges[sgv->out[e]];
-        same = q < sgv->nout_edges && ed->src.kind == sed->src.kind &&
-               ed->src.index == sed->src.index;
+        same =
+            q < sgv->nout_edges && ed->src.kind == sed->src.kind && ed->src.index == sed->src.index;
         if (!same)
             break;
         route[e] = q;
