@@ -450,8 +450,26 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
 
 /* --- PUT ------------------------------------------------------------------------ */
 
+/* Stripes of one PUT in flight at once: while one is encoded, sent and
+ * made durable, the next is filled (and the one after sent). */
+#define GW_PUT_WINDOW 3
+
+struct gw_put;
+
+struct inflight {
+    struct gw_put *p;
+    pthread_t thread;
+    bool busy;
+    uint8_t *buf; /* stripe_bytes, owned; swapped with gw_put.buf */
+    uint64_t s;
+    int rc;
+    json_t *rec;
+};
+
 struct gw_put {
     struct gw_objects *o;
+    struct inflight fl[GW_PUT_WINDOW];
+    uint64_t submitted; /* stripes handed to fl[] */
     char bucket[GW_BUCKET_MAX + 1];
     char *key;
     const struct gw_pool *pool;
@@ -658,11 +676,11 @@ static void session_put(struct gw_objects *o, struct gw_session *ss, int rc)
 }
 
 /* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
-static int write_stripe(struct gw_put *p, size_t L)
+static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, size_t L,
+                        json_t **rec)
 {
     struct gw_objects *o = p->o;
     const struct place_pool *pp = &p->pool->p;
-    uint64_t s = json_array_size(p->stripes);
     int place[PLACE_MAX_CHUNKS];
     int rc = place_stripe(o->map, p->oid, sizeof(p->oid), s, pp->n, place, NULL);
     if (rc)
@@ -692,7 +710,7 @@ static int write_stripe(struct gw_put *p, size_t L)
     uint8_t *chunks[PLACE_MAX_CHUNKS] = {0};
     json_t *crcs = json_array();
     for (int c = 0; c < pp->k; c++) {
-        chunks[c] = p->buf + (size_t)c * L;
+        chunks[c] = (uint8_t *)buf + (size_t)c * L;
         json_array_append_new(crcs, json_integer(node_crc32c(chunks[c], L)));
     }
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
@@ -724,8 +742,7 @@ static int write_stripe(struct gw_put *p, size_t L)
         json_t *nodes = json_array();
         for (int c = 0; c < pp->n; c++)
             json_array_append_new(nodes, json_string(o->nodes[place[c]].id));
-        json_array_append_new(p->stripes, json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes",
-                                                    nodes, "crc", crcs));
+        *rec = json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes", nodes, "crc", crcs);
     } else {
         json_decref(crcs);
     }
@@ -738,6 +755,71 @@ out:
             rc = -EIO;
     }
     return rc;
+}
+
+static void *inflight_main(void *arg)
+{
+    struct inflight *f = arg;
+    f->rc = write_stripe(f->p, f->buf, f->s, f->p->pool->p.chunk_size, &f->rec);
+    return NULL;
+}
+
+/* Appends a written stripe's record: in order, and none after a failed one
+ * (the upload then fails). */
+static int collect(struct gw_put *p, struct inflight *f)
+{
+    if (f->rc == 0 && json_array_size(p->stripes) == f->s)
+        json_array_append_new(p->stripes, f->rec);
+    else
+        json_decref(f->rec);
+    f->rec = NULL;
+    return f->rc;
+}
+
+/* Waits for the stripe in f (joined oldest first, so records stay in order). */
+static int inflight_join(struct gw_put *p, struct inflight *f)
+{
+    if (!f->busy)
+        return 0;
+    pthread_join(f->thread, NULL);
+    f->busy = false;
+    return collect(p, f);
+}
+
+/* Every stripe in flight, oldest first; the first failure. */
+static int inflight_drain(struct gw_put *p)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < GW_PUT_WINDOW; i++) {
+        uint64_t s = p->submitted + i; /* the oldest slot comes first */
+        int r = inflight_join(p, &p->fl[s % GW_PUT_WINDOW]);
+        rc = rc ? rc : r;
+    }
+    return rc;
+}
+
+/* Hands the full stripe buffer to a slot (after the stripe it held is done). */
+static int submit_stripe(struct gw_put *p)
+{
+    struct inflight *f = &p->fl[p->submitted % GW_PUT_WINDOW];
+    int rc = inflight_join(p, f);
+    if (rc)
+        return rc;
+    if (!f->buf && !(f->buf = malloc(p->stripe_bytes)))
+        return -ENOMEM;
+    uint8_t *t = f->buf;
+    f->buf = p->buf;
+    p->buf = t;
+    p->cap = p->stripe_bytes;
+    *f = (struct inflight){.p = p, .buf = f->buf, .s = p->submitted};
+    if (pthread_create(&f->thread, NULL, inflight_main, f) != 0) {
+        inflight_main(f); /* no thread: this one writes it */
+        p->submitted++;
+        return collect(p, f);
+    }
+    f->busy = true;
+    p->submitted++;
+    return 0;
 }
 
 int gw_put_write(struct gw_put *p, const void *buf, size_t len)
@@ -764,9 +846,9 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
         b += n;
         len -= n;
         if (p->fill == p->stripe_bytes) {
-            if (json_array_size(p->stripes) >= MAX_STRIPES)
+            if (p->submitted >= MAX_STRIPES)
                 return p->rc = -EFBIG;
-            if ((p->rc = write_stripe(p, p->pool->p.chunk_size)))
+            if ((p->rc = submit_stripe(p)))
                 return p->rc;
             p->fill = 0;
         }
@@ -776,6 +858,9 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
 
 static void put_free(struct gw_put *p)
 {
+    inflight_drain(p);
+    for (int i = 0; i < GW_PUT_WINDOW; i++)
+        free(p->fl[i].buf);
     free(p->key);
     free(p->buf);
     EVP_MD_CTX_free(p->md5);
@@ -787,6 +872,7 @@ static void put_free(struct gw_put *p)
 /* What the upload wrote so far, as a record gc_rec understands. */
 static void put_discard(struct gw_put *p, int delay_ms)
 {
+    inflight_drain(p); /* what is still in flight is written, and goes too */
     json_t *rec = json_pack("{s:s,s:O}", "oid", p->oid_hex, "stripes", p->stripes);
     gw_gc_queue(p->o, rec, delay_ms);
     json_decref(rec);
@@ -804,7 +890,9 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
 {
     struct gw_objects *o = p->o;
     int k = p->pool->p.k;
-    int rc = p->rc;
+    int rc = inflight_drain(p);
+    if (p->rc)
+        rc = p->rc;
     if (rc == 0 && p->fill > 0) {
         size_t L = (p->fill + (size_t)k - 1) / (size_t)k;
         L = (L + GW_ALIGN - 1) / GW_ALIGN * GW_ALIGN;
@@ -819,7 +907,9 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         }
         if (rc == 0) {
             memset(p->buf + p->fill, 0, (size_t)k * L - p->fill);
-            rc = write_stripe(p, L);
+            json_t *srec = NULL;
+            if ((rc = write_stripe(p, p->buf, p->submitted, L, &srec)) == 0)
+                json_array_append_new(p->stripes, srec);
         }
     }
     unsigned char md[EVP_MAX_MD_SIZE];

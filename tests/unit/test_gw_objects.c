@@ -330,8 +330,11 @@ static void test_session_reuse(void **state)
     struct gw_objects_stats st;
     assert_int_equal(put(o, "sess", "a", d, n), 0);
     assert_int_equal(put(o, "sess", "b", e, 100), 0);
+    assert_int_equal(put(o, "sess", "c", e, n), 0);
+    /* 13 stripes, all on the same nine nodes: at most one session per stripe in flight */
     gw_objects_counters(o, &st);
-    assert_int_equal(st.sessions_opened, 1); /* 7 stripes, all on the same nine nodes */
+    assert_true(st.sessions_opened >= 1 && st.sessions_opened <= 3);
+    uint64_t opened = st.sessions_opened;
     assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, d, n), 0);
     assert_int_equal(get_check(o, "sess", "b", 0, UINT64_MAX, e, 100), 0);
 
@@ -340,15 +343,16 @@ static void test_session_reuse(void **state)
     assert_int_equal(gw_put_write(p, e, 2 * STRIPE), 0);
     assert_int_equal(gw_objects_node_set_running(o, "n3", false), 0);
     /* bounded by timeout_ms: the suite's timeout would catch a hang */
-    int rc = gw_put_write(p, e + 2 * STRIPE, STRIPE);
+    int rc = gw_put_write(p, e + 2 * STRIPE, STRIPE); /* in flight: may fail later */
+    assert_true(rc == 0 || rc == -EHOSTDOWN || rc == -EIO || rc == -ETIMEDOUT);
+    rc = gw_put_commit(p, NULL);
     assert_true(rc == -EHOSTDOWN || rc == -EIO || rc == -ETIMEDOUT);
-    assert_int_not_equal(gw_put_commit(p, NULL), 0);
     assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, d, n), 0); /* degraded */
     assert_int_equal(gw_objects_node_set_running(o, "n3", true), 0);
     assert_int_equal(put(o, "sess", "a", e, n), 0);
     assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, e, n), 0);
     gw_objects_counters(o, &st);
-    assert_int_equal(st.sessions_opened, 2);
+    assert_true(st.sessions_opened > opened);
     free(d);
     free(e);
     gw_objects_close(o);
