@@ -16,10 +16,10 @@
  * complete; it refuses further runs and must be destroyed.
  */
 #include "deg/deg.h"
+#include "codecs/errf.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +32,8 @@ struct deg_vx {
     const struct deg_graph *g;
     const struct deg_vertex *v;
     int id;
-    size_t len, slice;
-    int nslices;
+    size_t len, slice, cap; /* cap: the length buffers were opened for */
+    int nslices, max_slices;
     bool incoherent;
     int timeout_ms;
     struct inec_device *dev;
@@ -41,6 +41,11 @@ struct deg_vx {
     struct inec_qp *calc_qp;
     struct inec_cq **in_cq, **out_cq;
     struct inec_qp **in_qp, **out_qp;
+    /* out-edge pos sends over the connection opened for out-edge route[pos]
+     * (deg_vx_route_out); out_qp/out_cq above are already routed. */
+    int *route;
+    struct inec_qp **out_qp0;
+    struct inec_cq **out_cq0;
     uint8_t **local, **in_buf, **out_buf;
     struct inec_mr **local_mr, **in_mr, **out_mr;
     uint8_t *tables;
@@ -53,20 +58,6 @@ struct deg_vx {
     uint64_t *wait_counts;
 };
 
-static int vfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int vfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static const char *from_name(const struct deg_vx *x, int slot)
 {
     return x->g->vertices[x->g->edges[x->v->in[slot]].from].name;
@@ -74,7 +65,7 @@ static const char *from_name(const struct deg_vx *x, int slot)
 
 static const char *to_name(const struct deg_vx *x, int pos)
 {
-    return x->g->vertices[x->g->edges[x->v->out[pos]].to].name;
+    return x->g->vertices[x->g->edges[x->v->out[x->route[pos]]].to].name;
 }
 
 void deg_vx_close(struct deg_vx *x)
@@ -84,13 +75,13 @@ void deg_vx_close(struct deg_vx *x)
     const struct deg_vertex *v = x->v;
     for (int j = 0; x->in_qp && j < v->nin; j++)
         inec_qp_destroy(x->in_qp[j]);
-    for (int j = 0; x->out_qp && j < v->nout_edges; j++)
-        inec_qp_destroy(x->out_qp[j]);
+    for (int j = 0; x->out_qp0 && j < v->nout_edges; j++)
+        inec_qp_destroy(x->out_qp0[j]);
     inec_qp_destroy(x->calc_qp);
     for (int j = 0; x->in_cq && j < v->nin; j++)
         inec_cq_destroy(x->in_cq[j]);
-    for (int j = 0; x->out_cq && j < v->nout_edges; j++)
-        inec_cq_destroy(x->out_cq[j]);
+    for (int j = 0; x->out_cq0 && j < v->nout_edges; j++)
+        inec_cq_destroy(x->out_cq0[j]);
     inec_cq_destroy(x->calc_cq);
     for (int j = 0; x->local_mr && j < v->nlocal; j++)
         inec_mr_dereg(x->local_mr[j]);
@@ -107,6 +98,9 @@ void deg_vx_close(struct deg_vx *x)
     free(x->out_cq);
     free(x->in_qp);
     free(x->out_qp);
+    free(x->out_qp0);
+    free(x->out_cq0);
+    free(x->route);
     free(x->local);
     free(x->in_buf);
     free(x->out_buf);
@@ -143,10 +137,11 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
                          .v = vx,
                          .id = v,
                          .len = len,
+                         .cap = len,
                          .slice = g->slice && g->slice < len ? g->slice : len,
                          .incoherent = opts && opts->incoherent,
                          .timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000};
-    x->nslices = (int)((len + x->slice - 1) / x->slice);
+    x->nslices = x->max_slices = (int)((len + x->slice - 1) / x->slice);
     size_t nin = (size_t)vx->nin, nout = (size_t)vx->nout_edges, nrows = (size_t)vx->nrows;
     size_t nloc = (size_t)vx->nlocal, ncols = nloc + nin;
     bool oom = false;
@@ -154,6 +149,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     ALLOC(in_cq, nin), ALLOC(in_qp, nin), ALLOC(in_buf, nin), ALLOC(in_mr, nin);
     ALLOC(in_base, nin), ALLOC(in_errs, nin), ALLOC(wait_cqs, nin), ALLOC(wait_counts, nin);
     ALLOC(out_cq, nout), ALLOC(out_qp, nout), ALLOC(out_errs, nout), ALLOC(out_target, nout);
+    ALLOC(out_qp0, nout), ALLOC(out_cq0, nout), ALLOC(route, nout);
     ALLOC(sends, nout), ALLOC(local, nloc), ALLOC(local_mr, nloc), ALLOC(sg_in, ncols);
     ALLOC(out_buf, nrows), ALLOC(out_mr, nrows), ALLOC(sg_out, nrows);
 #undef ALLOC
@@ -174,11 +170,11 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
      * up to nin WAITs and a CALC on the calculator. */
     uint32_t depth = (uint32_t)x->nslices * (uint32_t)(ncols + 2);
     if (depth > attr.max_qp_wr || ncols + nrows > attr.max_sge || nin > attr.max_wait) {
-        rc = vfail(err, errlen, -E2BIG,
-                   "vertex %s: %d slices of %zu bytes, %zu inputs and %zu outputs exceed the "
-                   "device (queues of %u, %u SGEs, %u WAITs)",
-                   vx->name, x->nslices, x->slice, ncols, nrows, attr.max_qp_wr, attr.max_sge,
-                   attr.max_wait);
+        rc = codec_errf(err, errlen, -E2BIG,
+                        "vertex %s: %d slices of %zu bytes, %zu inputs and %zu outputs exceed the "
+                        "device (queues of %u, %u SGEs, %u WAITs)",
+                        vx->name, x->nslices, x->slice, ncols, nrows, attr.max_qp_wr, attr.max_sge,
+                        attr.max_wait);
         goto fail;
     }
     /* CQs hold a run's completions of their queue (depth), not max_cqe:
@@ -202,13 +198,16 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
             goto inec_fail;
     }
     for (size_t j = 0; j < nout; j++) {
-        if ((rc = inec_cq_create(x->dev, depth, &x->out_cq[j])))
+        if ((rc = inec_cq_create(x->dev, depth, &x->out_cq0[j])))
             goto inec_fail;
-        qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq[j], x->out_cq[j], depth, 1};
-        if ((rc = inec_qp_create(x->dev, &qa, &x->out_qp[j])))
+        qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq0[j], x->out_cq0[j], depth, 1};
+        if ((rc = inec_qp_create(x->dev, &qa, &x->out_qp0[j])))
             goto inec_fail;
+        x->out_cq[j] = x->out_cq0[j];
+        x->out_qp[j] = x->out_qp0[j];
+        x->route[j] = (int)j;
     }
-    for (size_t j = 0; j < nloc; j++) {
+    for (size_t j = 0; chunks && j < nloc; j++) {
         x->local[j] = chunks[vx->local[j]];
         if ((rc = inec_mr_reg(x->dev, x->local[j], len, &x->local_mr[j])))
             goto inec_fail;
@@ -232,12 +231,52 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     *out = x;
     return 0;
 inec_fail:
-    vfail(err, errlen, rc, "vertex %s: %s", vx->name, inec_errmsg());
+    codec_errf(err, errlen, rc, "vertex %s: %s", vx->name, inec_errmsg());
 fail:
     if (rc == -ENOMEM)
-        vfail(err, errlen, rc, "vertex %s: out of memory", vx->name);
+        codec_errf(err, errlen, rc, "vertex %s: out of memory", vx->name);
     deg_vx_close(x);
     return rc;
+}
+
+int deg_vx_rebind(struct deg_vx *x, size_t len, uint8_t *const *chunks, char *err, size_t errlen)
+{
+    const struct deg_vertex *v = x->v;
+    size_t slice = x->g->slice && x->g->slice < len ? x->g->slice : len;
+    int nslices = len ? (int)((len + slice - 1) / slice) : 0;
+    if (len == 0 || len > x->cap || nslices > x->max_slices)
+        return codec_errf(err, errlen, -EINVAL, "vertex %s: %zu bytes do not fit buffers of %zu",
+                          v->name, len, x->cap);
+    x->len = len;
+    x->slice = slice;
+    x->nslices = nslices;
+    for (int j = 0; chunks && j < v->nlocal; j++) {
+        inec_mr_dereg(x->local_mr[j]);
+        x->local_mr[j] = NULL;
+        x->local[j] = chunks[v->local[j]];
+        int rc = inec_mr_reg(x->dev, x->local[j], len, &x->local_mr[j]);
+        if (rc)
+            return codec_errf(err, errlen, rc, "vertex %s: %s", v->name, inec_errmsg());
+    }
+    return 0;
+}
+
+int deg_vx_route_out(struct deg_vx *x, const int *route)
+{
+    int n = x->v->nout_edges;
+    bool seen[n + 1];
+    memset(seen, 0, sizeof(seen));
+    for (int e = 0; route && e < n; e++) {
+        if (route[e] < 0 || route[e] >= n || seen[route[e]])
+            return -EINVAL;
+        seen[route[e]] = true;
+    }
+    for (int e = 0; e < n; e++) {
+        x->route[e] = route ? route[e] : e;
+        x->out_qp[e] = x->out_qp0[x->route[e]];
+        x->out_cq[e] = x->out_cq0[x->route[e]];
+    }
+    return 0;
 }
 
 const char *deg_vx_addr(const struct deg_vx *x)
@@ -252,24 +291,24 @@ uint32_t deg_vx_in_qpn(const struct deg_vx *x, int slot)
 
 uint32_t deg_vx_out_qpn(const struct deg_vx *x, int pos)
 {
-    return inec_qp_num(x->out_qp[pos]);
+    return inec_qp_num(x->out_qp0[pos]);
 }
 
 int deg_vx_connect_in(struct deg_vx *x, int slot, const char *addr, uint32_t qpn, char *err,
                       size_t errlen)
 {
     int rc = inec_qp_connect(x->in_qp[slot], addr, qpn);
-    return rc ? vfail(err, errlen, rc, "vertex %s: edge %d from %s: connect: %s", x->v->name,
-                      x->v->in[slot], from_name(x, slot), inec_errmsg())
+    return rc ? codec_errf(err, errlen, rc, "vertex %s: edge %d from %s: connect: %s", x->v->name,
+                           x->v->in[slot], from_name(x, slot), inec_errmsg())
               : 0;
 }
 
 int deg_vx_connect_out(struct deg_vx *x, int pos, const char *addr, uint32_t qpn, char *err,
                        size_t errlen)
 {
-    int rc = inec_qp_connect(x->out_qp[pos], addr, qpn);
-    return rc ? vfail(err, errlen, rc, "vertex %s: edge %d to %s: connect: %s", x->v->name,
-                      x->v->out[pos], to_name(x, pos), inec_errmsg())
+    int rc = inec_qp_connect(x->out_qp0[pos], addr, qpn);
+    return rc ? codec_errf(err, errlen, rc, "vertex %s: edge %d to %s: connect: %s", x->v->name,
+                           x->v->out[pos], to_name(x, pos), inec_errmsg())
               : 0;
 }
 
@@ -334,8 +373,8 @@ static int post_recvs(struct deg_vx *x, char *err, size_t errlen)
             }
             int rc = inec_post_recv(x->in_qp[j], wrs, NULL);
             if (rc)
-                return vfail(err, errlen, rc, "vertex %s: edge %d from %s: post RECV: %s",
-                             x->v->name, x->v->in[j], from_name(x, j), inec_errmsg());
+                return codec_errf(err, errlen, rc, "vertex %s: edge %d from %s: post RECV: %s",
+                                  x->v->name, x->v->in[j], from_name(x, j), inec_errmsg());
         }
     }
     return 0;
@@ -346,14 +385,14 @@ static int blame_inputs(struct deg_vx *x, int upto, int rc, char *err, size_t er
 {
     for (int j = 0; j < x->v->nin; j++) {
         if (inec_cq_errors(x->in_cq[j]) != x->in_errs[j])
-            return vfail(err, errlen, -EIO, "vertex %s: edge %d from %s failed: %s", x->v->name,
-                         x->v->in[j], from_name(x, j), error_status(x->in_cq[j]));
+            return codec_errf(err, errlen, -EIO, "vertex %s: edge %d from %s failed: %s",
+                              x->v->name, x->v->in[j], from_name(x, j), error_status(x->in_cq[j]));
         uint64_t got = inec_cq_count(x->in_cq[j]) - x->in_base[j];
         if (got < (uint64_t)upto)
-            return vfail(err, errlen, -ETIMEDOUT,
-                         "vertex %s: edge %d from %s delivered %llu of %d slices within %d ms",
-                         x->v->name, x->v->in[j], from_name(x, j), (unsigned long long)got,
-                         x->nslices, x->timeout_ms);
+            return codec_errf(err, errlen, -ETIMEDOUT,
+                              "vertex %s: edge %d from %s delivered %llu of %d slices within %d ms",
+                              x->v->name, x->v->in[j], from_name(x, j), (unsigned long long)got,
+                              x->nslices, x->timeout_ms);
     }
     return rc;
 }
@@ -423,8 +462,8 @@ static int post_slice(struct deg_vx *x, int s, uint64_t *calc_done, char *err, s
     if (rc == -ETIMEDOUT && v->nin)
         return blame_inputs(x, s + 1, rc, err, errlen);
     if (rc)
-        return vfail(err, errlen, rc, "vertex %s: %s (slice %d): %s", v->name, what, s,
-                     inec_errmsg());
+        return codec_errf(err, errlen, rc, "vertex %s: %s (slice %d): %s", v->name, what, s,
+                          inec_errmsg());
     *calc_done = calc.done_count;
     return 0;
 }
@@ -456,21 +495,21 @@ int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_
     if (v->nrows) {
         rc = inec_cq_wait_count(x->calc_cq, calc_done, left_ms(deadline));
         if (rc == 0 && inec_cq_errors(x->calc_cq) != x->calc_errs)
-            return vfail(err, errlen, -EIO, "vertex %s: calculation failed: %s", v->name,
-                         error_status(x->calc_cq));
+            return codec_errf(err, errlen, -EIO, "vertex %s: calculation failed: %s", v->name,
+                              error_status(x->calc_cq));
         if (rc)
-            return vfail(err, errlen, rc, "vertex %s: calculation not done within %d ms", v->name,
-                         x->timeout_ms);
+            return codec_errf(err, errlen, rc, "vertex %s: calculation not done within %d ms",
+                              v->name, x->timeout_ms);
     }
     for (int e = 0; e < v->nout_edges; e++) {
         rc = inec_cq_wait_count(x->out_cq[e], x->out_target[e], left_ms(deadline));
         if (rc == 0 && inec_cq_errors(x->out_cq[e]) != x->out_errs[e])
-            return vfail(err, errlen, -EIO, "vertex %s: edge %d to %s failed: %s", v->name,
-                         v->out[e], to_name(x, e), error_status(x->out_cq[e]));
+            return codec_errf(err, errlen, -EIO, "vertex %s: edge %d to %s failed: %s", v->name,
+                              v->out[e], to_name(x, e), error_status(x->out_cq[e]));
         if (rc)
-            return vfail(err, errlen, rc,
-                         "vertex %s: edge %d to %s: not taken within %d ms (receiver gone?)",
-                         v->name, v->out[e], to_name(x, e), x->timeout_ms);
+            return codec_errf(err, errlen, rc,
+                              "vertex %s: edge %d to %s: not taken within %d ms (receiver gone?)",
+                              v->name, v->out[e], to_name(x, e), x->timeout_ms);
     }
     if (result_lock)
         pthread_mutex_lock(result_lock);
@@ -561,7 +600,7 @@ int deg_runner_create(const struct deg_graph *g, size_t len, uint8_t *const *chu
     if (rc)
         return rc;
     if (len == 0)
-        return vfail(err, errlen, -EINVAL, "chunk length 0");
+        return codec_errf(err, errlen, -EINVAL, "chunk length 0");
     struct deg_runner *r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
@@ -614,7 +653,7 @@ int deg_runner_create(const struct deg_graph *g, size_t len, uint8_t *const *chu
     }
     for (int i = 0; i < r->nworkers; i++) {
         if ((rc = -pthread_create(&r->workers[i].thread, NULL, worker_main, &r->workers[i]))) {
-            vfail(err, errlen, rc, "starting a vertex thread: %s", strerror(-rc));
+            codec_errf(err, errlen, rc, "starting a vertex thread: %s", strerror(-rc));
             goto fail;
         }
         r->workers[i].started = true;
@@ -629,7 +668,7 @@ fail:
 int deg_runner_run(struct deg_runner *r, deg_result_fn result, void *arg, char *err, size_t errlen)
 {
     if (r->broken)
-        return vfail(err, errlen, -EIO, "an earlier run failed; destroy this runner");
+        return codec_errf(err, errlen, -EIO, "an earlier run failed; destroy this runner");
     pthread_mutex_lock(&r->lock);
     r->result = result;
     r->arg = arg;
@@ -653,7 +692,7 @@ int deg_runner_run(struct deg_runner *r, deg_result_fn result, void *arg, char *
     }
     if (rc) {
         r->broken = true;
-        vfail(err, errlen, rc, "%s", msg);
+        codec_errf(err, errlen, rc, "%s", msg);
     }
     return rc;
 }
