@@ -889,7 +889,15 @@ int bench_s3(int argc, char **argv)
                "MB/s", "ops/s", "p50 ms", "p95 ms", "p99 ms", "floor MB/s", "floor p50", "ratio",
                o ? "  degr" : "");
     }
-    int written[MAX_CLIENTS], fwritten[MAX_CLIENTS];
+    int written[MAX_CLIENTS], fwritten[MAX_CLIENTS], ndegr = 0;
+    struct later {
+        uint64_t size;
+        int clients, keys_max;
+        int written[MAX_CLIENTS];
+        struct stats floor_get;
+    } *degr = calloc(MAX_SIZES * MAX_SIZES, sizeof(*degr));
+    if (!degr)
+        rc = -ENOMEM;
     int max_keys[MAX_SIZES] = {0}, max_clients[MAX_SIZES] = {0};
     for (int si = 0; si < nsizes && rc == 0; si++) {
         for (int ci = 0; ci < nclients && rc == 0; ci++) {
@@ -903,9 +911,8 @@ int bench_s3(int argc, char **argv)
                 max_clients[si] = nc;
             struct phase p = {&inec, bucket, OP_PUT, size, nc, keys_max, written, 0, 0, {{0}}};
             struct phase fp = {&floor_t, bucket, OP_PUT, size, nc, keys_max, fwritten, 0, 0, {{0}}};
-            struct cell put = {size, nc, "PUT", {0}, {0}, 0}, get = put, deg = put;
+            struct cell put = {size, nc, "PUT", {0}, {0}, 0}, get = put;
             get.op = "GET";
-            deg.op = "GET-degr";
             rc = run_phase(&p, seconds, &put.s, err, sizeof(err));
             if (rc == 0)
                 rc = run_phase(&fp, seconds, &put.floor, err, sizeof(err));
@@ -918,36 +925,48 @@ int bench_s3(int argc, char **argv)
                 print_cell(&put, rows);
                 print_cell(&get, rows);
             }
-            if (rc == 0 && o && m > 0) {
-                struct gw_objects_stats before, after;
-                char ids[MAX_CLIENTS][16], key[64];
-                key_name(key, sizeof(key), size, 0, 0);
-                gw_objects_counters(o, &before);
-                bool picked = m <= MAX_CLIENTS && pick_nodes(o, bucket, key, m, ids) == 0;
-                if (!picked) {
-                    snprintf(err, sizeof(err), "cannot find the nodes of %s", key);
-                    rc = -EINVAL;
-                } else if ((rc = set_nodes(o, ids, m, false)) != 0) {
-                    snprintf(err, sizeof(err), "stopping %d nodes: %s", m, strerror(-rc));
-                } else {
-                    rc = run_phase(&p, seconds, &deg.s, err, sizeof(err));
-                }
-                int rrc = picked ? set_nodes(o, ids, m, true) : 0;
-                if (rc == 0 && rrc) {
-                    snprintf(err, sizeof(err), "restarting nodes: %s", strerror(-rrc));
-                    rc = rrc;
-                }
-                gw_objects_counters(o, &after);
-                deg.floor = get.floor;
-                deg.degraded_stripes = after.degraded_reads - before.degraded_reads;
-                if (rc == 0 && deg.degraded_stripes == 0) {
-                    snprintf(err, sizeof(err), "degraded GET read no stripe degraded");
-                    rc = -EIO;
-                }
-                if (rc == 0)
-                    print_cell(&deg, rows);
+            if (rc == 0) {
+                struct later *l = &degr[ndegr++];
+                *l = (struct later){size, nc, keys_max, {0}, get.floor};
+                memcpy(l->written, written, sizeof(written));
             }
         }
+    }
+    /* Degraded GETs come last: each stops m nodes and restarts them, and a
+     * PUT right after a restart measures recovery, not steady state. Every
+     * cell's keys are still there (later cells overwrite them with the same
+     * bytes). */
+    for (int i = 0; i < ndegr && rc == 0 && o && m > 0; i++) {
+        struct later *l = &degr[i];
+        struct phase p = {&inec,       bucket,     OP_GET, l->size, l->clients,
+                          l->keys_max, l->written, 0,      0,       {{0}}};
+        struct cell deg = {l->size, l->clients, "GET-degr", {0}, l->floor_get, 0};
+        struct gw_objects_stats before, after;
+        char ids[MAX_CLIENTS][16], key[64];
+        key_name(key, sizeof(key), l->size, 0, 0);
+        gw_objects_counters(o, &before);
+        bool picked = m <= MAX_CLIENTS && pick_nodes(o, bucket, key, m, ids) == 0;
+        if (!picked) {
+            snprintf(err, sizeof(err), "cannot find the nodes of %s", key);
+            rc = -EINVAL;
+        } else if ((rc = set_nodes(o, ids, m, false)) != 0) {
+            snprintf(err, sizeof(err), "stopping %d nodes: %s", m, strerror(-rc));
+        } else {
+            rc = run_phase(&p, seconds, &deg.s, err, sizeof(err));
+        }
+        int rrc = picked ? set_nodes(o, ids, m, true) : 0;
+        if (rc == 0 && rrc) {
+            snprintf(err, sizeof(err), "restarting nodes: %s", strerror(-rrc));
+            rc = rrc;
+        }
+        gw_objects_counters(o, &after);
+        deg.degraded_stripes = after.degraded_reads - before.degraded_reads;
+        if (rc == 0 && deg.degraded_stripes == 0) {
+            snprintf(err, sizeof(err), "degraded GET read no stripe degraded");
+            rc = -EIO;
+        }
+        if (rc == 0)
+            print_cell(&deg, rows);
     }
     if (rc) {
         fprintf(stderr, "inec bench s3: %s\n", err[0] ? err : strerror(-rc));
@@ -975,6 +994,7 @@ int bench_s3(int argc, char **argv)
             close(admin.fd);
     }
     free(admin.rbuf);
+    free(degr);
     gw_s3_server_stop(floor_srv, 1000);
     gw_s3_server_stop(srv, 1000);
     gw_objects_close(o);
