@@ -14,5 +14,7 @@ int bench_ec(int argc, char **argv);
 
 /* INEC primitives, coherent vs incoherent, against raw transfer and ISA-L. */
 int bench_primitive(int argc, char **argv);
+/* Object PUT/GET through an embedded cluster vs GET and raw encode. */
+int bench_objects(int argc, char **argv);
 
 #endif

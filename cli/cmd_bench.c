@@ -16,6 +16,7 @@ static const struct bench benches[] = {
     {"codec", bench_codec, "codec encode/decode bandwidth vs raw ISA-L"},
     {"primitive", bench_primitive, "INEC primitives: coherent vs incoherent vs raw"},
     {"ec", bench_ec, "DEG encode/decode per scheme: coherent vs incoherent primitives"},
+    {"objects", bench_objects, "object PUT/GET (embedded cluster) vs GET and raw encode"},
     {NULL, NULL, NULL},
 };
 

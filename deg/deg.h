@@ -249,6 +249,15 @@ int deg_vx_connect_in(struct deg_vx *x, int slot, const char *addr, uint32_t qpn
                       size_t errlen);
 int deg_vx_connect_out(struct deg_vx *x, int pos, const char *addr, uint32_t qpn, char *err,
                        size_t errlen);
+/* Reuse (persistent vertices): a vertex whose runs all succeeded may run
+ * again. Before a run, rebind sets its length (at most the length it was
+ * opened with) and, unless chunks is NULL, where its local chunks are read
+ * from (deg_vx_open also takes chunks == NULL: bind them later). route_out
+ * makes out-edge pos send over the connection opened for out-edge route[pos]
+ * (a permutation, NULL = as opened), so one set of connections serves the
+ * same vertex for another placement of its neighbours. */
+int deg_vx_rebind(struct deg_vx *x, size_t len, uint8_t *const *chunks, char *err, size_t errlen);
+int deg_vx_route_out(struct deg_vx *x, const int *route);
 /* Posts the vertex's primitive for every slice, waits (bounded) for its
  * inputs, calculation and sends, then hands its results to result() under
  * result_lock (may be NULL). */

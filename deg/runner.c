@@ -32,8 +32,8 @@ struct deg_vx {
     const struct deg_graph *g;
     const struct deg_vertex *v;
     int id;
-    size_t len, slice;
-    int nslices;
+    size_t len, slice, cap; /* cap: the length buffers were opened for */
+    int nslices, max_slices;
     bool incoherent;
     int timeout_ms;
     struct inec_device *dev;
@@ -41,6 +41,11 @@ struct deg_vx {
     struct inec_qp *calc_qp;
     struct inec_cq **in_cq, **out_cq;
     struct inec_qp **in_qp, **out_qp;
+    /* out-edge pos sends over the connection opened for out-edge route[pos]
+     * (deg_vx_route_out); out_qp/out_cq above are already routed. */
+    int *route;
+    struct inec_qp **out_qp0;
+    struct inec_cq **out_cq0;
     uint8_t **local, **in_buf, **out_buf;
     struct inec_mr **local_mr, **in_mr, **out_mr;
     uint8_t *tables;
@@ -74,7 +79,7 @@ static const char *from_name(const struct deg_vx *x, int slot)
 
 static const char *to_name(const struct deg_vx *x, int pos)
 {
-    return x->g->vertices[x->g->edges[x->v->out[pos]].to].name;
+    return x->g->vertices[x->g->edges[x->v->out[x->route[pos]]].to].name;
 }
 
 void deg_vx_close(struct deg_vx *x)
@@ -84,13 +89,13 @@ void deg_vx_close(struct deg_vx *x)
     const struct deg_vertex *v = x->v;
     for (int j = 0; x->in_qp && j < v->nin; j++)
         inec_qp_destroy(x->in_qp[j]);
-    for (int j = 0; x->out_qp && j < v->nout_edges; j++)
-        inec_qp_destroy(x->out_qp[j]);
+    for (int j = 0; x->out_qp0 && j < v->nout_edges; j++)
+        inec_qp_destroy(x->out_qp0[j]);
     inec_qp_destroy(x->calc_qp);
     for (int j = 0; x->in_cq && j < v->nin; j++)
         inec_cq_destroy(x->in_cq[j]);
-    for (int j = 0; x->out_cq && j < v->nout_edges; j++)
-        inec_cq_destroy(x->out_cq[j]);
+    for (int j = 0; x->out_cq0 && j < v->nout_edges; j++)
+        inec_cq_destroy(x->out_cq0[j]);
     inec_cq_destroy(x->calc_cq);
     for (int j = 0; x->local_mr && j < v->nlocal; j++)
         inec_mr_dereg(x->local_mr[j]);
@@ -107,6 +112,9 @@ void deg_vx_close(struct deg_vx *x)
     free(x->out_cq);
     free(x->in_qp);
     free(x->out_qp);
+    free(x->out_qp0);
+    free(x->out_cq0);
+    free(x->route);
     free(x->local);
     free(x->in_buf);
     free(x->out_buf);
@@ -143,10 +151,11 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
                          .v = vx,
                          .id = v,
                          .len = len,
+                         .cap = len,
                          .slice = g->slice && g->slice < len ? g->slice : len,
                          .incoherent = opts && opts->incoherent,
                          .timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000};
-    x->nslices = (int)((len + x->slice - 1) / x->slice);
+    x->nslices = x->max_slices = (int)((len + x->slice - 1) / x->slice);
     size_t nin = (size_t)vx->nin, nout = (size_t)vx->nout_edges, nrows = (size_t)vx->nrows;
     size_t nloc = (size_t)vx->nlocal, ncols = nloc + nin;
     bool oom = false;
@@ -154,6 +163,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     ALLOC(in_cq, nin), ALLOC(in_qp, nin), ALLOC(in_buf, nin), ALLOC(in_mr, nin);
     ALLOC(in_base, nin), ALLOC(in_errs, nin), ALLOC(wait_cqs, nin), ALLOC(wait_counts, nin);
     ALLOC(out_cq, nout), ALLOC(out_qp, nout), ALLOC(out_errs, nout), ALLOC(out_target, nout);
+    ALLOC(out_qp0, nout), ALLOC(out_cq0, nout), ALLOC(route, nout);
     ALLOC(sends, nout), ALLOC(local, nloc), ALLOC(local_mr, nloc), ALLOC(sg_in, ncols);
     ALLOC(out_buf, nrows), ALLOC(out_mr, nrows), ALLOC(sg_out, nrows);
 #undef ALLOC
@@ -202,13 +212,16 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
             goto inec_fail;
     }
     for (size_t j = 0; j < nout; j++) {
-        if ((rc = inec_cq_create(x->dev, depth, &x->out_cq[j])))
+        if ((rc = inec_cq_create(x->dev, depth, &x->out_cq0[j])))
             goto inec_fail;
-        qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq[j], x->out_cq[j], depth, 1};
-        if ((rc = inec_qp_create(x->dev, &qa, &x->out_qp[j])))
+        qa = (struct inec_qp_attr){INEC_QP_RC, x->out_cq0[j], x->out_cq0[j], depth, 1};
+        if ((rc = inec_qp_create(x->dev, &qa, &x->out_qp0[j])))
             goto inec_fail;
+        x->out_cq[j] = x->out_cq0[j];
+        x->out_qp[j] = x->out_qp0[j];
+        x->route[j] = (int)j;
     }
-    for (size_t j = 0; j < nloc; j++) {
+    for (size_t j = 0; chunks && j < nloc; j++) {
         x->local[j] = chunks[vx->local[j]];
         if ((rc = inec_mr_reg(x->dev, x->local[j], len, &x->local_mr[j])))
             goto inec_fail;
@@ -240,6 +253,46 @@ fail:
     return rc;
 }
 
+int deg_vx_rebind(struct deg_vx *x, size_t len, uint8_t *const *chunks, char *err, size_t errlen)
+{
+    const struct deg_vertex *v = x->v;
+    size_t slice = x->g->slice && x->g->slice < len ? x->g->slice : len;
+    int nslices = len ? (int)((len + slice - 1) / slice) : 0;
+    if (len == 0 || len > x->cap || nslices > x->max_slices)
+        return vfail(err, errlen, -EINVAL, "vertex %s: %zu bytes do not fit buffers of %zu",
+                     v->name, len, x->cap);
+    x->len = len;
+    x->slice = slice;
+    x->nslices = nslices;
+    for (int j = 0; chunks && j < v->nlocal; j++) {
+        inec_mr_dereg(x->local_mr[j]);
+        x->local_mr[j] = NULL;
+        x->local[j] = chunks[v->local[j]];
+        int rc = inec_mr_reg(x->dev, x->local[j], len, &x->local_mr[j]);
+        if (rc)
+            return vfail(err, errlen, rc, "vertex %s: %s", v->name, inec_errmsg());
+    }
+    return 0;
+}
+
+int deg_vx_route_out(struct deg_vx *x, const int *route)
+{
+    int n = x->v->nout_edges;
+    bool seen[n + 1];
+    memset(seen, 0, sizeof(seen));
+    for (int e = 0; route && e < n; e++) {
+        if (route[e] < 0 || route[e] >= n || seen[route[e]])
+            return -EINVAL;
+        seen[route[e]] = true;
+    }
+    for (int e = 0; e < n; e++) {
+        x->route[e] = route ? route[e] : e;
+        x->out_qp[e] = x->out_qp0[x->route[e]];
+        x->out_cq[e] = x->out_cq0[x->route[e]];
+    }
+    return 0;
+}
+
 const char *deg_vx_addr(const struct deg_vx *x)
 {
     return inec_device_addr(x->dev);
@@ -252,7 +305,7 @@ uint32_t deg_vx_in_qpn(const struct deg_vx *x, int slot)
 
 uint32_t deg_vx_out_qpn(const struct deg_vx *x, int pos)
 {
-    return inec_qp_num(x->out_qp[pos]);
+    return inec_qp_num(x->out_qp0[pos]);
 }
 
 int deg_vx_connect_in(struct deg_vx *x, int slot, const char *addr, uint32_t qpn, char *err,
@@ -267,7 +320,7 @@ int deg_vx_connect_in(struct deg_vx *x, int slot, const char *addr, uint32_t qpn
 int deg_vx_connect_out(struct deg_vx *x, int pos, const char *addr, uint32_t qpn, char *err,
                        size_t errlen)
 {
-    int rc = inec_qp_connect(x->out_qp[pos], addr, qpn);
+    int rc = inec_qp_connect(x->out_qp0[pos], addr, qpn);
     return rc ? vfail(err, errlen, rc, "vertex %s: edge %d to %s: connect: %s", x->v->name,
                       x->v->out[pos], to_name(x, pos), inec_errmsg())
               : 0;

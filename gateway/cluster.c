@@ -310,6 +310,7 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     char *text = json_dumps(map, JSON_COMPACT);
     if (!text)
         return snprintf(msg, msglen, "no cluster map"), -EINVAL;
+    pthread_mutex_init(&o->sess_lock, NULL);
     int rc = place_map_parse(text, strlen(text), &o->map, msg, msglen);
     free(text);
     if (rc)
@@ -523,6 +524,7 @@ void gw_objects_close(struct gw_objects *o)
     if (o->fan && o->nodes)
         gw_gc_run(o, true); /* what is left of the garbage: deleted now, not lost */
     fanout_destroy(o->fan);
+    gw_sessions_close(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
         drop_clients(&o->nodes[i]);
     for (int i = 0; o->nodes && i < o->nnodes; i++) {
@@ -602,6 +604,7 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->corrupt_chunks = atomic_load(&o->corrupt_chunks);
     st->missing_chunks = atomic_load(&o->missing_chunks);
     st->failed_reads = atomic_load(&o->failed_reads);
+    st->sessions_opened = atomic_load(&o->sessions_opened);
     pthread_mutex_lock(&o->repair_lock);
     st->repair_queue = json_array_size(o->repair);
     pthread_mutex_unlock(&o->repair_lock);

@@ -450,8 +450,26 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
 
 /* --- PUT ------------------------------------------------------------------------ */
 
+/* Stripes of one PUT in flight at once: while one is encoded, sent and
+ * made durable, the next is filled (and the one after sent). */
+#define GW_PUT_WINDOW 3
+
+struct gw_put;
+
+struct inflight {
+    struct gw_put *p;
+    pthread_t thread;
+    bool busy;
+    uint8_t *buf; /* stripe_bytes, owned; swapped with gw_put.buf */
+    uint64_t s;
+    int rc;
+    json_t *rec;
+};
+
 struct gw_put {
     struct gw_objects *o;
+    struct inflight fl[GW_PUT_WINDOW];
+    uint64_t submitted; /* stripes handed to fl[] */
     char bucket[GW_BUCKET_MAX + 1];
     char *key;
     const struct gw_pool *pool;
@@ -511,12 +529,158 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     return 0;
 }
 
+/* --- encode sessions ---------------------------------------------------------------
+ * The encode DEG of a pool over one set of nodes, set up once and run stripe
+ * after stripe (node_deg_session): a stripe costs one RUN message per node
+ * plus its data. Keyed by pool and node set (sorted); the chunks of a stripe
+ * may land on the set in any order. Idle ones are kept (GW_SESSIONS_IDLE at
+ * most) until they idle longer than the RPC bound, well before the nodes
+ * reap their persistent vertices. A failed run closes the session: the next
+ * stripe opens a new one. */
+
+#define GW_SESSIONS_IDLE 12
+
+struct gw_session {
+    struct gw_session *next;
+    const struct gw_pool *pool;
+    int n, nodes[PLACE_MAX_CHUNKS]; /* sorted */
+    struct node_client *cl[PLACE_MAX_CHUNKS];
+    struct node_deg_session *s;
+    int64_t idle_since_ms;
+};
+
+static void session_free(struct gw_objects *o, struct gw_session *ss, int rc)
+{
+    node_deg_session_close(ss->s);
+    /* A client whose own call failed may be broken: closed, not kept (a
+     * node really down shows when it is connected again). */
+    for (int i = 0; i < ss->n; i++) {
+        if (rc && ss->cl[i] && node_client_errmsg(ss->cl[i])[0]) {
+            node_client_close(ss->cl[i]);
+            ss->cl[i] = NULL;
+        }
+        if (ss->cl[i])
+            gw_client_put(o, ss->nodes[i], ss->cl[i], 0);
+    }
+    free(ss);
+}
+
+void gw_sessions_close(struct gw_objects *o)
+{
+    while (o->sessions) {
+        struct gw_session *ss = o->sessions;
+        o->sessions = ss->next;
+        session_free(o, ss, 0);
+    }
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* An idle session of pool over the nodes of place[0..n) (*reused), or a new one. */
+static int session_get(struct gw_objects *o, const struct gw_pool *pool, const int *place,
+                       bool fresh, struct gw_session **out, bool *reused, char *err, size_t errlen)
+{
+    int n = pool->p.n, set[PLACE_MAX_CHUNKS];
+    memcpy(set, place, (size_t)n * sizeof(int));
+    qsort(set, (size_t)n, sizeof(int), cmp_int);
+    int64_t now = gw_now_ms();
+    struct gw_session *stale = NULL;
+    pthread_mutex_lock(&o->sess_lock);
+    *out = NULL;
+    for (struct gw_session **pp = &o->sessions; *pp;) {
+        struct gw_session *ss = *pp;
+        if (now - ss->idle_since_ms > o->timeout_ms) {
+            *pp = ss->next;
+            ss->next = stale;
+            stale = ss;
+        } else if (!fresh && !*out && ss->pool == pool &&
+                   !memcmp(ss->nodes, set, (size_t)n * sizeof(int))) {
+            *pp = ss->next;
+            *out = ss;
+        } else {
+            pp = &ss->next;
+        }
+    }
+    pthread_mutex_unlock(&o->sess_lock);
+    while (stale) {
+        struct gw_session *ss = stale;
+        stale = ss->next;
+        session_free(o, ss, 0);
+    }
+    if ((*reused = *out != NULL))
+        return 0;
+    struct gw_session *ss = calloc(1, sizeof(*ss));
+    if (!ss)
+        return -ENOMEM;
+    ss->pool = pool;
+    ss->n = n;
+    memcpy(ss->nodes, set, sizeof(set));
+    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+    int rc = cl ? 0 : -ENOMEM;
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = gw_client_get(o, set[i], &ss->cl[i]);
+        if (rc)
+            snprintf(err, errlen, "node %s: %s", o->nodes[set[i]].id, strerror(-rc));
+        else
+            cl[set[i]] = ss->cl[i];
+    }
+    struct deg_request req = {.op = DEG_OP_ENCODE};
+    deg_placement_default(&req.placement);
+    for (int c = 0; c < n; c++)
+        req.placement.holder[c] = set[c];
+    struct deg_graph *g = NULL;
+    if (rc == 0)
+        rc = deg_build(pool->codec, &req, &g, err, errlen);
+    struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+    if (rc == 0)
+        rc = node_deg_session_open(g, pool->p.chunk_size, cl, o->nnodes, &ro, &ss->s, err, errlen);
+    deg_graph_destroy(g);
+    free(cl);
+    if (rc) {
+        session_free(o, ss, rc);
+        return rc;
+    }
+    atomic_fetch_add(&o->sessions_opened, 1);
+    *out = ss;
+    return 0;
+}
+
+/* Back to the idle list after a good run; closed after a failed one. */
+static void session_put(struct gw_objects *o, struct gw_session *ss, int rc)
+{
+    if (rc == 0) {
+        for (int i = 0; i < ss->n; i++) /* they answered: up (again) */
+            gw_client_put(o, ss->nodes[i], NULL, 0);
+        ss->idle_since_ms = gw_now_ms();
+        pthread_mutex_lock(&o->sess_lock);
+        int n = 0;
+        struct gw_session **pp = &o->sessions;
+        while (*pp && ++n < GW_SESSIONS_IDLE)
+            pp = &(*pp)->next;
+        struct gw_session *old = *pp; /* the oldest beyond the limit */
+        *pp = NULL;
+        ss->next = o->sessions;
+        o->sessions = ss;
+        pthread_mutex_unlock(&o->sess_lock);
+        while (old) {
+            struct gw_session *nx = old->next;
+            session_free(o, old, 0);
+            old = nx;
+        }
+        return;
+    }
+    session_free(o, ss, rc);
+}
+
 /* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
-static int write_stripe(struct gw_put *p, size_t L)
+static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, size_t L,
+                        json_t **rec)
 {
     struct gw_objects *o = p->o;
     const struct place_pool *pp = &p->pool->p;
-    uint64_t s = json_array_size(p->stripes);
     int place[PLACE_MAX_CHUNKS];
     int rc = place_stripe(o->map, p->oid, sizeof(p->oid), s, pp->n, place, NULL);
     if (rc)
@@ -529,6 +693,7 @@ static int write_stripe(struct gw_put *p, size_t L)
     char err[512] = "";
     if ((rc = deg_build(p->pool->codec, &req, &g, err, sizeof(err))))
         goto out;
+    bool star = node_deg_session_fits(g);
     struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
     if (!cl) {
         rc = -ENOMEM;
@@ -537,7 +702,7 @@ static int write_stripe(struct gw_put *p, size_t L)
     for (int c = 0; c < pp->n && rc == 0; c++) {
         if (gw_node_is_down(o, place[c]))
             rc = -EHOSTDOWN;
-        else
+        else if (!star)
             rc = gw_client_get(o, place[c], &cl[place[c]]);
         if (rc)
             snprintf(err, sizeof(err), "node %s: %s", o->nodes[place[c]].id, strerror(-rc));
@@ -545,14 +710,30 @@ static int write_stripe(struct gw_put *p, size_t L)
     uint8_t *chunks[PLACE_MAX_CHUNKS] = {0};
     json_t *crcs = json_array();
     for (int c = 0; c < pp->k; c++) {
-        chunks[c] = p->buf + (size_t)c * L;
+        chunks[c] = (uint8_t *)buf + (size_t)c * L;
         json_array_append_new(crcs, json_integer(node_crc32c(chunks[c], L)));
     }
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
     memcpy(ns.object, p->oid, sizeof(ns.object));
     struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-    if (rc == 0)
+    if (rc == 0 && star) {
+        /* An idle session may have lost a node that restarted since: one
+         * more try on a new session (the chunks are rewritten as they were). */
+        bool reused = true;
+        for (int attempt = 0; attempt < 2 && reused; attempt++) {
+            struct gw_session *ss;
+            if ((rc = session_get(o, p->pool, place, attempt > 0, &ss, &reused, err, sizeof(err))))
+                break;
+            rc = node_deg_session_run(ss->s, g, L, chunks, &ns, err, sizeof(err));
+            session_put(o, ss, rc);
+            if (rc == 0)
+                break;
+            inec_log(INEC_LOG_INFO, "gateway", "encode session failed key=%s stripe=%llu err=%s",
+                     p->key, (unsigned long long)s, err);
+        }
+    } else if (rc == 0) {
         rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, NULL, NULL, err, sizeof(err));
+    }
     for (int c = 0; c < pp->n; c++)
         if (cl[place[c]])
             gw_client_put(o, place[c], cl[place[c]], 0);
@@ -561,8 +742,7 @@ static int write_stripe(struct gw_put *p, size_t L)
         json_t *nodes = json_array();
         for (int c = 0; c < pp->n; c++)
             json_array_append_new(nodes, json_string(o->nodes[place[c]].id));
-        json_array_append_new(p->stripes, json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes",
-                                                    nodes, "crc", crcs));
+        *rec = json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes", nodes, "crc", crcs);
     } else {
         json_decref(crcs);
     }
@@ -575,6 +755,71 @@ out:
             rc = -EIO;
     }
     return rc;
+}
+
+static void *inflight_main(void *arg)
+{
+    struct inflight *f = arg;
+    f->rc = write_stripe(f->p, f->buf, f->s, f->p->pool->p.chunk_size, &f->rec);
+    return NULL;
+}
+
+/* Appends a written stripe's record: in order, and none after a failed one
+ * (the upload then fails). */
+static int collect(struct gw_put *p, struct inflight *f)
+{
+    if (f->rc == 0 && json_array_size(p->stripes) == f->s)
+        json_array_append_new(p->stripes, f->rec);
+    else
+        json_decref(f->rec);
+    f->rec = NULL;
+    return f->rc;
+}
+
+/* Waits for the stripe in f (joined oldest first, so records stay in order). */
+static int inflight_join(struct gw_put *p, struct inflight *f)
+{
+    if (!f->busy)
+        return 0;
+    pthread_join(f->thread, NULL);
+    f->busy = false;
+    return collect(p, f);
+}
+
+/* Every stripe in flight, oldest first; the first failure. */
+static int inflight_drain(struct gw_put *p)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < GW_PUT_WINDOW; i++) {
+        uint64_t s = p->submitted + i; /* the oldest slot comes first */
+        int r = inflight_join(p, &p->fl[s % GW_PUT_WINDOW]);
+        rc = rc ? rc : r;
+    }
+    return rc;
+}
+
+/* Hands the full stripe buffer to a slot (after the stripe it held is done). */
+static int submit_stripe(struct gw_put *p)
+{
+    struct inflight *f = &p->fl[p->submitted % GW_PUT_WINDOW];
+    int rc = inflight_join(p, f);
+    if (rc)
+        return rc;
+    if (!f->buf && !(f->buf = malloc(p->stripe_bytes)))
+        return -ENOMEM;
+    uint8_t *t = f->buf;
+    f->buf = p->buf;
+    p->buf = t;
+    p->cap = p->stripe_bytes;
+    *f = (struct inflight){.p = p, .buf = f->buf, .s = p->submitted};
+    if (pthread_create(&f->thread, NULL, inflight_main, f) != 0) {
+        inflight_main(f); /* no thread: this one writes it */
+        p->submitted++;
+        return collect(p, f);
+    }
+    f->busy = true;
+    p->submitted++;
+    return 0;
 }
 
 int gw_put_write(struct gw_put *p, const void *buf, size_t len)
@@ -601,9 +846,9 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
         b += n;
         len -= n;
         if (p->fill == p->stripe_bytes) {
-            if (json_array_size(p->stripes) >= MAX_STRIPES)
+            if (p->submitted >= MAX_STRIPES)
                 return p->rc = -EFBIG;
-            if ((p->rc = write_stripe(p, p->pool->p.chunk_size)))
+            if ((p->rc = submit_stripe(p)))
                 return p->rc;
             p->fill = 0;
         }
@@ -613,6 +858,9 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
 
 static void put_free(struct gw_put *p)
 {
+    inflight_drain(p);
+    for (int i = 0; i < GW_PUT_WINDOW; i++)
+        free(p->fl[i].buf);
     free(p->key);
     free(p->buf);
     EVP_MD_CTX_free(p->md5);
@@ -624,6 +872,7 @@ static void put_free(struct gw_put *p)
 /* What the upload wrote so far, as a record gc_rec understands. */
 static void put_discard(struct gw_put *p, int delay_ms)
 {
+    inflight_drain(p); /* what is still in flight is written, and goes too */
     json_t *rec = json_pack("{s:s,s:O}", "oid", p->oid_hex, "stripes", p->stripes);
     gw_gc_queue(p->o, rec, delay_ms);
     json_decref(rec);
@@ -641,7 +890,9 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
 {
     struct gw_objects *o = p->o;
     int k = p->pool->p.k;
-    int rc = p->rc;
+    int rc = inflight_drain(p);
+    if (p->rc)
+        rc = p->rc;
     if (rc == 0 && p->fill > 0) {
         size_t L = (p->fill + (size_t)k - 1) / (size_t)k;
         L = (L + GW_ALIGN - 1) / GW_ALIGN * GW_ALIGN;
@@ -656,7 +907,9 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         }
         if (rc == 0) {
             memset(p->buf + p->fill, 0, (size_t)k * L - p->fill);
-            rc = write_stripe(p, L);
+            json_t *srec = NULL;
+            if ((rc = write_stripe(p, p->buf, p->submitted, L, &srec)) == 0)
+                json_array_append_new(p->stripes, srec);
         }
     }
     unsigned char md[EVP_MAX_MD_SIZE];

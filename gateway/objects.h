@@ -133,6 +133,7 @@ struct gw_objects_stats {
     uint64_t missing_chunks; /* chunks not found, or on a node that did not answer */
     uint64_t failed_reads;   /* stripes that could not be rebuilt (-EIO) */
     uint64_t repair_queue;   /* chunks waiting for repair */
+    uint64_t sessions_opened; /* encode sessions set up (each then serves many stripes) */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
 /* The repair queue: [{"bucket", "key", "object", "stripe", "chunk", "node", "reason"}].

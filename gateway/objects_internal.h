@@ -40,6 +40,7 @@ struct gw_pool {
 };
 
 struct gw_fanout;
+struct gw_session;
 
 struct gw_objects {
     struct place_map *map; /* nodes never change after open; pools live in `pools` */
@@ -62,7 +63,12 @@ struct gw_objects {
 
     struct gw_fanout *fan;
 
+    /* Idle encode sessions (objects.c), newest first. */
+    pthread_mutex_t sess_lock;
+    struct gw_session *sessions;
+
     _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
+    _Atomic uint64_t sessions_opened;
 
     pthread_mutex_t repair_lock;
     json_t *repair; /* array of queued chunks (the control API shows it) */
@@ -113,6 +119,8 @@ void gw_gc_run(struct gw_objects *o, bool all);
 void *gw_gc_main(void *arg);
 void gw_repair_queue(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
                      uint64_t stripe, int chunk, const char *node, const char *reason);
+/* Closes the idle encode sessions (before the clients and nodes go). */
+void gw_sessions_close(struct gw_objects *o);
 int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
 
 #endif

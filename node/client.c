@@ -593,38 +593,33 @@ static int out_pos(const struct deg_graph *g, int from, int edge)
     return pos;
 }
 
-int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
-                 struct node_client *const *nodes, int nnodes, const struct node_stripe *stripe,
-                 const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
-                 size_t errlen)
+static void obj_hex(const struct node_stripe *stripe, char *obj)
 {
-    int rc = deg_validate(g, err, errlen);
-    if (rc)
-        return rc;
-    struct run_ctx ctx = {.g = g, .result = result, .arg = arg};
-    ctx.timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
-    struct deg_run_opts vo = {.incoherent = opts && opts->incoherent,
-                              .timeout_ms = ctx.timeout_ms,
-                              .options = opts ? opts->options : NULL};
-    pthread_mutex_init(&ctx.lock, NULL);
-    ctx.vs = calloc((size_t)g->nvertices, sizeof(*ctx.vs));
-    struct node_job *jobs = calloc((size_t)g->nvertices, sizeof(*jobs));
-    pthread_t *threads = calloc((size_t)g->nvertices, sizeof(*threads));
+    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
+        snprintf(obj + 2 * i, 3, "%02x", stripe->object[i]);
+}
+
+/* Sets up every vertex: gateway ones here, node ones on their nodes
+ * (persistent ones when persist), then connects every edge at both ends. */
+static int setup_connect(struct run_ctx *ctx, size_t len, uint8_t *const *chunks,
+                         struct node_client *const *nodes, int nnodes,
+                         const struct node_stripe *stripe, const struct deg_run_opts *vo,
+                         bool persist, char *err, size_t errlen)
+{
+    const struct deg_graph *g = ctx->g;
+    int rc = 0;
+    char obj[2 * NODE_OBJECT_ID_BYTES + 1];
+    obj_hex(stripe, obj);
     char *gtext = deg_to_json(g);
     json_t *gjson = gtext ? json_loads(gtext, 0, NULL) : NULL;
     free(gtext);
-    char obj[2 * NODE_OBJECT_ID_BYTES + 1];
-    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
-        snprintf(obj + 2 * i, 3, "%02x", stripe->object[i]);
-    if (!ctx.vs || !jobs || !threads || !gjson) {
-        rc = -ENOMEM;
+    if (!gjson) {
         snprintf(err, errlen, "out of memory");
-        goto out;
+        return -ENOMEM;
     }
-    /* 1. set up every vertex: gateway ones here, node ones on their nodes. */
     for (int v = 0; v < g->nvertices && rc == 0; v++) {
         const struct deg_vertex *vx = &g->vertices[v];
-        struct vstate *s = &ctx.vs[v];
+        struct vstate *s = &ctx->vs[v];
         s->in_qpn = calloc((size_t)vx->nin + 1, sizeof(uint32_t));
         s->out_qpn = calloc((size_t)vx->nout_edges + 1, sizeof(uint32_t));
         if (!s->in_qpn || !s->out_qpn) {
@@ -633,7 +628,7 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
             break;
         }
         if (vx->node == DEG_GATEWAY) {
-            if ((rc = deg_vx_open(g, v, len, chunks, &vo, &s->x, err, errlen)))
+            if ((rc = deg_vx_open(g, v, len, chunks, vo, &s->x, err, errlen)))
                 break;
             snprintf(s->addr, sizeof(s->addr), "%s", deg_vx_addr(s->x));
             for (int i = 0; i < vx->nin; i++)
@@ -648,10 +643,11 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
             break;
         }
         s->c = nodes[vx->node];
-        json_t *req = json_pack("{s:O,s:s,s:I,s:i,s:b,s:s,s:I,s:I}", "graph", gjson, "vertex",
-                                vx->name, "len", (json_int_t)len, "timeout_ms", ctx.timeout_ms,
-                                "incoherent", vo.incoherent, "object", obj, "stripe",
-                                (json_int_t)stripe->stripe, "version", (json_int_t)stripe->version);
+        json_t *req =
+            json_pack("{s:O,s:s,s:I,s:i,s:b,s:s,s:I,s:I,s:b}", "graph", gjson, "vertex", vx->name,
+                      "len", (json_int_t)len, "timeout_ms", ctx->timeout_ms, "incoherent",
+                      vo->incoherent, "object", obj, "stripe", (json_int_t)stripe->stripe,
+                      "version", (json_int_t)stripe->version, "persist", persist);
         json_t *ans = call_json(s->c, NODE_RPC_VERTEX_SETUP, req, s->c->timeout_ms, &rc);
         if (rc) {
             snprintf(err, errlen, "vertex %s: setup: %s", vx->name, node_client_errmsg(s->c));
@@ -668,14 +664,14 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
                 json_array_get(json_object_get(ans, "out"), (size_t)i));
         json_decref(ans);
     }
-    /* 2. connect every edge at both ends. */
+    json_decref(gjson);
     for (int v = 0; v < g->nvertices && rc == 0; v++) {
         const struct deg_vertex *vx = &g->vertices[v];
-        struct vstate *s = &ctx.vs[v];
+        struct vstate *s = &ctx->vs[v];
         json_t *ins = json_array(), *outs = json_array();
         for (int i = 0; i < vx->nin && rc == 0; i++) {
             const struct deg_edge *e = &g->edges[vx->in[i]];
-            const struct vstate *f = &ctx.vs[e->from];
+            const struct vstate *f = &ctx->vs[e->from];
             uint32_t qpn = f->out_qpn[out_pos(g, e->from, vx->in[i])];
             if (s->x)
                 rc = deg_vx_connect_in(s->x, i, f->addr, qpn, err, errlen);
@@ -684,7 +680,7 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
         }
         for (int i = 0; i < vx->nout_edges && rc == 0; i++) {
             const struct deg_edge *e = &g->edges[vx->out[i]];
-            const struct vstate *t = &ctx.vs[e->to];
+            const struct vstate *t = &ctx->vs[e->to];
             if (s->x)
                 rc = deg_vx_connect_out(s->x, i, t->addr, t->in_qpn[e->slot], err, errlen);
             json_array_append_new(outs, json_pack("{s:s,s:I}", "addr", t->addr, "qpn",
@@ -702,7 +698,50 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
             json_decref(outs);
         }
     }
+    return rc;
+}
+
+/* Closes what setup_connect set up (node vertices still set up on their nodes). */
+static void teardown(struct run_ctx *ctx)
+{
+    for (int v = 0; ctx->vs && v < ctx->g->nvertices; v++) {
+        struct vstate *s = &ctx->vs[v];
+        if (s->c && s->handle) {
+            int crc;
+            json_decref(call_json(s->c, NODE_RPC_VERTEX_CLOSE,
+                                  json_pack("{s:i}", "handle", s->handle), s->c->timeout_ms, &crc));
+        }
+        deg_vx_close(s->x);
+        free(s->in_qpn);
+        free(s->out_qpn);
+    }
+    free(ctx->vs);
+    ctx->vs = NULL;
+}
+
+int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
+                 struct node_client *const *nodes, int nnodes, const struct node_stripe *stripe,
+                 const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
+                 size_t errlen)
+{
+    int rc = deg_validate(g, err, errlen);
     if (rc)
+        return rc;
+    struct run_ctx ctx = {.g = g, .result = result, .arg = arg};
+    ctx.timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
+    struct deg_run_opts vo = {.incoherent = opts && opts->incoherent,
+                              .timeout_ms = ctx.timeout_ms,
+                              .options = opts ? opts->options : NULL};
+    pthread_mutex_init(&ctx.lock, NULL);
+    ctx.vs = calloc((size_t)g->nvertices, sizeof(*ctx.vs));
+    struct node_job *jobs = calloc((size_t)g->nvertices, sizeof(*jobs));
+    pthread_t *threads = calloc((size_t)g->nvertices, sizeof(*threads));
+    if (!ctx.vs || !jobs || !threads) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if ((rc = setup_connect(&ctx, len, chunks, nodes, nnodes, stripe, &vo, false, err, errlen)))
         goto out;
     /* 3. run: one thread per node (all its vertices in one RUN) and per gateway vertex. */
     int njobs = 0;
@@ -736,21 +775,262 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
         }
     }
 out:
-    for (int v = 0; ctx.vs && v < g->nvertices; v++) {
-        struct vstate *s = &ctx.vs[v];
-        if (s->c && s->handle) {
-            int crc;
-            json_decref(call_json(s->c, NODE_RPC_VERTEX_CLOSE,
-                                  json_pack("{s:i}", "handle", s->handle), s->c->timeout_ms, &crc));
-        }
-        deg_vx_close(s->x);
-        free(s->in_qpn);
-        free(s->out_qpn);
-    }
-    free(ctx.vs);
+    teardown(&ctx);
     free(jobs);
     free(threads);
-    json_decref(gjson);
     pthread_mutex_destroy(&ctx.lock);
+    return rc;
+}
+
+/* ---- persistent sessions ------------------------------------------------------------------ */
+
+struct sess_worker {
+    struct node_deg_session *s;
+    int v; /* the node vertex this worker runs */
+    pthread_t thread;
+    bool started;
+    int rc;
+    char err[512];
+};
+
+struct node_deg_session {
+    struct deg_graph *g;
+    struct run_ctx ctx;
+    int gv; /* the gateway vertex */
+    int nworkers;
+    struct sess_worker *w;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    uint64_t gen;
+    int pending;
+    bool stop, broken;
+    /* the run in progress */
+    char *run_head; /* JSON of the per-run fields, without the handles */
+    int *chunk_of;  /* per vertex: the chunk its result is stored as */
+};
+
+/* Whether g fits a session: one gateway vertex, the only source, and every
+ * other vertex a sink of one input from it on a node of its own. */
+bool node_deg_session_fits(const struct deg_graph *g)
+{
+    int gw = 0;
+    bool seen[CODEC_MAX_CHUNKS * 4] = {false};
+    for (int v = 0; v < g->nvertices; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        if (vx->node == DEG_GATEWAY) {
+            gw++;
+            if (vx->nin || vx->nresults)
+                return false;
+            continue;
+        }
+        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node] || vx->nin != 1 ||
+            vx->nout_edges || vx->nlocal || vx->nresults != 1 ||
+            g->vertices[g->edges[vx->in[0]].from].node != DEG_GATEWAY)
+            return false;
+        seen[vx->node] = true;
+    }
+    return gw == 1;
+}
+
+static void *sess_main(void *p)
+{
+    struct sess_worker *w = p;
+    struct node_deg_session *s = w->s;
+    struct vstate *vs = &s->ctx.vs[w->v];
+    uint64_t seen = 0;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->stop && s->gen == seen)
+            pthread_cond_wait(&s->cv, &s->lock);
+        if (s->stop)
+            break;
+        seen = s->gen;
+        pthread_mutex_unlock(&s->lock);
+        json_t *req = json_loads(s->run_head, 0, NULL);
+        w->rc = req ? 0 : -ENOMEM;
+        if (req) {
+            json_object_set_new(req, "handles", json_pack("[i]", vs->handle));
+            json_object_set_new(req, "chunks", json_pack("[i]", s->chunk_of[w->v]));
+            json_decref(
+                call_json(vs->c, NODE_RPC_VERTEX_RUN, req, s->ctx.timeout_ms * 2 + 2000, &w->rc));
+        }
+        if (w->rc)
+            snprintf(w->err, sizeof(w->err), "vertex %s: %s", s->g->vertices[w->v].name,
+                     node_client_errmsg(vs->c));
+        pthread_mutex_lock(&s->lock);
+        if (--s->pending == 0)
+            pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+void node_deg_session_close(struct node_deg_session *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->w[i].started)
+            pthread_join(s->w[i].thread, NULL);
+    if (s->ctx.vs)
+        teardown(&s->ctx);
+    pthread_mutex_destroy(&s->ctx.lock);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cv);
+    deg_graph_destroy(s->g);
+    free(s->w);
+    free(s->chunk_of);
+    free(s);
+}
+
+int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_client *const *nodes,
+                          int nnodes, const struct deg_run_opts *opts,
+                          struct node_deg_session **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = deg_validate(g, err, errlen);
+    if (rc)
+        return rc;
+    if (!node_deg_session_fits(g)) {
+        snprintf(err, errlen, "graph %s: not a gateway source with node sinks", g->desc);
+        return -EINVAL;
+    }
+    struct node_deg_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    pthread_mutex_init(&s->ctx.lock, NULL);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    /* The session keeps its own copy: the caller's graph is per stripe. */
+    char *text = deg_to_json(g);
+    if (text)
+        rc = deg_from_json(text, &s->g, err, errlen);
+    free(text);
+    if (!text || rc) {
+        node_deg_session_close(s);
+        return rc ? rc : -ENOMEM;
+    }
+    s->ctx.g = s->g;
+    s->ctx.timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
+    s->ctx.vs = calloc((size_t)g->nvertices, sizeof(*s->ctx.vs));
+    s->w = calloc((size_t)g->nvertices, sizeof(*s->w));
+    s->chunk_of = calloc((size_t)g->nvertices, sizeof(int));
+    if (!s->ctx.vs || !s->w || !s->chunk_of) {
+        node_deg_session_close(s);
+        return -ENOMEM;
+    }
+    struct deg_run_opts vo = {.incoherent = opts && opts->incoherent,
+                              .timeout_ms = s->ctx.timeout_ms,
+                              .options = opts ? opts->options : NULL};
+    struct node_stripe none = {0};
+    rc = setup_connect(&s->ctx, len, NULL, nodes, nnodes, &none, &vo, true, err, errlen);
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        if (g->vertices[v].node == DEG_GATEWAY) {
+            s->gv = v;
+            continue;
+        }
+        struct sess_worker *w = &s->w[s->nworkers];
+        *w = (struct sess_worker){.s = s, .v = v};
+        if ((rc = -pthread_create(&w->thread, NULL, sess_main, w)))
+            snprintf(err, errlen, "no thread for vertex %s", g->vertices[v].name);
+        w->started = rc == 0;
+        s->nworkers += rc == 0;
+    }
+    if (rc) {
+        node_deg_session_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
+                         uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
+                         size_t errlen)
+{
+    if (s->broken) {
+        snprintf(err, errlen, "an earlier run of this session failed");
+        return -EIO;
+    }
+    /* g's vertex on node N is the session's vertex on N; the gateway's
+     * out-edge to N goes over the session's connection to N. */
+    const struct deg_vertex *sgv = &s->g->vertices[s->gv], *ggv = NULL;
+    bool same = node_deg_session_fits(g) && g->nvertices == s->g->nvertices;
+    for (int v = 0; same && v < g->nvertices; v++)
+        if (g->vertices[v].node == DEG_GATEWAY)
+            ggv = &g->vertices[v];
+    same = same && ggv && ggv->nlocal == sgv->nlocal && ggv->nrows == sgv->nrows &&
+           ggv->nout_edges == sgv->nout_edges &&
+           !memcmp(ggv->local, sgv->local, (size_t)sgv->nlocal * sizeof(int)) &&
+           (!sgv->nrows || !memcmp(ggv->coeffs, sgv->coeffs,
+                                   (size_t)sgv->nrows * (size_t)(sgv->nlocal + sgv->nin)));
+    int route[CODEC_MAX_CHUNKS * 4];
+    same = same && sgv->nout_edges <= (int)(sizeof(route) / sizeof(route[0]));
+    for (int e = 0; same && e < ggv->nout_edges; e++) {
+        const struct deg_edge *ed = &g->edges[ggv->out[e]];
+        int node = g->vertices[ed->to].node, q = 0;
+        while (q < sgv->nout_edges && s->g->vertices[s->g->edges[sgv->out[q]].to].node != node)
+            q++;
+        /* Out-edge e sends the session's edge e's value, over route[e]. */
+        const struct deg_edge *sed = &s->g->edges[sgv->out[e]];
+        same =
+            q < sgv->nout_edges && ed->src.kind == sed->src.kind && ed->src.index == sed->src.index;
+        if (!same)
+            break;
+        route[e] = q;
+        struct deg_label label;
+        deg_value_label(g, ed->from, ed->src, &label);
+        s->chunk_of[s->g->edges[sgv->out[q]].to] = label.chunk;
+    }
+    if (!same) {
+        snprintf(err, errlen, "graph %s does not match the session's %s", g->desc, s->g->desc);
+        return -EINVAL;
+    }
+    struct deg_vx *x = s->ctx.vs[s->gv].x;
+    int rc = deg_vx_rebind(x, len, chunks, err, errlen);
+    if (rc == 0)
+        rc = deg_vx_route_out(x, route);
+    if (rc)
+        return rc;
+    char obj[2 * NODE_OBJECT_ID_BYTES + 1];
+    obj_hex(stripe, obj);
+    json_t *head = json_pack("{s:I,s:s,s:I,s:I}", "len", (json_int_t)len, "object", obj, "stripe",
+                             (json_int_t)stripe->stripe, "version", (json_int_t)stripe->version);
+    s->run_head = head ? json_dumps(head, JSON_COMPACT) : NULL;
+    json_decref(head);
+    if (!s->run_head)
+        return -ENOMEM;
+    pthread_mutex_lock(&s->lock);
+    s->pending = s->nworkers;
+    s->gen++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->lock);
+    char gerr[512] = "";
+    int grc = deg_vx_run(x, NULL, NULL, NULL, gerr, sizeof(gerr));
+    pthread_mutex_lock(&s->lock);
+    /* Every worker's call is bounded, so this wait is too. */
+    while (s->pending > 0)
+        pthread_cond_wait(&s->cv, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    free(s->run_head);
+    s->run_head = NULL;
+    /* The root cause first: a failure other than a timeout. */
+    int best = grc ? (grc == -ETIMEDOUT ? 1 : 2) : 0;
+    rc = grc;
+    if (grc)
+        snprintf(err, errlen, "%s", gerr);
+    for (int i = 0; i < s->nworkers; i++) {
+        int r = s->w[i].rc, rank = !r ? 0 : r == -ETIMEDOUT ? 1 : 2;
+        if (rank > best) {
+            best = rank;
+            rc = r;
+            snprintf(err, errlen, "%s", s->w[i].err);
+        }
+    }
+    s->broken = rc != 0;
     return rc;
 }

@@ -115,4 +115,31 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
                  const struct deg_run_opts *opts, deg_result_fn result, void *arg, char *err,
                  size_t errlen);
 
+/*
+ * A persistent session (INEC-Cache's shape: the write DEG is set up once,
+ * then run stripe after stripe). Open sets up and connects every vertex of g
+ * once, node vertices persistent on their nodes; each run then costs one RUN
+ * message per node plus the data. Only graphs where the gateway is the one
+ * source and every node vertex a sink fed by it fit (node_deg_session_fits:
+ * the RS/LRC/PPR/ECPipe encodes); TriEC and decodes go through node_deg_run.
+ *
+ * A run takes a graph of the same shape over the same nodes in any order of
+ * chunks (the same encode for another placement of the stripe on those
+ * nodes): the gateway reads chunks[] of len bytes (len <= the open length),
+ * node vertices store their chunk of `stripe` durably before this returns 0.
+ * The clients in nodes[] serve the session until it is closed (RPCs on them
+ * must not run concurrently with a run). A failed run (node down, timeout)
+ * breaks the session, with a message naming vertex and edge: close it and
+ * open a new one. Bounded by opts->timeout_ms as node_deg_run.
+ */
+struct node_deg_session;
+bool node_deg_session_fits(const struct deg_graph *g);
+int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_client *const *nodes,
+                          int nnodes, const struct deg_run_opts *opts,
+                          struct node_deg_session **out, char *err, size_t errlen);
+int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
+                         uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
+                         size_t errlen);
+void node_deg_session_close(struct node_deg_session *s); /* NULL is a no-op */
+
 #endif

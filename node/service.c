@@ -50,9 +50,12 @@ struct hosted {
     struct hosted *next;
     int handle, v;
     bool running;
-    time_t expires; /* set up but never run by then: the runner is gone */
+    bool persist;   /* stays set up after a successful run, for the next stripe */
+    int chunk;      /* persistent: the chunk this run's result is stored as (-1: the graph's) */
+    time_t expires; /* set up but not run (again) by then: the runner is gone */
     struct deg_graph *g;
     struct deg_vx *x;
+    int timeout_ms;
     size_t len;
     struct node_stripe stripe;
     uint8_t *chunks[CODEC_MAX_CHUNKS];
@@ -443,8 +446,17 @@ static json_t *req_json(struct req *r)
     return json_loadb((const char *)r->msg.data, r->msg.len, 0, NULL);
 }
 
+static void hosted_touch(struct hosted *h, int timeout_ms)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    h->expires = now.tv_sec + 2 * timeout_ms / 1000 + 5;
+}
+
 /* {"graph":{...},"vertex":name,"len":N,"timeout_ms":T,"incoherent":b,
- *  "object":hex,"stripe":S,"version":V} -> {"handle","addr","in":[qpn],"out":[qpn]} */
+ *  "object":hex,"stripe":S,"version":V,"persist":b} -> {"handle","addr","in":[qpn],"out":[qpn]}
+ * A persistent vertex (no local chunks: a sink) serves run after run; each
+ * run names its stripe, length and chunk. */
 static void h_vertex_setup(struct req *r)
 {
     struct node_service *s = r->svc;
@@ -478,7 +490,13 @@ static void h_vertex_setup(struct req *r)
         goto out;
     }
     h->v = v;
+    h->chunk = -1;
     const struct deg_vertex *vx = &h->g->vertices[v];
+    if ((h->persist = json_is_true(json_object_get(j, "persist"))) && vx->nlocal > 0) {
+        rc = sfail(err, sizeof(err), -EINVAL, "vertex %s: a persistent vertex has no local chunks",
+                   vname);
+        goto out;
+    }
     for (int i = 0; i < vx->nlocal && rc == 0; i++) {
         int c = vx->local[i];
         struct node_chunk_id id = {.stripe = h->stripe.stripe, .index = (uint32_t)c};
@@ -511,9 +529,8 @@ static void h_vertex_setup(struct req *r)
         json_array_append_new(ins, json_integer(deg_vx_in_qpn(h->x, i)));
     for (int i = 0; i < vx->nout_edges; i++)
         json_array_append_new(outs, json_integer(deg_vx_out_qpn(h->x, i)));
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    h->expires = now.tv_sec + 2 * o.timeout_ms / 1000 + 5;
+    h->timeout_ms = o.timeout_ms;
+    hosted_touch(h, o.timeout_ms);
     pthread_mutex_lock(&s->lock);
     h->handle = ++s->next_handle;
     h->next = s->vertices;
@@ -581,8 +598,31 @@ static void *vertex_main(void *arg)
     return NULL;
 }
 
-/* {"handles":[H...]}: runs them all at once (they may feed each other), then
- * stores every whole-chunk result durably. -> {"vertices":[{"handle","results":
+/* A persistent vertex's next run: {"len","object","stripe","version",
+ * "chunks":[c per handle]} of the run request. */
+static int rebind(struct hosted *h, json_t *j, size_t i, char *err, size_t errlen)
+{
+    json_t *len = json_object_get(j, "len");
+    const char *obj = json_string_value(json_object_get(j, "object"));
+    if (!len && !obj)
+        return 0;
+    if (!h->persist || !obj || strlen(obj) != 2 * NODE_OBJECT_ID_BYTES)
+        return sfail(err, errlen, -EPROTO, "vertex run: stripe fields for a vertex set up once");
+    for (int b = 0; b < NODE_OBJECT_ID_BYTES; b++)
+        sscanf(obj + 2 * b, "%2hhx", &h->stripe.object[b]);
+    h->stripe.stripe = (uint64_t)json_integer_value(json_object_get(j, "stripe"));
+    h->stripe.version = (uint64_t)json_integer_value(json_object_get(j, "version"));
+    json_t *c = json_array_get(json_object_get(j, "chunks"), i);
+    h->chunk = c ? (int)json_integer_value(c) : -1;
+    int rc = deg_vx_rebind(h->x, (size_t)json_integer_value(len), NULL, err, errlen);
+    if (rc == 0)
+        h->len = (size_t)json_integer_value(len);
+    return rc;
+}
+
+/* {"handles":[H...]} (+ rebind's fields for persistent vertices): runs them
+ * all at once (they may feed each other), then stores every whole-chunk
+ * result durably. -> {"vertices":[{"handle","results":
  * [{"chunk","partial","stored"}]}]}, or an error naming the first failure. */
 static void h_vertex_run(struct req *r)
 {
@@ -598,10 +638,15 @@ static void h_vertex_run(struct req *r)
         int handle = (int)json_integer_value(json_array_get(hs, i));
         if (!(v[i] = hosted_claim(s, handle)))
             rc = sfail(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
+        else if ((rc = rebind(v[i], j, i, err, sizeof(err))) == 0)
+            v[i]->nres = 0;
     }
-    for (size_t i = 0; i < n && rc == 0; i++)
+    /* One vertex (a sink of an encode) runs on this worker: no thread to start. */
+    if (n == 1 && rc == 0)
+        vertex_main(v[0]);
+    for (size_t i = 0; i < n && rc == 0 && n > 1; i++)
         started[i] = pthread_create(&t[i], NULL, vertex_main, v[i]) == 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < n && rc == 0 && n > 1; i++) {
         if (started[i])
             pthread_join(t[i], NULL);
         else
@@ -614,6 +659,8 @@ static void h_vertex_run(struct req *r)
         for (int k = 0; k < h->nres && h->rc == 0; k++) {
             bool store = !h->labels[k].partial;
             if (store) {
+                if (h->chunk >= 0)
+                    h->labels[k].chunk = h->chunk;
                 struct node_chunk_id id = {.stripe = h->stripe.stripe,
                                            .index = (uint32_t)h->labels[k].chunk};
                 memcpy(id.object, h->stripe.object, NODE_OBJECT_ID_BYTES);
@@ -633,11 +680,16 @@ static void h_vertex_run(struct req *r)
         }
         json_array_append_new(out, json_pack("{s:i,s:o}", "handle", h->handle, "results", res));
     }
-    /* A vertex runs once: its QPs hold requests that will never complete after a failure. */
+    /* A vertex runs once, a persistent one until a run fails: after a failure
+     * its QPs hold requests that will never complete. */
     for (size_t i = 0; i < n && v && v[i]; i++) {
         int handle = v[i]->handle;
+        bool keep = v[i]->persist && rc == 0;
+        if (keep)
+            hosted_touch(v[i], v[i]->timeout_ms);
         hosted_release(s, v[i]);
-        hosted_free(hosted_take(s, handle));
+        if (!keep)
+            hosted_free(hosted_take(s, handle));
     }
     free(v);
     free(t);
