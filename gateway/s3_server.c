@@ -787,7 +787,7 @@ static void put_end(struct req *r)
     }
     struct MHD_Response *resp = buffer_response(NULL, 0, NULL);
     if (resp) {
-        char v[40];
+        char v[64];
         snprintf(v, sizeof(v), "\"%s\"", oi.etag);
         MHD_add_response_header(resp, "ETag", v);
         queue(r, 200, resp);
