@@ -1133,9 +1133,10 @@ static int parts_cb(const struct gw_part_info *pi, void *arg)
 
 static void list_parts(struct req *r)
 {
-    int max, marker;
+    int max, marker = 0;
+    const char *m = gw_s3_query_get(&r->q, "part-number-marker");
     if (!parse_max(gw_s3_query_get(&r->q, "max-parts"), 1000, &max) ||
-        !parse_max(gw_s3_query_get(&r->q, "part-number-marker"), GW_PART_MAX, &marker)) {
+        (m && !parse_max(m, GW_PART_MAX, &marker))) {
         answer_error(r, GW_S3_INVALID_ARGUMENT, "max-parts or part-number-marker is malformed");
         return;
     }
