@@ -262,6 +262,7 @@ static const struct route {
     {"GET", BUCKET, NULL, NULL, "list-type", "2", GW_OP_LIST_OBJECTS_V2},
     {"GET", BUCKET, NULL, NULL, NULL, NULL, GW_OP_LIST_OBJECTS},
     {"POST", BUCKET, "delete", NULL, NULL, NULL, GW_OP_DELETE_OBJECTS},
+    {"GET", OBJECT, "tagging", NULL, NULL, NULL, GW_OP_GET_OBJECT_TAGGING},
     {"GET", BUCKET, "uploads", NULL, NULL, NULL, GW_OP_LIST_MULTIPART_UPLOADS},
     {"POST", OBJECT, "uploads", NULL, NULL, NULL, GW_OP_CREATE_MULTIPART_UPLOAD},
     {"POST", OBJECT, "uploadId", NULL, NULL, NULL, GW_OP_COMPLETE_MULTIPART_UPLOAD},
@@ -297,6 +298,7 @@ const char *const gw_s3_op_names[GW_OP_COUNT] = {
     [GW_OP_ABORT_MULTIPART_UPLOAD] = "AbortMultipartUpload",
     [GW_OP_LIST_PARTS] = "ListParts",
     [GW_OP_LIST_MULTIPART_UPLOADS] = "ListMultipartUploads",
+    [GW_OP_GET_OBJECT_TAGGING] = "GetObjectTagging",
     [GW_OP_NOT_IMPLEMENTED] = "NotImplemented",
     [GW_OP_METHOD_NOT_ALLOWED] = "MethodNotAllowed",
 };

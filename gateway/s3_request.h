@@ -82,6 +82,7 @@ enum gw_s3_op {
     GW_OP_ABORT_MULTIPART_UPLOAD,
     GW_OP_LIST_PARTS,
     GW_OP_LIST_MULTIPART_UPLOADS,
+    GW_OP_GET_OBJECT_TAGGING, /* always an empty tag set: the gateway keeps no tags */
     GW_OP_NOT_IMPLEMENTED,    /* S3 has it, the gateway does not (501) */
     GW_OP_METHOD_NOT_ALLOWED, /* a known method on the wrong resource (405) */
     GW_OP_COUNT

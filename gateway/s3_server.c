@@ -1343,6 +1343,17 @@ static void begin(struct req *r, const char *method)
     case GW_OP_LIST_MULTIPART_UPLOADS:
         list_uploads(r);
         return;
+    case GW_OP_GET_OBJECT_TAGGING: {
+        struct gw_buf b = {0};
+        if ((rc = gw_object_head(o, r->t.bucket, r->t.key, NULL)))
+            answer_errno(r, rc, "GetObjectTagging");
+        else if (gw_xml_empty_tagging(&b) == 0)
+            answer_xml(r, 200, &b);
+        else
+            answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        gw_buf_free(&b);
+        return;
+    }
     case GW_OP_CREATE_BUCKET:
     case GW_OP_DELETE_OBJECTS:
     case GW_OP_COMPLETE_MULTIPART_UPLOAD:

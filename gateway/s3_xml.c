@@ -820,3 +820,10 @@ int gw_xml_copy_result(struct gw_buf *out, bool part, const char *etag, int64_t 
     printf_(&w, "</%s>", root);
     return finish(&w);
 }
+
+int gw_xml_empty_tagging(struct gw_buf *out)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<Tagging xmlns=\"" XMLNS "\"><TagSet></TagSet></Tagging>");
+    return finish(&w);
+}

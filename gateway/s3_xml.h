@@ -160,6 +160,10 @@ struct gw_uploads_page {
 };
 int gw_xml_list_uploads(struct gw_buf *out, const struct gw_uploads_page *page);
 
+/* <Tagging><TagSet/></Tagging>: what GetObjectTagging answers (the AWS CLI
+ * asks before a multipart copy). */
+int gw_xml_empty_tagging(struct gw_buf *out);
+
 /* CopyObjectResult, or CopyPartResult when part. */
 int gw_xml_copy_result(struct gw_buf *out, bool part, const char *etag, int64_t modified_ms);
 
