@@ -21,8 +21,9 @@ int gw_layout_starts(const json_t *rec, uint64_t **out)
         json_int_t len = json_integer_value(json_object_get(st, "len"));
         start[s] = off ? (uint64_t)json_integer_value(off) : end;
         /* Stripes follow each other, none overlaps the next, none is empty. */
-        if (len <= 0 || k <= 0 || json_integer_value(off) < 0 || start[s] < (s ? start[s - 1] : 0) ||
-            start[s] > end || (s == 0 && start[s] != 0) || start[s] >= (uint64_t)size)
+        if (len <= 0 || k <= 0 || json_integer_value(off) < 0 ||
+            start[s] < (s ? start[s - 1] : 0) || start[s] > end || (s == 0 && start[s] != 0) ||
+            start[s] >= (uint64_t)size)
             goto bad;
         end = start[s] + (uint64_t)k * (uint64_t)len;
     }

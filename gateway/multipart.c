@@ -59,8 +59,8 @@ static bool valid_upload_id(const char *u)
 
 static int tombstone(struct gw_objects *o, const char *key, const json_t *prev)
 {
-    json_t *rec = json_pack("{s:I,s:b}", "version", (json_int_t)gw_next_version(o, prev),
-                            "deleted", 1);
+    json_t *rec =
+        json_pack("{s:I,s:b}", "version", (json_int_t)gw_next_version(o, prev), "deleted", 1);
     int rc = rec ? gw_meta_write(o, MPU_BUCKET, key, rec) : -ENOMEM;
     json_decref(rec);
     return rc;
@@ -79,9 +79,8 @@ static int upload_rec(struct gw_objects *o, const char *bucket, const char *key,
     char k[KEYLEN];
     upload_key(k, bucket, uid);
     rc = gw_meta_read(o, MPU_BUCKET, k, rec);
-    if (rc == 0 &&
-        (gw_rec_deleted(*rec) ||
-         strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0)) {
+    if (rc == 0 && (gw_rec_deleted(*rec) ||
+                    strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0)) {
         json_decref(*rec);
         *rec = NULL;
         rc = -ENOENT;
@@ -103,10 +102,10 @@ int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
     for (size_t i = 0; i < sizeof(id); i++)
         snprintf(upload_id + 2 * i, 3, "%02x", id[i]);
     json_t *um = attrs && attrs->user_meta ? json_deep_copy(attrs->user_meta) : json_object();
-    json_t *rec = json_pack("{s:I,s:b,s:s,s:I,s:s,s:o}", "version",
-                            (json_int_t)gw_next_version(o, NULL), "deleted", 0, "key", key,
-                            "initiated", (json_int_t)gw_realtime_ns(), "content_type",
-                            attrs ? attrs->content_type : "", "user_meta", um);
+    json_t *rec =
+        json_pack("{s:I,s:b,s:s,s:I,s:s,s:o}", "version", (json_int_t)gw_next_version(o, NULL),
+                  "deleted", 0, "key", key, "initiated", (json_int_t)gw_realtime_ns(),
+                  "content_type", attrs ? attrs->content_type : "", "user_meta", um);
     char k[KEYLEN];
     upload_key(k, bucket, upload_id);
     rc = rec ? gw_meta_write(o, MPU_BUCKET, k, rec) : -ENOMEM;
@@ -134,9 +133,8 @@ static void part_info(const json_t *rec, struct gw_part_info *out)
     out->mtime_ns = json_integer_value(json_object_get(rec, "mtime"));
 }
 
-int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket,
-                       const char *key, const char *upload_id, int number,
-                       struct gw_part_info *out)
+int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket, const char *key,
+                       const char *upload_id, int number, struct gw_part_info *out)
 {
     if (number < 1 || number > GW_PART_MAX) {
         gw_put_abort(p);
@@ -192,9 +190,9 @@ static int parts_of(struct gw_objects *o, const char *bucket, const char *uid, i
     part_key(prefix, bucket, uid, 0);
     part_key(start, bucket, uid, after);
     *out = json_array();
-    int rc = *out ? gw_meta_list(o, MPU_BUCKET, prefix, after > 0 ? start : NULL, collect_part,
-                                 *out)
-                  : -ENOMEM;
+    int rc = *out
+                 ? gw_meta_list(o, MPU_BUCKET, prefix, after > 0 ? start : NULL, collect_part, *out)
+                 : -ENOMEM;
     if (rc) {
         json_decref(*out);
         *out = NULL;
@@ -241,9 +239,8 @@ static int build_record(struct gw_objects *o, const json_t *u, const char *key, 
     const json_t *first = NULL;
     uint64_t off = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        const json_t *part = parts[i].number >= 1 && parts[i].number <= GW_PART_MAX
-                                 ? have[parts[i].number]
-                                 : NULL;
+        const json_t *part =
+            parts[i].number >= 1 && parts[i].number <= GW_PART_MAX ? have[parts[i].number] : NULL;
         const char *etag = part ? json_string_value(json_object_get(part, "etag")) : NULL;
         if (!etag || etag_cmp(parts[i].etag, etag) != 0) {
             rc = -EPROTO;
@@ -298,14 +295,14 @@ static int build_record(struct gw_objects *o, const json_t *u, const char *key, 
         rc = -EIO;
     if (rc == 0) {
         json_t *um = json_object_get(u, "user_meta");
-        *out = json_pack("{s:b,s:s,s:I,s:s,s:I,s:s,s:O,s:s,s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:O}",
-                         "deleted", 0, "key", key, "size", (json_int_t)off, "etag", etag, "mtime",
-                         (json_int_t)gw_realtime_ns(), "content_type",
-                         json_string_value(json_object_get(u, "content_type")) ?: "",
-                         "user_meta", um ? um : json_object(), "pool", pool->p.name, "profile",
-                         pool->p.profile, "k", pool->p.k, "n", pool->p.n, "chunk_size",
-                         (json_int_t)pool->p.chunk_size, "oid", uid, "upload", uid, "parts",
-                         (json_int_t)n, "stripes", stripes);
+        *out =
+            json_pack("{s:b,s:s,s:I,s:s,s:I,s:s,s:O,s:s,s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:O}",
+                      "deleted", 0, "key", key, "size", (json_int_t)off, "etag", etag, "mtime",
+                      (json_int_t)gw_realtime_ns(), "content_type",
+                      json_string_value(json_object_get(u, "content_type")) ?: "", "user_meta",
+                      um ? um : json_object(), "pool", pool->p.name, "profile", pool->p.profile,
+                      "k", pool->p.k, "n", pool->p.n, "chunk_size", (json_int_t)pool->p.chunk_size,
+                      "oid", uid, "upload", uid, "parts", (json_int_t)n, "stripes", stripes);
         if (!*out)
             rc = -ENOMEM;
         else if (json_dumpb(*out, NULL, 0, JSON_COMPACT) > NODE_META_MAX - 4096)
@@ -384,8 +381,7 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
     return rc;
 }
 
-int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key,
-                 const char *upload_id)
+int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id)
 {
     json_t *u, *list = NULL, *obj = NULL, *keep = json_object();
     int rc = keep ? upload_rec(o, bucket, key, upload_id, &u) : -ENOMEM;

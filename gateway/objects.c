@@ -1249,8 +1249,8 @@ static int load_stripe(struct gw_get *g)
                 continue;
             atomic_fetch_add(why[c] == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
             int node = node_of(o, stripe, c);
-            gw_repair_queue(o, g->bucket, g->key, oid, g->cs, c, node >= 0 ? o->nodes[node].id : NULL,
-                            loss_reason(why[c]));
+            gw_repair_queue(o, g->bucket, g->key, oid, g->cs, c,
+                            node >= 0 ? o->nodes[node].id : NULL, loss_reason(why[c]));
         }
         if (rc)
             atomic_fetch_add(&o->failed_reads, 1);

@@ -51,11 +51,11 @@ struct gw_bucket_info {
 
 struct gw_object_info {
     uint64_t size;
-    char etag[48];       /* hex MD5 of the body; multipart: MD5 of the parts' MD5s + "-N" */
-    int64_t mtime_ns;    /* CLOCK_REALTIME of the commit */
-    uint64_t version;    /* grows with every overwrite */
+    char etag[48];    /* hex MD5 of the body; multipart: MD5 of the parts' MD5s + "-N" */
+    int64_t mtime_ns; /* CLOCK_REALTIME of the commit */
+    uint64_t version; /* grows with every overwrite */
     char content_type[256];
-    json_t *user_meta;   /* {"name": "value"} from x-amz-meta-*; owned by the info */
+    json_t *user_meta; /* {"name": "value"} from x-amz-meta-*; owned by the info */
 };
 
 /* Frees info->user_meta; the struct itself is the caller's. */
@@ -131,15 +131,13 @@ int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
  * number again replaces the part. */
 int gw_mpu_part_begin(struct gw_objects *o, const char *bucket, const char *key,
                       const char *upload_id, struct gw_put **out);
-int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket,
-                       const char *key, const char *upload_id, int number,
-                       struct gw_part_info *out);
+int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket, const char *key,
+                       const char *upload_id, int number, struct gw_part_info *out);
 /* parts: number and etag of each part, in the order the client gives them. */
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
                     struct gw_object_info *out);
-int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key,
-                 const char *upload_id);
+int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id);
 /* Parts numbered above `after`, in number order; cb returns non-zero to stop. */
 int gw_mpu_list_parts(struct gw_objects *o, const char *bucket, const char *key,
                       const char *upload_id, int after,
@@ -182,11 +180,11 @@ int gw_objects_node_set_running(struct gw_objects *o, const char *id, bool runni
 int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char *pool);
 
 struct gw_objects_stats {
-    uint64_t degraded_reads; /* stripes read through a decode DEG */
-    uint64_t corrupt_chunks; /* chunks that failed a CRC check (node or gateway) */
-    uint64_t missing_chunks; /* chunks not found, or on a node that did not answer */
-    uint64_t failed_reads;   /* stripes that could not be rebuilt (-EIO) */
-    uint64_t repair_queue;   /* chunks waiting for repair */
+    uint64_t degraded_reads;  /* stripes read through a decode DEG */
+    uint64_t corrupt_chunks;  /* chunks that failed a CRC check (node or gateway) */
+    uint64_t missing_chunks;  /* chunks not found, or on a node that did not answer */
+    uint64_t failed_reads;    /* stripes that could not be rebuilt (-EIO) */
+    uint64_t repair_queue;    /* chunks waiting for repair */
     uint64_t sessions_opened; /* encode sessions set up (each then serves many stripes) */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);

@@ -1125,8 +1125,7 @@ static int parts_cb(const struct gw_part_info *pi, void *arg)
     if (w->n == w->max + 1)
         return 1;
     memcpy(w->etags[w->n], pi->etag, 33);
-    w->p[w->n] = (struct gw_xml_part){pi->number, pi->mtime_ns / 1000000, w->etags[w->n],
-                                      pi->size};
+    w->p[w->n] = (struct gw_xml_part){pi->number, pi->mtime_ns / 1000000, w->etags[w->n], pi->size};
     w->n++;
     return 0;
 }
@@ -1143,8 +1142,8 @@ static void list_parts(struct req *r)
     const char *uid = gw_s3_query_get(&r->q, "uploadId");
     struct parts_walk w = {calloc((size_t)max + 1, sizeof(*w.p)),
                            calloc((size_t)max + 1, sizeof(*w.etags)), 0, max};
-    int rc = w.p && w.etags ? gw_mpu_list_parts(r->srv->objects, r->t.bucket, r->t.key, uid,
-                                                marker, parts_cb, &w)
+    int rc = w.p && w.etags ? gw_mpu_list_parts(r->srv->objects, r->t.bucket, r->t.key, uid, marker,
+                                                parts_cb, &w)
                             : -ENOMEM;
     if (rc) {
         answer_errno(r, rc, "ListParts");
@@ -1208,7 +1207,10 @@ static void list_uploads(struct req *r)
     const char *prefix = gw_s3_query_get(&r->q, "prefix");
     struct uploads_walk w = {gw_s3_query_get(&r->q, "key-marker"),
                              gw_s3_query_get(&r->q, "upload-id-marker"),
-                             calloc((size_t)max + 1, sizeof(*w.u)), 0, max, false};
+                             calloc((size_t)max + 1, sizeof(*w.u)),
+                             0,
+                             max,
+                             false};
     int rc = w.u ? gw_mpu_list(r->srv->objects, r->t.bucket, prefix, uploads_cb, &w) : -ENOMEM;
     if (rc == 0 && w.nomem)
         rc = -ENOMEM;
@@ -1357,7 +1359,7 @@ static void begin(struct req *r, const char *method)
     case GW_OP_CREATE_BUCKET:
     case GW_OP_DELETE_OBJECTS:
     case GW_OP_COMPLETE_MULTIPART_UPLOAD:
-        r->body_max = r->op == GW_OP_DELETE_OBJECTS            ? GW_S3_DELETE_MAX_BODY
+        r->body_max = r->op == GW_OP_DELETE_OBJECTS              ? GW_S3_DELETE_MAX_BODY
                       : r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD ? GW_S3_COMPLETE_MAX_BODY
                                                                  : SMALL_BODY_MAX;
         e = body_begin(r);

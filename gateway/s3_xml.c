@@ -621,8 +621,8 @@ static bool parse_part(struct p *p, struct gw_complete_part *part)
                 bad(p, GW_S3_MALFORMED_XML, "<%s> given twice in one <Part>", name);
                 goto fail;
             }
-            char *t = text_element(p, name, isnum ? 8 : sizeof(part->etag) - 1,
-                                   GW_S3_MALFORMED_XML);
+            char *t =
+                text_element(p, name, isnum ? 8 : sizeof(part->etag) - 1, GW_S3_MALFORMED_XML);
             if (!t)
                 goto fail;
             if (isnum)
@@ -702,15 +702,14 @@ static bool parse_complete(struct p *p, void *arg)
     return true;
 }
 
-enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len,
-                                     struct gw_complete_request **out, char *msg, size_t msglen)
+enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_complete_request **out,
+                                     char *msg, size_t msglen)
 {
     *out = NULL;
     struct gw_complete_request *r = calloc(1, sizeof(*r));
     if (!r)
         return GW_S3_INTERNAL_ERROR;
-    enum gw_s3_err e =
-        parse_doc(xml, len, GW_S3_COMPLETE_MAX_BODY, msg, msglen, parse_complete, r);
+    enum gw_s3_err e = parse_doc(xml, len, GW_S3_COMPLETE_MAX_BODY, msg, msglen, parse_complete, r);
     if (e) {
         gw_complete_request_free(r);
         return e;

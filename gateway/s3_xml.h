@@ -123,8 +123,8 @@ struct gw_complete_request {
  * (the object layer judges it). Errors: MalformedXML, InvalidArgument (a part
  * number outside 1..10000), InternalError.
  */
-enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len,
-                                     struct gw_complete_request **out, char *msg, size_t msglen);
+enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_complete_request **out,
+                                     char *msg, size_t msglen);
 void gw_complete_request_free(struct gw_complete_request *r);
 
 int gw_xml_initiate_multipart(struct gw_buf *out, const char *bucket, const char *key,
