@@ -1069,7 +1069,6 @@ static void copy_object(struct req *r)
         ssize_t n = gw_get_read(g, buf, left < READ_BLOCK ? (size_t)left : READ_BLOCK);
         rc = n < 0 ? (int)n : n == 0 ? -EIO : gw_put_write(p, buf, (size_t)n);
         left -= n > 0 ? (uint64_t)n : 0;
-        r->bytes_out += n > 0 ? (uint64_t)n : 0; /* counted as moved, though not sent */
     }
     free(buf);
     gw_get_end(g);
