@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "cli/commands.h"
+#include "cli/dispatch.h"
 #include "codecs/codec.h"
 
 #define SEG      ((size_t)1 << 20)
@@ -486,32 +487,13 @@ static int ec_matrix(int argc, char **argv)
     return 0;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: inec ec <encode|decode|matrix> [options]\n\n"
-               "  encode --profile PROFILE FILE -o DIR   split FILE into chunk files\n"
-               "  decode DIR -o FILE                     rebuild FILE from surviving chunks\n"
-               "  matrix --profile PROFILE               print the coding matrix\n\n"
-               "'inec ec <sub> --help' describes one.\n");
-}
-
 int cmd_ec(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    if (strcmp(argv[1], "encode") == 0)
-        return ec_encode(argc - 1, argv + 1);
-    if (strcmp(argv[1], "decode") == 0)
-        return ec_decode(argc - 1, argv + 1);
-    if (strcmp(argv[1], "matrix") == 0)
-        return ec_matrix(argc - 1, argv + 1);
-    fprintf(stderr, "inec ec: unknown subcommand '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    static const struct cli_command subcommands[] = {
+        {"encode", ec_encode, "--profile PROFILE FILE -o DIR: split FILE into chunk files"},
+        {"decode", ec_decode, "DIR -o FILE: rebuild FILE from the surviving chunks"},
+        {"matrix", ec_matrix, "--profile PROFILE: print the coding matrix"},
+        {NULL, NULL, NULL},
+    };
+    return cli_dispatch("inec ec", NULL, subcommands, NULL, argc, argv);
 }

@@ -11,16 +11,11 @@
 #include <jansson.h>
 
 #include "cli/commands.h"
+#include "cli/dispatch.h"
 #include "inec/log.h"
 #include "node/service.h"
 #include "node/store.h"
 #include "placement/placement.h"
-
-struct subcommand {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *summary;
-};
 
 /* Parses `--data DIR` (the only option the store tools take); 0, 1 (help) or 2. */
 static int data_option(int argc, char **argv, const char *usage, const char **dir)
@@ -320,37 +315,15 @@ static int node_run(int argc, char **argv)
     return 0;
 }
 
-static const struct subcommand subcommands[] = {
+static const struct cli_command subcommands[] = {
     {"run", node_run, "serve a storage node (the default subcommand)"},
     {"scrub", node_scrub, "verify every chunk of a store, report corrupt ones"},
     {"stat", node_stat, "counts and bytes of a store: live, dead, corrupt"},
     {NULL, NULL, NULL},
 };
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: inec node [<subcommand>] [options]\n\nsubcommands:\n");
-    for (const struct subcommand *c = subcommands; c->name; c++)
-        fprintf(out, "  %-10s %s\n", c->name, c->summary);
-    fprintf(out, "\n'inec node <subcommand> --help' describes a subcommand.\n");
-}
-
 int cmd_node(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    for (const struct subcommand *c = subcommands; c->name; c++)
-        if (strcmp(argv[1], c->name) == 0)
-            return c->run(argc - 1, argv + 1);
-    if (argv[1][0] == '-') /* `inec node --listen ...`: run is the default */
-        return node_run(argc, argv);
-    fprintf(stderr, "inec node: unknown subcommand '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    /* `inec node --listen ...`: run is the default subcommand. */
+    return cli_dispatch("inec node", NULL, subcommands, node_run, argc, argv);
 }
