@@ -1152,7 +1152,7 @@ static void list_parts(struct req *r)
                                    r->t.key,
                                    uid,
                                    marker,
-                                   truncated ? w.p[max - 1 < 0 ? 0 : max - 1].number : 0,
+                                   truncated && max > 0 ? w.p[max - 1].number : marker,
                                    max,
                                    truncated,
                                    w.p,
