@@ -34,10 +34,24 @@ start)
     fi
     if [ ! -f "$dir/cluster.json" ]; then
         python3 - "$dir" "$n" "$INEC_PROFILE" "${INEC_CHUNK:-1048576}" <<'EOF'
-import json, socket, sys
+import json, random, socket, sys
 d, n, profile, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+taken = set()
 def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+    # Below the kernel's ephemeral range (32768+): a port that bind(0) hands out
+    # can be taken by any outgoing connection before the node binds it.
+    while True:
+        p = random.randrange(20000, 32000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        if p not in taken:
+            taken.add(p)
+            return p
 nodes = [{"id": f"n{i}", "address": f"127.0.0.1:{port()}"} for i in range(n)]
 cfg = {"map": {"nodes": nodes,
                "pools": [{"name": "default", "profile": profile, "chunk_size": chunk}]},

@@ -13,6 +13,7 @@
 usage: node_tcp.py INEC NODE_PEER"""
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -122,10 +123,17 @@ def hung_node(node, addr):
 
 
 def config_file():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    # A port below the ephemeral range (32768+), which outgoing connections use.
+    while True:
+        port = random.randrange(20000, 32000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            pass
+        finally:
+            s.close()
     cfg = {"map": {"nodes": [{"id": "c0", "address": f"127.0.0.1:{port}", "domain": "rackA"},
                              {"id": "c1", "address": "127.0.0.1:1", "domain": "rackB"}]},
            "nodes": {"c0": {"data": os.path.join(TMP, "c0"), "capacity": 1 << 30}}}
