@@ -108,8 +108,8 @@ static bool chunk_missing(const json_t *stripe, int c)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(json_object_get(stripe, "missing"), i, v) if (json_integer_value(v) == c)
-        return true;
+    json_array_foreach(json_object_get(stripe, "missing"), i,
+                       v) if (json_integer_value(v) == c) return true;
     return false;
 }
 
@@ -553,7 +553,7 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
 struct gw_session {
     struct gw_session *next;
     const struct gw_pool *pool;
-    int n, nodes[PLACE_MAX_CHUNKS];  /* the nodes written to, sorted */
+    int n, nodes[PLACE_MAX_CHUNKS]; /* the nodes written to, sorted */
     bool missing[PLACE_MAX_CHUNKS]; /* chunk indices not written */
     struct node_client *cl[PLACE_MAX_CHUNKS];
     struct node_deg_session *s;
@@ -833,6 +833,41 @@ static int encode_once(struct gw_objects *o, const struct gw_pool *pool, const i
     return rc;
 }
 
+struct probe_job {
+    struct gw_objects *o;
+    int node[PLACE_MAX_CHUNKS];
+};
+
+/* A health call: a node that does not answer is marked down. Idle clients
+ * may be broken (their node restarted since): each failure closes one, the
+ * last try connects afresh. */
+static void probe_one(void *arg, int i)
+{
+    struct probe_job *j = arg;
+    for (int t = 0; t <= GW_NODE_CLIENTS; t++) {
+        struct node_client *cl = NULL;
+        struct node_health h;
+        int rc = gw_client_get(j->o, j->node[i], &cl);
+        if (rc)
+            return; /* no connection: marked down */
+        rc = node_client_health(cl, &h);
+        gw_client_put(j->o, j->node[i], cl, rc);
+        if (!gw_transport_error(rc))
+            return;
+    }
+}
+
+/* Probes the nodes of the chunks whose missing[c] equals `which`. */
+static void probe(struct gw_objects *o, const int *place, const bool *missing, int n, bool which)
+{
+    struct probe_job pj = {.o = o};
+    int np = 0;
+    for (int c = 0; c < n; c++)
+        if (missing[c] == which)
+            pj.node[np++] = place[c];
+    gw_fanout_run(o, np, probe_one, &pj);
+}
+
 /* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
 static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, size_t L,
                         json_t **rec)
@@ -859,12 +894,22 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
     memcpy(ns.object, p->oid, sizeof(ns.object));
     char err[512] = "";
-    bool fresh = false;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    bool fresh = false, probed = false;
+    for (int attempt = 0; attempt < 4; attempt++) {
         for (int c = 0; c < pp->n; c++) /* found down since (a failed connect marks them) */
             missing[c] |= gw_node_is_down(o, place[c]);
-        if ((rc = quorum_check(p->pool, missing, err, sizeof(err))))
-            break;
+        if ((rc = quorum_check(p->pool, missing, err, sizeof(err)))) {
+            if (probed)
+                break;
+            /* Before refusing: a node marked down after one failure (a
+             * broken idle connection) may be up. */
+            probed = true;
+            probe(o, place, missing, pp->n, true);
+            for (int c = 0; c < pp->n; c++)
+                missing[c] &=
+                    gw_node_is_down(o, place[c]) || o->map->nodes[place[c]].state != PLACE_UP;
+            continue;
+        }
         bool was[PLACE_MAX_CHUNKS], reused;
         memcpy(was, missing, sizeof(was));
         rc = encode_once(o, p->pool, place, missing, L, chunks, &ns, fresh, &reused, err,
@@ -882,6 +927,8 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
             rc = 0;
             break;
         }
+        /* Which node failed it? Those that do not answer now are down. */
+        probe(o, place, missing, pp->n, false);
         bool more = false;
         for (int c = 0; c < pp->n; c++)
             more |= !missing[c] && gw_node_is_down(o, place[c]);
@@ -1051,10 +1098,10 @@ static void queue_missing(struct gw_put *p)
         json_array_foreach(miss, i, c)
         {
             int chunk = (int)json_integer_value(c);
-            gw_repair_queue(p->o, p->bucket, p->key, p->oid_hex, s, chunk,
-                            json_string_value(json_array_get(json_object_get(st, "nodes"),
-                                                             (size_t)chunk)),
-                            "write-missing");
+            gw_repair_queue(
+                p->o, p->bucket, p->key, p->oid_hex, s, chunk,
+                json_string_value(json_array_get(json_object_get(st, "nodes"), (size_t)chunk)),
+                "write-missing");
         }
     }
 }
