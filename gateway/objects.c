@@ -8,7 +8,8 @@
  * a 0-byte object has no stripe at all, only its metadata record. Every
  * stripe is written by the pool's encode DEG (the gateway is the source
  * vertex, each node sink stores its chunk durably before the run reports
- * done) on the n nodes placement chose for (object id, stripe).
+ * done) on the n nodes placement chose for (object id, stripe); with nodes
+ * down, on fewer (at least the pool's write quorum, see "degraded writes").
  *
  * Versions. Each upload gets a random 128-bit object id: its chunks are
  * {object id, stripe, chunk index}, so two uploads of one key never share a
@@ -106,10 +107,10 @@ static int node_of(struct gw_objects *o, const json_t *stripe, int c)
 /* Chunk c of the stripe was never written (its node was down at the write). */
 static bool chunk_missing(const json_t *stripe, int c)
 {
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(stripe, "missing"), i,
-                       v) if (json_integer_value(v) == c) return true;
+    const json_t *m = json_object_get(stripe, "missing");
+    for (size_t i = 0; i < json_array_size(m); i++)
+        if (json_integer_value(json_array_get(m, i)) == c)
+            return true;
     return false;
 }
 
@@ -894,7 +895,7 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
     memcpy(ns.object, p->oid, sizeof(ns.object));
     char err[512] = "";
-    bool fresh = false, probed = false;
+    bool fresh = false, probed = false, retried = false;
     for (int attempt = 0; attempt < 4; attempt++) {
         for (int c = 0; c < pp->n; c++) /* found down since (a failed connect marks them) */
             missing[c] |= gw_node_is_down(o, place[c]);
@@ -927,13 +928,15 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
             rc = 0;
             break;
         }
-        /* Which node failed it? Those that do not answer now are down. */
+        /* Which node failed it? Those that do not answer now are down. None:
+         * one more try (the probe replaced broken idle connections). */
         probe(o, place, missing, pp->n, false);
         bool more = false;
         for (int c = 0; c < pp->n; c++)
             more |= !missing[c] && gw_node_is_down(o, place[c]);
-        if (!more)
+        if (!more && retried)
             break;
+        retried |= !more;
     }
     if (rc == 0) {
         json_t *nodes = json_array(), *miss = json_array();
