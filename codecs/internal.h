@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "codecs/codec.h"
+#include "codecs/errf.h"
 
 struct codec;
 
@@ -43,9 +44,5 @@ int codec_linear_decode(const struct codec *c, size_t len, uint8_t *const *chunk
                         const int *erased, int nerased);
 
 int codec_profile_check(const struct codec_profile *p, char *err, size_t errlen);
-
-/* Writes the message to err (when given) and returns rc. */
-int codec_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -13,6 +13,7 @@
  * destination sees its inputs in the same slots after a round trip.
  */
 #include "deg/deg.h"
+#include "codecs/errf.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -80,26 +81,12 @@ char *deg_to_json(const struct deg_graph *g)
     return text;
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static int parse_vertex(struct deg_graph *g, json_t *o, int idx, char *err, size_t errlen)
 {
     const char *name = json_string_value(json_object_get(o, "name"));
     json_t *node = json_object_get(o, "node");
     if (!name)
-        return fail(err, errlen, -EINVAL, "vertex %d: no \"name\"", idx);
+        return codec_errf(err, errlen, -EINVAL, "vertex %d: no \"name\"", idx);
     int id;
     if (json_is_integer(node) && json_integer_value(node) >= 0 &&
         json_integer_value(node) < 1 << 30)
@@ -107,18 +94,19 @@ static int parse_vertex(struct deg_graph *g, json_t *o, int idx, char *err, size
     else if (json_is_string(node) && strcmp(json_string_value(node), "gateway") == 0)
         id = DEG_GATEWAY;
     else
-        return fail(err, errlen, -EINVAL, "vertex %s: \"node\" must be an id or \"gateway\"", name);
+        return codec_errf(err, errlen, -EINVAL, "vertex %s: \"node\" must be an id or \"gateway\"",
+                          name);
     int v = deg_add_vertex(g, name, id);
     if (v == -EEXIST)
-        return fail(err, errlen, v, "vertex %s: name used twice", name);
+        return codec_errf(err, errlen, v, "vertex %s: name used twice", name);
     if (v < 0)
-        return fail(err, errlen, v, "vertex %d: bad name", idx);
+        return codec_errf(err, errlen, v, "vertex %d: bad name", idx);
     size_t i;
     json_t *x;
     json_array_foreach(json_object_get(o, "local"), i, x)
     {
         if (!json_is_integer(x) || deg_add_local(g, v, (int)json_integer_value(x)) < 0)
-            return fail(err, errlen, -EINVAL, "vertex %s: bad local chunk %zu", name, i);
+            return codec_errf(err, errlen, -EINVAL, "vertex %s: bad local chunk %zu", name, i);
     }
     return 0;
 }
@@ -130,7 +118,7 @@ static int parse_calc(struct deg_graph *g, json_t *o, int v, char *err, size_t e
     json_t *rows = json_object_get(o, "rows");
     size_t nrows = json_array_size(rows), cols = (size_t)(x->nlocal + x->nin);
     if (nrows > CODEC_MAX_CHUNKS)
-        return fail(err, errlen, -EINVAL, "vertex %s: too many rows", x->name);
+        return codec_errf(err, errlen, -EINVAL, "vertex %s: too many rows", x->name);
     uint8_t *coeffs = calloc(nrows * cols + 1, 1);
     struct deg_label *labels = calloc(nrows + 1, sizeof(*labels));
     int rc = coeffs && labels ? 0 : -ENOMEM;
@@ -138,18 +126,18 @@ static int parse_calc(struct deg_graph *g, json_t *o, int v, char *err, size_t e
         json_t *row = json_array_get(rows, r), *cs = json_object_get(row, "coeffs");
         json_t *chunk = json_object_get(row, "chunk");
         if (!json_is_integer(chunk) || !json_is_array(cs))
-            rc = fail(err, errlen, -EINVAL, "vertex %s: row %zu needs \"chunk\" and \"coeffs\"",
-                      x->name, r);
+            rc = codec_errf(err, errlen, -EINVAL,
+                            "vertex %s: row %zu needs \"chunk\" and \"coeffs\"", x->name, r);
         else if (json_array_size(cs) != cols)
-            rc = fail(err, errlen, -EINVAL,
-                      "vertex %s: row %zu has %zu coefficients for %zu inputs (%d local, %d "
-                      "received)",
-                      x->name, r, json_array_size(cs), cols, x->nlocal, x->nin);
+            rc = codec_errf(err, errlen, -EINVAL,
+                            "vertex %s: row %zu has %zu coefficients for %zu inputs (%d local, %d "
+                            "received)",
+                            x->name, r, json_array_size(cs), cols, x->nlocal, x->nin);
         for (size_t c = 0; c < cols && rc == 0; c++) {
             json_t *cv = json_array_get(cs, c);
             if (!json_is_integer(cv) || json_integer_value(cv) < 0 || json_integer_value(cv) > 255)
-                rc = fail(err, errlen, -EINVAL, "vertex %s: row %zu coefficient %zu is not a byte",
-                          x->name, r, c);
+                rc = codec_errf(err, errlen, -EINVAL,
+                                "vertex %s: row %zu coefficient %zu is not a byte", x->name, r, c);
             else
                 coeffs[r * cols + c] = (uint8_t)json_integer_value(cv);
         }
@@ -169,8 +157,8 @@ static int parse_calc(struct deg_graph *g, json_t *o, int v, char *err, size_t e
         if (rc)
             break;
         if (!json_is_string(res) || deg_ref_parse(json_string_value(res), &ref))
-            rc = fail(err, errlen, -EINVAL, "vertex %s: result %zu is not like \"out:0\"",
-                      g->vertices[v].name, i);
+            rc = codec_errf(err, errlen, -EINVAL, "vertex %s: result %zu is not like \"out:0\"",
+                            g->vertices[v].name, i);
         else
             rc = deg_add_result(g, v, ref) < 0 ? -ENOMEM : 0;
     }
@@ -184,14 +172,15 @@ static int parse_edge(struct deg_graph *g, json_t *o, size_t idx, char *err, siz
     const char *src = json_string_value(json_object_get(o, "src"));
     struct deg_ref ref;
     if (!from || !to || !src)
-        return fail(err, errlen, -EINVAL, "edge %zu: needs \"from\", \"src\" and \"to\"", idx);
+        return codec_errf(err, errlen, -EINVAL, "edge %zu: needs \"from\", \"src\" and \"to\"",
+                          idx);
     if (deg_ref_parse(src, &ref))
-        return fail(err, errlen, -EINVAL, "edge %zu from vertex %s: bad \"src\" '%s'", idx, from,
-                    src);
+        return codec_errf(err, errlen, -EINVAL, "edge %zu from vertex %s: bad \"src\" '%s'", idx,
+                          from, src);
     int f = deg_find_vertex(g, from), t = deg_find_vertex(g, to);
     if (f < 0 || t < 0)
-        return fail(err, errlen, -EINVAL, "edge %zu: dangling, vertex %s does not exist", idx,
-                    f < 0 ? from : to);
+        return codec_errf(err, errlen, -EINVAL, "edge %zu: dangling, vertex %s does not exist", idx,
+                          f < 0 ? from : to);
     return deg_add_edge(g, f, ref, t) < 0 ? -ENOMEM : 0;
 }
 
@@ -201,7 +190,7 @@ int deg_from_json(const char *text, struct deg_graph **out, char *err, size_t er
     *out = NULL;
     json_t *root = json_loads(text, 0, &jerr);
     if (!root)
-        return fail(err, errlen, -EINVAL, "graph JSON, line %d: %s", jerr.line, jerr.text);
+        return codec_errf(err, errlen, -EINVAL, "graph JSON, line %d: %s", jerr.line, jerr.text);
     json_t *k = json_object_get(root, "k"), *n = json_object_get(root, "n");
     json_t *vs = json_object_get(root, "vertices"), *es = json_object_get(root, "edges");
     json_t *slice = json_object_get(root, "slice");
@@ -209,11 +198,11 @@ int deg_from_json(const char *text, struct deg_graph **out, char *err, size_t er
     int rc = 0;
     if (!json_is_integer(k) || !json_is_integer(n) || !json_is_array(vs) || !json_is_array(es) ||
         (slice && (!json_is_integer(slice) || json_integer_value(slice) < 0)))
-        rc = fail(err, errlen, -EINVAL,
-                  "graph JSON needs integers k, n, slice and arrays "
-                  "vertices, edges");
+        rc = codec_errf(err, errlen, -EINVAL,
+                        "graph JSON needs integers k, n, slice and arrays "
+                        "vertices, edges");
     else if (!(g = deg_graph_create((int)json_integer_value(k), (int)json_integer_value(n))))
-        rc = fail(err, errlen, -EINVAL, "graph JSON: bad k or n");
+        rc = codec_errf(err, errlen, -EINVAL, "graph JSON: bad k or n");
     if (rc == 0) {
         snprintf(g->desc, sizeof(g->desc), "%s",
                  json_string_value(json_object_get(root, "desc")) ?: "");

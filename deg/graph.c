@@ -1,25 +1,11 @@
 /* The graph: construction, validation, and the primitive picker. */
 #include "deg/deg.h"
+#include "codecs/errf.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static int grow(void **arr, int *cap, int count, size_t elem)
 {
@@ -333,50 +319,56 @@ int deg_ref_parse(const char *text, struct deg_ref *out)
 int deg_validate(const struct deg_graph *g, char *err, size_t errlen)
 {
     if (g->nvertices == 0)
-        return fail(err, errlen, -EINVAL, "graph has no vertices");
+        return codec_errf(err, errlen, -EINVAL, "graph has no vertices");
     for (int i = 0; i < g->nedges; i++) {
         const struct deg_edge *e = &g->edges[i];
         char ref[32];
         deg_ref_format(e->src, ref, sizeof(ref));
         if (e->from < 0 || e->from >= g->nvertices)
-            return fail(err, errlen, -EINVAL, "edge %d comes from no vertex (%d)", i, e->from);
+            return codec_errf(err, errlen, -EINVAL, "edge %d comes from no vertex (%d)", i,
+                              e->from);
         const char *from = g->vertices[e->from].name;
         if (e->to < 0 || e->to >= g->nvertices)
-            return fail(err, errlen, -EINVAL, "edge %d from vertex %s goes to no vertex (%d)", i,
-                        from, e->to);
+            return codec_errf(err, errlen, -EINVAL, "edge %d from vertex %s goes to no vertex (%d)",
+                              i, from, e->to);
         if (e->slot < 0)
-            return fail(err, errlen, -EINVAL, "edge %d from vertex %s: added before vertex %s", i,
-                        from, g->vertices[e->to].name);
+            return codec_errf(err, errlen, -EINVAL,
+                              "edge %d from vertex %s: added before vertex %s", i, from,
+                              g->vertices[e->to].name);
         if (e->from == e->to)
-            return fail(err, errlen, -ELOOP, "edge %d: vertex %s sends to itself", i, from);
+            return codec_errf(err, errlen, -ELOOP, "edge %d: vertex %s sends to itself", i, from);
         if (!ref_valid(&g->vertices[e->from], e->src))
-            return fail(err, errlen, -EINVAL, "edge %d: vertex %s has no value %s", i, from, ref);
+            return codec_errf(err, errlen, -EINVAL, "edge %d: vertex %s has no value %s", i, from,
+                              ref);
     }
     for (int i = 0; i < g->nvertices; i++) {
         const struct deg_vertex *v = &g->vertices[i];
         int cols = v->nlocal + v->nin;
         for (int j = 0; j < v->nlocal; j++)
             if (v->local[j] < 0 || v->local[j] >= g->n)
-                return fail(err, errlen, -EINVAL, "vertex %s: local chunk %d out of range [0,%d)",
-                            v->name, v->local[j], g->n);
+                return codec_errf(err, errlen, -EINVAL,
+                                  "vertex %s: local chunk %d out of range [0,%d)", v->name,
+                                  v->local[j], g->n);
         if (v->nrows > 0 && cols == 0)
-            return fail(err, errlen, -EINVAL, "vertex %s: calculation has no inputs", v->name);
+            return codec_errf(err, errlen, -EINVAL, "vertex %s: calculation has no inputs",
+                              v->name);
         if (v->nrows > 0 && v->ncols != cols)
-            return fail(err, errlen, -EINVAL,
-                        "vertex %s: calculation takes %d inputs but the vertex has %d (%d local, "
-                        "%d received)",
-                        v->name, v->ncols, cols, v->nlocal, v->nin);
+            return codec_errf(
+                err, errlen, -EINVAL,
+                "vertex %s: calculation takes %d inputs but the vertex has %d (%d local, "
+                "%d received)",
+                v->name, v->ncols, cols, v->nlocal, v->nin);
         for (int r = 0; r < v->nrows; r++) {
             bool any = false;
             for (int c = 0; c < cols; c++)
                 any |= v->coeffs[(size_t)r * (size_t)cols + (size_t)c] != 0;
             if (!any)
-                return fail(err, errlen, -EINVAL,
-                            "vertex %s: row %d of its calculation is all zero", v->name, r);
+                return codec_errf(err, errlen, -EINVAL,
+                                  "vertex %s: row %d of its calculation is all zero", v->name, r);
             if (v->labels[r].chunk < 0 || v->labels[r].chunk >= g->n)
-                return fail(err, errlen, -EINVAL,
-                            "vertex %s: row %d labelled chunk %d, out of range", v->name, r,
-                            v->labels[r].chunk);
+                return codec_errf(err, errlen, -EINVAL,
+                                  "vertex %s: row %d labelled chunk %d, out of range", v->name, r,
+                                  v->labels[r].chunk);
         }
         /* Every received value must feed the calculation or be kept. */
         for (int j = 0; j < v->nin; j++) {
@@ -386,25 +378,26 @@ int deg_validate(const struct deg_graph *g, char *err, size_t errlen)
             for (int r = 0; r < v->nresults; r++)
                 used |= v->results[r].kind == DEG_IN && v->results[r].index == j;
             if (!used)
-                return fail(err, errlen, -EINVAL,
-                            "vertex %s: input %d (edge %d from %s) is not used by its calculation",
-                            v->name, j, v->in[j], g->vertices[g->edges[v->in[j]].from].name);
+                return codec_errf(
+                    err, errlen, -EINVAL,
+                    "vertex %s: input %d (edge %d from %s) is not used by its calculation", v->name,
+                    j, v->in[j], g->vertices[g->edges[v->in[j]].from].name);
         }
         for (int r = 0; r < v->nresults; r++)
             if (!ref_valid(v, v->results[r])) {
                 char ref[32];
                 deg_ref_format(v->results[r], ref, sizeof(ref));
-                return fail(err, errlen, -EINVAL, "vertex %s: result %s does not exist", v->name,
-                            ref);
+                return codec_errf(err, errlen, -EINVAL, "vertex %s: result %s does not exist",
+                                  v->name, ref);
             }
         if (deg_vertex_prim(v) == DEG_PRIM_NONE)
-            return fail(err, errlen, -EINVAL,
-                        v->nin ? "vertex %s receives and sends without computing"
-                               : "vertex %s has no edges",
-                        v->name);
+            return codec_errf(err, errlen, -EINVAL,
+                              v->nin ? "vertex %s receives and sends without computing"
+                                     : "vertex %s has no edges",
+                              v->name);
         /* A plain receiver that keeps nothing would receive into the void. */
         if (v->nout_edges == 0 && v->nresults == 0)
-            return fail(err, errlen, -EINVAL, "vertex %s is a sink with no results", v->name);
+            return codec_errf(err, errlen, -EINVAL, "vertex %s is a sink with no results", v->name);
     }
     int *order = malloc((size_t)g->nvertices * sizeof(int));
     if (!order)
@@ -432,7 +425,7 @@ int deg_validate(const struct deg_graph *g, char *err, size_t errlen)
                 }
         }
         free(released);
-        rc = fail(err, errlen, -ELOOP, "cycle through vertex %s", g->vertices[bad].name);
+        rc = codec_errf(err, errlen, -ELOOP, "cycle through vertex %s", g->vertices[bad].name);
     }
     free(order);
     return rc < 0 ? rc : 0;

@@ -26,7 +26,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,23 +36,10 @@
 #include <jansson.h>
 
 #include "deg/deg.h"
+#include "codecs/errf.h"
 #include "inec/log.h"
 
 #define MAX_FRAME ((uint32_t)1 << 30)
-
-static int rfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int rfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -224,7 +210,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
     if (rc == -EPIPE)
         return 0; /* the runner hung up: nothing to serve */
     if (rc)
-        return rfail(err, errlen, rc, "setup: %s", strerror(-rc));
+        return codec_errf(err, errlen, rc, "setup: %s", strerror(-rc));
     char vname[DEG_NAME_MAX] = "?";
     const char *name = json_string_value(json_object_get(msg, "vertex"));
     if (name)
@@ -240,7 +226,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
     opts.options = options;
     char *gtext = json_dumps(json_object_get(msg, "graph"), JSON_COMPACT);
     if (!name || len <= 0 || len > MAX_FRAME || !gtext) {
-        rc = rfail(err, errlen, -EPROTO, "setup: needs graph, vertex and len");
+        rc = codec_errf(err, errlen, -EPROTO, "setup: needs graph, vertex and len");
         free(gtext);
         goto out;
     }
@@ -250,7 +236,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         goto out;
     int v = deg_find_vertex(g, vname);
     if (v < 0) {
-        rc = rfail(err, errlen, -ENOENT, "setup: the graph has no vertex %s", vname);
+        rc = codec_errf(err, errlen, -ENOENT, "setup: the graph has no vertex %s", vname);
         goto out;
     }
     const struct deg_vertex *vx = &g->vertices[v];
@@ -261,7 +247,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         if (!(chunks[c] = malloc((size_t)len)))
             rc = -ENOMEM;
         else if ((rc = recv_bytes(s->fd, chunks[c], (size_t)len)))
-            rfail(err, errlen, rc, "vertex %s: receiving local chunk %d failed", vname, c);
+            codec_errf(err, errlen, rc, "vertex %s: receiving local chunk %d failed", vname, c);
     }
     if (rc == 0)
         rc = deg_vx_open(g, v, (size_t)len, chunks, &opts, &x, err, errlen);
@@ -287,7 +273,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         rc = addr ? deg_vx_connect_in(x, j, addr,
                                       (uint32_t)json_integer_value(json_object_get(p, "qpn")), err,
                                       errlen)
-                  : rfail(err, errlen, -EPROTO, "connect: no peer for input %d", j);
+                  : codec_errf(err, errlen, -EPROTO, "connect: no peer for input %d", j);
     }
     for (int j = 0; j < vx->nout_edges && rc == 0; j++) {
         json_t *p = json_array_get(json_object_get(msg, "out"), (size_t)j);
@@ -297,7 +283,7 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         rc = addr ? deg_vx_connect_out(x, j, addr,
                                        (uint32_t)json_integer_value(json_object_get(p, "qpn")), err,
                                        errlen)
-                  : rfail(err, errlen, -EPROTO, "connect: no peer for output %d", j);
+                  : codec_errf(err, errlen, -EPROTO, "connect: no peer for output %d", j);
     }
     if (rc)
         goto out;
@@ -353,13 +339,14 @@ int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr
 {
     char host[256], port[16];
     if (split_addr(listen_addr, host, sizeof(host), port, sizeof(port)))
-        return rfail(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT", listen_addr);
+        return codec_errf(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT",
+                          listen_addr);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE},
                     *res;
     if (getaddrinfo(host, port, &hints, &res))
-        return rfail(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
+        return codec_errf(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
     int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, 0), one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 64)) {
@@ -367,7 +354,7 @@ int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr
         freeaddrinfo(res);
         if (fd >= 0)
             close(fd);
-        return rfail(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
+        return codec_errf(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
     }
     freeaddrinfo(res);
     struct sockaddr_storage ss;
@@ -386,7 +373,7 @@ int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr
                 continue;
             int e = errno;
             close(fd);
-            return rfail(err, errlen, -e, "accept: %s", strerror(e));
+            return codec_errf(err, errlen, -e, "accept: %s", strerror(e));
         }
         struct session *s = calloc(1, sizeof(*s));
         pthread_t t;
@@ -435,9 +422,9 @@ static json_t *reply(struct remote_vx *rv, const struct deg_vertex *v, const cha
         return NULL;
     int rc = recv_json(rv->fd, &msg);
     if (rc) {
-        rv->rc = rfail(rv->err, sizeof(rv->err), rc == -ETIMEDOUT ? rc : -EPIPE,
-                       "vertex %s: participant %s %s during %s", v->name, rv->peer,
-                       rc == -ETIMEDOUT ? "did not answer in time" : "went away", step);
+        rv->rc = codec_errf(rv->err, sizeof(rv->err), rc == -ETIMEDOUT ? rc : -EPIPE,
+                            "vertex %s: participant %s %s during %s", v->name, rv->peer,
+                            rc == -ETIMEDOUT ? "did not answer in time" : "went away", step);
         return NULL;
     }
     const char *e = json_string_value(json_object_get(msg, "error"));
@@ -447,7 +434,7 @@ static json_t *reply(struct remote_vx *rv, const struct deg_vertex *v, const cha
         int no = (int)json_integer_value(json_object_get(msg, "errno"));
         rv->rc = no > 0 ? -no : -EIO;
         rv->reported = true;
-        rfail(rv->err, sizeof(rv->err), rv->rc, "%s (participant %s)", e, rv->peer);
+        codec_errf(rv->err, sizeof(rv->err), rv->rc, "%s (participant %s)", e, rv->peer);
         json_decref(msg);
         return NULL;
     }
@@ -483,14 +470,14 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
         r->in_qpn = calloc((size_t)vx->nin + 1, sizeof(uint32_t));
         r->out_qpn = calloc((size_t)vx->nout_edges + 1, sizeof(uint32_t));
         if (!r->peer) {
-            r->rc = rfail(r->err, sizeof(r->err), -EINVAL, "vertex %s: no address for its %s",
-                          vx->name, vx->node == DEG_GATEWAY ? "gateway" : "node");
+            r->rc = codec_errf(r->err, sizeof(r->err), -EINVAL, "vertex %s: no address for its %s",
+                               vx->name, vx->node == DEG_GATEWAY ? "gateway" : "node");
             continue;
         }
         /* Control messages wait at most for a whole vertex run plus slack. */
         if ((r->fd = dial(r->peer, timeout * 2 + 1000)) < 0) {
-            r->rc = rfail(r->err, sizeof(r->err), r->fd, "vertex %s: cannot reach participant %s",
-                          vx->name, r->peer);
+            r->rc = codec_errf(r->err, sizeof(r->err), r->fd,
+                               "vertex %s: cannot reach participant %s", vx->name, r->peer);
             continue;
         }
         json_t *m = json_pack("{s:s,s:O,s:s,s:I,s:b,s:i}", "op", "setup", "graph", gjson, "vertex",
@@ -500,8 +487,8 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
         for (int i = 0; i < vx->nlocal && src == 0; i++)
             src = send_frame(r->fd, chunks[vx->local[i]], len);
         if (src)
-            r->rc = rfail(r->err, sizeof(r->err), -EPIPE, "vertex %s: participant %s went away",
-                          vx->name, r->peer);
+            r->rc = codec_errf(r->err, sizeof(r->err), -EPIPE,
+                               "vertex %s: participant %s went away", vx->name, r->peer);
     }
     for (int v = 0; v < g->nvertices; v++) {
         json_t *m = reply(&rv[v], &g->vertices[v], "setup");
@@ -544,8 +531,8 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
         }
         if (send_json(rv[v].fd,
                       json_pack("{s:s,s:o,s:o}", "op", "connect", "in", ins, "out", outs)))
-            rv[v].rc = rfail(rv[v].err, sizeof(rv[v].err), -EPIPE,
-                             "vertex %s: participant %s went away", vx->name, rv[v].peer);
+            rv[v].rc = codec_errf(rv[v].err, sizeof(rv[v].err), -EPIPE,
+                                  "vertex %s: participant %s went away", vx->name, rv[v].peer);
     }
     for (int v = 0; v < g->nvertices; v++)
         json_decref(reply(&rv[v], &g->vertices[v], "connect"));
@@ -553,8 +540,8 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
     for (int v = 0; v < g->nvertices; v++)
         if (!rv[v].rc && send_json(rv[v].fd, json_pack("{s:s}", "op", "run")))
             rv[v].rc =
-                rfail(rv[v].err, sizeof(rv[v].err), -EPIPE, "vertex %s: participant %s went away",
-                      g->vertices[v].name, rv[v].peer);
+                codec_errf(rv[v].err, sizeof(rv[v].err), -EPIPE,
+                           "vertex %s: participant %s went away", g->vertices[v].name, rv[v].peer);
     for (int v = 0; v < g->nvertices; v++) {
         json_t *m = reply(&rv[v], &g->vertices[v], "run");
         json_t *res = json_object_get(m, "results");
@@ -563,9 +550,9 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
             struct deg_label label = {(int)json_integer_value(json_object_get(o, "chunk")),
                                       json_is_true(json_object_get(o, "partial"))};
             if (recv_bytes(rv[v].fd, buf, len)) {
-                rv[v].rc = rfail(rv[v].err, sizeof(rv[v].err), -EPIPE,
-                                 "vertex %s: participant %s went away sending results",
-                                 g->vertices[v].name, rv[v].peer);
+                rv[v].rc = codec_errf(rv[v].err, sizeof(rv[v].err), -EPIPE,
+                                      "vertex %s: participant %s went away sending results",
+                                      g->vertices[v].name, rv[v].peer);
                 break;
             }
             if (result)
@@ -586,7 +573,7 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
             if (rank > best) {
                 best = rank;
                 rc = x->rc;
-                rfail(err, errlen, rc, "%s", x->err);
+                codec_errf(err, errlen, rc, "%s", x->err);
             }
         }
     if (!order)

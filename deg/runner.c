@@ -16,10 +16,10 @@
  * complete; it refuses further runs and must be destroyed.
  */
 #include "deg/deg.h"
+#include "codecs/errf.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,20 +57,6 @@ struct deg_vx {
     struct inec_cq **wait_cqs;
     uint64_t *wait_counts;
 };
-
-static int vfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int vfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static const char *from_name(const struct deg_vx *x, int slot)
 {
@@ -184,11 +170,11 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
      * up to nin WAITs and a CALC on the calculator. */
     uint32_t depth = (uint32_t)x->nslices * (uint32_t)(ncols + 2);
     if (depth > attr.max_qp_wr || ncols + nrows > attr.max_sge || nin > attr.max_wait) {
-        rc = vfail(err, errlen, -E2BIG,
-                   "vertex %s: %d slices of %zu bytes, %zu inputs and %zu outputs exceed the "
-                   "device (queues of %u, %u SGEs, %u WAITs)",
-                   vx->name, x->nslices, x->slice, ncols, nrows, attr.max_qp_wr, attr.max_sge,
-                   attr.max_wait);
+        rc = codec_errf(err, errlen, -E2BIG,
+                        "vertex %s: %d slices of %zu bytes, %zu inputs and %zu outputs exceed the "
+                        "device (queues of %u, %u SGEs, %u WAITs)",
+                        vx->name, x->nslices, x->slice, ncols, nrows, attr.max_qp_wr, attr.max_sge,
+                        attr.max_wait);
         goto fail;
     }
     /* CQs hold a run's completions of their queue (depth), not max_cqe:
@@ -245,10 +231,10 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
     *out = x;
     return 0;
 inec_fail:
-    vfail(err, errlen, rc, "vertex %s: %s", vx->name, inec_errmsg());
+    codec_errf(err, errlen, rc, "vertex %s: %s", vx->name, inec_errmsg());
 fail:
     if (rc == -ENOMEM)
-        vfail(err, errlen, rc, "vertex %s: out of memory", vx->name);
+        codec_errf(err, errlen, rc, "vertex %s: out of memory", vx->name);
     deg_vx_close(x);
     return rc;
 }
@@ -259,8 +245,8 @@ int deg_vx_rebind(struct deg_vx *x, size_t len, uint8_t *const *chunks, char *er
     size_t slice = x->g->slice && x->g->slice < len ? x->g->slice : len;
     int nslices = len ? (int)((len + slice - 1) / slice) : 0;
     if (len == 0 || len > x->cap || nslices > x->max_slices)
-        return vfail(err, errlen, -EINVAL, "vertex %s: %zu bytes do not fit buffers of %zu",
-                     v->name, len, x->cap);
+        return codec_errf(err, errlen, -EINVAL, "vertex %s: %zu bytes do not fit buffers of %zu",
+                          v->name, len, x->cap);
     x->len = len;
     x->slice = slice;
     x->nslices = nslices;
@@ -270,7 +256,7 @@ int deg_vx_rebind(struct deg_vx *x, size_t len, uint8_t *const *chunks, char *er
         x->local[j] = chunks[v->local[j]];
         int rc = inec_mr_reg(x->dev, x->local[j], len, &x->local_mr[j]);
         if (rc)
-            return vfail(err, errlen, rc, "vertex %s: %s", v->name, inec_errmsg());
+            return codec_errf(err, errlen, rc, "vertex %s: %s", v->name, inec_errmsg());
     }
     return 0;
 }
@@ -312,8 +298,8 @@ int deg_vx_connect_in(struct deg_vx *x, int slot, const char *addr, uint32_t qpn
                       size_t errlen)
 {
     int rc = inec_qp_connect(x->in_qp[slot], addr, qpn);
-    return rc ? vfail(err, errlen, rc, "vertex %s: edge %d from %s: connect: %s", x->v->name,
-                      x->v->in[slot], from_name(x, slot), inec_errmsg())
+    return rc ? codec_errf(err, errlen, rc, "vertex %s: edge %d from %s: connect: %s", x->v->name,
+                           x->v->in[slot], from_name(x, slot), inec_errmsg())
               : 0;
 }
 
@@ -321,8 +307,8 @@ int deg_vx_connect_out(struct deg_vx *x, int pos, const char *addr, uint32_t qpn
                        size_t errlen)
 {
     int rc = inec_qp_connect(x->out_qp0[pos], addr, qpn);
-    return rc ? vfail(err, errlen, rc, "vertex %s: edge %d to %s: connect: %s", x->v->name,
-                      x->v->out[pos], to_name(x, pos), inec_errmsg())
+    return rc ? codec_errf(err, errlen, rc, "vertex %s: edge %d to %s: connect: %s", x->v->name,
+                           x->v->out[pos], to_name(x, pos), inec_errmsg())
               : 0;
 }
 
@@ -387,8 +373,8 @@ static int post_recvs(struct deg_vx *x, char *err, size_t errlen)
             }
             int rc = inec_post_recv(x->in_qp[j], wrs, NULL);
             if (rc)
-                return vfail(err, errlen, rc, "vertex %s: edge %d from %s: post RECV: %s",
-                             x->v->name, x->v->in[j], from_name(x, j), inec_errmsg());
+                return codec_errf(err, errlen, rc, "vertex %s: edge %d from %s: post RECV: %s",
+                                  x->v->name, x->v->in[j], from_name(x, j), inec_errmsg());
         }
     }
     return 0;
@@ -399,14 +385,14 @@ static int blame_inputs(struct deg_vx *x, int upto, int rc, char *err, size_t er
 {
     for (int j = 0; j < x->v->nin; j++) {
         if (inec_cq_errors(x->in_cq[j]) != x->in_errs[j])
-            return vfail(err, errlen, -EIO, "vertex %s: edge %d from %s failed: %s", x->v->name,
-                         x->v->in[j], from_name(x, j), error_status(x->in_cq[j]));
+            return codec_errf(err, errlen, -EIO, "vertex %s: edge %d from %s failed: %s",
+                              x->v->name, x->v->in[j], from_name(x, j), error_status(x->in_cq[j]));
         uint64_t got = inec_cq_count(x->in_cq[j]) - x->in_base[j];
         if (got < (uint64_t)upto)
-            return vfail(err, errlen, -ETIMEDOUT,
-                         "vertex %s: edge %d from %s delivered %llu of %d slices within %d ms",
-                         x->v->name, x->v->in[j], from_name(x, j), (unsigned long long)got,
-                         x->nslices, x->timeout_ms);
+            return codec_errf(err, errlen, -ETIMEDOUT,
+                              "vertex %s: edge %d from %s delivered %llu of %d slices within %d ms",
+                              x->v->name, x->v->in[j], from_name(x, j), (unsigned long long)got,
+                              x->nslices, x->timeout_ms);
     }
     return rc;
 }
@@ -476,8 +462,8 @@ static int post_slice(struct deg_vx *x, int s, uint64_t *calc_done, char *err, s
     if (rc == -ETIMEDOUT && v->nin)
         return blame_inputs(x, s + 1, rc, err, errlen);
     if (rc)
-        return vfail(err, errlen, rc, "vertex %s: %s (slice %d): %s", v->name, what, s,
-                     inec_errmsg());
+        return codec_errf(err, errlen, rc, "vertex %s: %s (slice %d): %s", v->name, what, s,
+                          inec_errmsg());
     *calc_done = calc.done_count;
     return 0;
 }
@@ -509,21 +495,21 @@ int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_
     if (v->nrows) {
         rc = inec_cq_wait_count(x->calc_cq, calc_done, left_ms(deadline));
         if (rc == 0 && inec_cq_errors(x->calc_cq) != x->calc_errs)
-            return vfail(err, errlen, -EIO, "vertex %s: calculation failed: %s", v->name,
-                         error_status(x->calc_cq));
+            return codec_errf(err, errlen, -EIO, "vertex %s: calculation failed: %s", v->name,
+                              error_status(x->calc_cq));
         if (rc)
-            return vfail(err, errlen, rc, "vertex %s: calculation not done within %d ms", v->name,
-                         x->timeout_ms);
+            return codec_errf(err, errlen, rc, "vertex %s: calculation not done within %d ms",
+                              v->name, x->timeout_ms);
     }
     for (int e = 0; e < v->nout_edges; e++) {
         rc = inec_cq_wait_count(x->out_cq[e], x->out_target[e], left_ms(deadline));
         if (rc == 0 && inec_cq_errors(x->out_cq[e]) != x->out_errs[e])
-            return vfail(err, errlen, -EIO, "vertex %s: edge %d to %s failed: %s", v->name,
-                         v->out[e], to_name(x, e), error_status(x->out_cq[e]));
+            return codec_errf(err, errlen, -EIO, "vertex %s: edge %d to %s failed: %s", v->name,
+                              v->out[e], to_name(x, e), error_status(x->out_cq[e]));
         if (rc)
-            return vfail(err, errlen, rc,
-                         "vertex %s: edge %d to %s: not taken within %d ms (receiver gone?)",
-                         v->name, v->out[e], to_name(x, e), x->timeout_ms);
+            return codec_errf(err, errlen, rc,
+                              "vertex %s: edge %d to %s: not taken within %d ms (receiver gone?)",
+                              v->name, v->out[e], to_name(x, e), x->timeout_ms);
     }
     if (result_lock)
         pthread_mutex_lock(result_lock);
@@ -614,7 +600,7 @@ int deg_runner_create(const struct deg_graph *g, size_t len, uint8_t *const *chu
     if (rc)
         return rc;
     if (len == 0)
-        return vfail(err, errlen, -EINVAL, "chunk length 0");
+        return codec_errf(err, errlen, -EINVAL, "chunk length 0");
     struct deg_runner *r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
@@ -667,7 +653,7 @@ int deg_runner_create(const struct deg_graph *g, size_t len, uint8_t *const *chu
     }
     for (int i = 0; i < r->nworkers; i++) {
         if ((rc = -pthread_create(&r->workers[i].thread, NULL, worker_main, &r->workers[i]))) {
-            vfail(err, errlen, rc, "starting a vertex thread: %s", strerror(-rc));
+            codec_errf(err, errlen, rc, "starting a vertex thread: %s", strerror(-rc));
             goto fail;
         }
         r->workers[i].started = true;
@@ -682,7 +668,7 @@ fail:
 int deg_runner_run(struct deg_runner *r, deg_result_fn result, void *arg, char *err, size_t errlen)
 {
     if (r->broken)
-        return vfail(err, errlen, -EIO, "an earlier run failed; destroy this runner");
+        return codec_errf(err, errlen, -EIO, "an earlier run failed; destroy this runner");
     pthread_mutex_lock(&r->lock);
     r->result = result;
     r->arg = arg;
@@ -706,7 +692,7 @@ int deg_runner_run(struct deg_runner *r, deg_result_fn result, void *arg, char *
     }
     if (rc) {
         r->broken = true;
-        vfail(err, errlen, rc, "%s", msg);
+        codec_errf(err, errlen, rc, "%s", msg);
     }
     return rc;
 }

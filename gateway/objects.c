@@ -183,13 +183,12 @@ static void gc_one(void *arg, int c)
 static void gc_rec(struct gw_objects *o, const json_t *rec)
 {
     struct gc_job j = {.o = o};
-    if (gw_oid_parse(json_string_value(json_object_get(rec, "oid")), j.oid))
-        return;
     size_t s;
     json_t *st;
     json_array_foreach(json_object_get(rec, "stripes"), s, st)
     {
-        j.stripe = s;
+        if (gw_layout_chunk(rec, s, j.oid, &j.stripe))
+            continue;
         j.s = st;
         gw_fanout_run(o, (int)json_array_size(json_object_get(st, "nodes")), gc_one, &j);
     }
@@ -1109,9 +1108,9 @@ static void queue_missing(struct gw_put *p)
     }
 }
 
-int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
+/* Every stripe durable (the short last one written now); the body's MD5 in etag. */
+static int put_flush(struct gw_put *p, char etag[33])
 {
-    struct gw_objects *o = p->o;
     int k = p->pool->p.k;
     int rc = inflight_drain(p);
     if (p->rc)
@@ -1137,9 +1136,37 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     }
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
-    char etag[33] = "";
     if (rc == 0 && EVP_DigestFinal_ex(p->md5, md, &mdlen) && mdlen == 16)
         hex(md, 16, etag);
+    return rc;
+}
+
+int gw_put_seal(struct gw_put *p, json_t **rec)
+{
+    char etag[33] = "";
+    int rc = put_flush(p, etag);
+    *rec = NULL;
+    if (rc == 0)
+        *rec = json_pack("{s:s,s:I,s:s,s:O,s:s,s:i,s:i,s:I}", "oid", p->oid_hex, "size",
+                         (json_int_t)p->size, "etag", etag, "stripes", p->stripes, "pool",
+                         p->pool->p.name, "k", p->pool->p.k, "n", p->pool->p.n, "chunk_size",
+                         (json_int_t)p->pool->p.chunk_size);
+    if (!*rec) {
+        rc = rc ? rc : -ENOMEM;
+        put_discard(p, 0);
+    } else {
+        queue_missing(p);
+    }
+    put_free(p);
+    return rc;
+}
+
+int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
+{
+    struct gw_objects *o = p->o;
+    int k = p->pool->p.k;
+    char etag[33] = "";
+    int rc = put_flush(p, etag);
     json_t *prev = NULL;
     if (rc == 0 && (rc = gw_meta_read(o, p->bucket, p->key, &prev)) == -ENOENT)
         rc = 0;
@@ -1185,9 +1212,10 @@ struct gw_get {
     json_t *rec, *stripes;
     const struct gw_pool *pool;
     int k, n;
-    uint8_t oid[NODE_OBJECT_ID_BYTES];
+    uint8_t oid[NODE_OBJECT_ID_BYTES]; /* the chunks of the loaded stripe are {oid, cs, c} */
+    uint64_t cs;
     uint64_t size, pos, end;
-    uint64_t *start; /* of each stripe in the object */
+    uint64_t *start; /* of each stripe in the object (gw_layout_starts) */
     uint8_t *buf;    /* chunk c of the loaded stripe at c * L */
     size_t cap;
     uint64_t lo, hi; /* object bytes [lo, hi) are in buf */
@@ -1217,16 +1245,12 @@ int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint
     g->n = (int)json_integer_value(json_object_get(rec, "n"));
     g->pool = gw_pool_find(o, json_string_value(json_object_get(rec, "pool")) ?: "");
     size_t ns = json_array_size(g->stripes);
-    g->start = calloc(ns + 1, sizeof(*g->start));
-    if (!g->key || !g->start)
+    if (!g->key)
         rc = -ENOMEM;
-    else if (gw_oid_parse(json_string_value(json_object_get(rec, "oid")), g->oid) ||
-             (ns && (!g->pool || g->pool->p.k != g->k || g->pool->p.n != g->n)))
+    else if (ns && (!g->pool || g->pool->p.k != g->k || g->pool->p.n != g->n))
         rc = -EIO; /* a record this gateway cannot read: its pool is unknown here */
-    for (size_t s = 0; rc == 0 && s < ns; s++)
-        g->start[s + 1] =
-            g->start[s] + (uint64_t)g->k * (uint64_t)json_integer_value(json_object_get(
-                                               json_array_get(g->stripes, s), "len"));
+    if (rc == 0)
+        rc = gw_layout_starts(rec, &g->start);
     if (rc) {
         gw_get_end(g);
         return rc;
@@ -1266,7 +1290,7 @@ static void read_chunk(void *arg, int i)
                                            : gw_client_get(g->o, node, &cl);
     void *data = NULL;
     size_t len = 0;
-    struct node_chunk_id id = {.stripe = j->s, .index = (uint32_t)c};
+    struct node_chunk_id id = {.stripe = g->cs, .index = (uint32_t)c};
     memcpy(id.object, g->oid, sizeof(id.object));
     if (rc == 0)
         rc = node_client_get_chunk(cl, &id, &data, &len, NULL);
@@ -1369,7 +1393,7 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
         if (rc == 0) {
             uint8_t *none[PLACE_MAX_CHUNKS] = {0};
             struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-            struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
+            struct node_stripe ns = {.stripe = g->cs, .version = GW_CHUNK_VERSION};
             memcpy(ns.object, g->oid, sizeof(ns.object));
             rc =
                 node_deg_run(gr, L, none, cl, o->nnodes, &ns, &ro, on_result, &r, err, sizeof(err));
@@ -1416,9 +1440,9 @@ static int load_stripe(struct gw_get *g)
 {
     struct gw_objects *o = g->o;
     size_t ns = json_array_size(g->stripes);
-    uint64_t s = 0;
-    while (s + 1 < ns && g->start[s + 1] <= g->pos)
-        s++;
+    uint64_t s = gw_layout_find(g->start, ns, g->pos);
+    if (gw_layout_chunk(g->rec, s, g->oid, &g->cs))
+        return -EIO;
     const json_t *stripe = json_array_get(g->stripes, s);
     size_t L = (size_t)json_integer_value(json_object_get(stripe, "len"));
     uint64_t st = g->start[s];
@@ -1459,8 +1483,8 @@ static int load_stripe(struct gw_get *g)
                 continue;
             atomic_fetch_add(why[c] == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
             int node = node_of(o, stripe, c);
-            gw_repair_queue(o, g->bucket, g->key, oid, s, c, node >= 0 ? o->nodes[node].id : NULL,
-                            loss_reason(why[c]));
+            gw_repair_queue(o, g->bucket, g->key, oid, g->cs, c,
+                            node >= 0 ? o->nodes[node].id : NULL, loss_reason(why[c]));
         }
         if (rc)
             atomic_fetch_add(&o->failed_reads, 1);
@@ -1486,10 +1510,7 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
     }
     uint64_t stop = g->hi < g->end ? g->hi : g->end;
     size_t n = stop - g->pos < len ? (size_t)(stop - g->pos) : len;
-    size_t ns = json_array_size(g->stripes);
-    uint64_t s = 0;
-    while (s + 1 < ns && g->start[s + 1] <= g->pos)
-        s++;
+    uint64_t s = gw_layout_find(g->start, json_array_size(g->stripes), g->pos);
     memcpy(buf, g->buf + (g->pos - g->start[s]), n);
     g->pos += n;
     return (ssize_t)n;
@@ -1518,12 +1539,13 @@ int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char 
                        .rec = rec,
                        .k = (int)json_integer_value(json_object_get(rec, "k")),
                        .n = (int)json_integer_value(json_object_get(rec, "n"))};
-    gw_oid_parse(json_string_value(json_object_get(rec, "oid")), g.oid);
     json_t *stripes = json_array();
     size_t s;
     json_t *st;
     json_array_foreach(json_object_get(rec, "stripes"), s, st)
     {
+        if (gw_layout_chunk(rec, s, g.oid, &g.cs))
+            continue;
         struct chunk_job j = {.g = &g,
                               .s = s,
                               .stripe = st,
@@ -1559,4 +1581,21 @@ int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char 
                      "user_meta", json_object_get(rec, "user_meta"), "stripes", stripes);
     json_decref(rec);
     return *out ? 0 : -ENOMEM;
+}
+
+/* --- for multipart.c --------------------------------------------------------------- */
+
+int gw_check_key(const char *bucket, const char *key)
+{
+    return check_key(bucket, key);
+}
+
+uint64_t gw_next_version(struct gw_objects *o, const json_t *prev)
+{
+    return next_version(o, prev);
+}
+
+void gw_rec_object_info(const json_t *rec, struct gw_object_info *out)
+{
+    object_info(rec, out);
 }

@@ -53,11 +53,11 @@ struct gw_bucket_info {
 
 struct gw_object_info {
     uint64_t size;
-    char etag[33];       /* hex MD5 of the body */
-    int64_t mtime_ns;    /* CLOCK_REALTIME of the commit */
-    uint64_t version;    /* grows with every overwrite */
+    char etag[48];    /* hex MD5 of the body; multipart: MD5 of the parts' MD5s + "-N" */
+    int64_t mtime_ns; /* CLOCK_REALTIME of the commit */
+    uint64_t version; /* grows with every overwrite */
     char content_type[256];
-    json_t *user_meta;   /* {"name": "value"} from x-amz-meta-*; owned by the info */
+    json_t *user_meta; /* {"name": "value"} from x-amz-meta-*; owned by the info */
 };
 
 /* Frees info->user_meta; the struct itself is the caller's. */
@@ -99,6 +99,58 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
                    void *arg);
 
 /*
+ * Multipart uploads (multipart.c). An upload and each of its parts are
+ * metadata records on the nodes under an internal namespace that object
+ * listings never show, so any gateway can continue, list, complete or abort
+ * an upload another one began. A part is written like a PUT (its own chunks);
+ * nothing is visible at bucket/key until gw_mpu_complete writes the object's
+ * one record, whose stripes are the chosen parts' stripes in order. Parts not
+ * chosen, and all parts of an aborted upload, are freed. A gateway that dies
+ * mid-upload leaves the upload and its parts in place (listed by
+ * gw_mpu_list) until an abort frees them; nothing collects them on its own.
+ *
+ * Errors beyond the object layer's: -ESRCH NoSuchUpload, -EPROTO InvalidPart
+ * (unknown part or wrong ETag), -EDOM InvalidPartOrder, -ERANGE
+ * EntityTooSmall (a part but the last under GW_PART_MIN_SIZE), -EFBIG the
+ * object has more stripes than one record holds.
+ */
+#define GW_UPLOAD_ID_LEN 32 /* hex characters */
+#define GW_PART_MAX      10000
+#define GW_PART_MIN_SIZE (5u << 20)
+
+struct gw_part_info {
+    int number; /* 1..GW_PART_MAX */
+    uint64_t size;
+    char etag[33]; /* hex MD5 of the part, without quotes */
+    int64_t mtime_ns;
+};
+
+/* attrs (content_type, user_meta; may be NULL) go to the completed object. */
+int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
+                  const struct gw_object_info *attrs, char upload_id[GW_UPLOAD_ID_LEN + 1]);
+/* A part is a PUT: gw_put_write() the body, then gw_mpu_part_commit (which
+ * frees the handle whatever it returns), or gw_put_abort(). Uploading a part
+ * number again replaces the part. */
+int gw_mpu_part_begin(struct gw_objects *o, const char *bucket, const char *key,
+                      const char *upload_id, struct gw_put **out);
+int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket, const char *key,
+                       const char *upload_id, int number, struct gw_part_info *out);
+/* parts: number and etag of each part, in the order the client gives them. */
+int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
+                    const char *upload_id, const struct gw_part_info *parts, size_t n,
+                    struct gw_object_info *out);
+int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id);
+/* Parts numbered above `after`, in number order; cb returns non-zero to stop. */
+int gw_mpu_list_parts(struct gw_objects *o, const char *bucket, const char *key,
+                      const char *upload_id, int after,
+                      int (*cb)(const struct gw_part_info *part, void *arg), void *arg);
+/* Uploads in progress in `bucket` whose key begins with prefix (NULL: all),
+ * ordered by key, then upload id. */
+int gw_mpu_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                int (*cb)(const char *key, const char *upload_id, int64_t initiated_ns, void *arg),
+                void *arg);
+
+/*
  * Opening the object layer.
  *
  * gw_objects_open: nodes that run as their own processes (`inec node`, see
@@ -130,11 +182,11 @@ int gw_objects_node_set_running(struct gw_objects *o, const char *id, bool runni
 int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char *pool);
 
 struct gw_objects_stats {
-    uint64_t degraded_reads; /* stripes read through a decode DEG */
-    uint64_t corrupt_chunks; /* chunks that failed a CRC check (node or gateway) */
-    uint64_t missing_chunks; /* chunks not found, or on a node that did not answer */
-    uint64_t failed_reads;   /* stripes that could not be rebuilt (-EIO) */
-    uint64_t repair_queue;   /* chunks waiting for repair */
+    uint64_t degraded_reads;  /* stripes read through a decode DEG */
+    uint64_t corrupt_chunks;  /* chunks that failed a CRC check (node or gateway) */
+    uint64_t missing_chunks;  /* chunks not found, or on a node that did not answer */
+    uint64_t failed_reads;    /* stripes that could not be rebuilt (-EIO) */
+    uint64_t repair_queue;    /* chunks waiting for repair */
     uint64_t sessions_opened; /* encode sessions set up (each then serves many stripes) */
     uint64_t degraded_writes; /* stripes committed with missing chunks (below n, >= write quorum) */
 };

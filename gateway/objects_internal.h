@@ -122,5 +122,28 @@ void gw_repair_queue(struct gw_objects *o, const char *bucket, const char *key, 
 /* Closes the idle encode sessions (before the clients and nodes go). */
 void gw_sessions_close(struct gw_objects *o);
 int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
+/* Ends a PUT without a record of its own (a multipart part): its stripes are
+ * durable and *rec = {"oid", "size", "etag", "stripes", "pool", "k", "n",
+ * "chunk_size"} names them, the caller owns them now. On failure they are
+ * garbage. Frees the handle. */
+int gw_put_seal(struct gw_put *p, json_t **rec);
+int gw_check_key(const char *bucket, const char *key);
+uint64_t gw_next_version(struct gw_objects *o, const json_t *prev);
+void gw_rec_object_info(const json_t *rec, struct gw_object_info *out);
+
+/* layout.c: where an object's bytes are. A record's "stripes" are in object
+ * order; stripe s holds k * len bytes (its data chunks, the last one zero
+ * padded) at object offset "off" (absent: right after stripe s - 1), and its
+ * chunks are {"oid", "i", c} (absent: the record's "oid" and s). A multipart
+ * object concatenates its parts' stripes, each with its part's oid, its
+ * index in that part, and its offset. */
+/* start[s] for s in [0, ns], start[ns] = the record's size; malloc'd. -EIO
+ * when the offsets do not describe the size (a damaged record). */
+int gw_layout_starts(const json_t *rec, uint64_t **start);
+/* The stripe holding byte `off`: the last s < ns with start[s] <= off. */
+size_t gw_layout_find(const uint64_t *start, size_t ns, uint64_t off);
+/* Stripe s's chunk identity. */
+int gw_layout_chunk(const json_t *rec, size_t s, uint8_t oid[NODE_OBJECT_ID_BYTES],
+                    uint64_t *stripe);
 
 #endif

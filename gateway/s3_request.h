@@ -10,7 +10,7 @@
  *     rows: adding multipart or CopyObject later is adding rows.
  *
  * Anything S3 defines that the gateway does not serve (ACLs, tagging,
- * multipart, CopyObject, ...) routes to GW_OP_NOT_IMPLEMENTED.
+ * versioning, ...) routes to GW_OP_NOT_IMPLEMENTED.
  */
 #ifndef INEC_GATEWAY_S3_REQUEST_H
 #define INEC_GATEWAY_S3_REQUEST_H
@@ -74,6 +74,15 @@ enum gw_s3_op {
     GW_OP_GET_OBJECT,
     GW_OP_HEAD_OBJECT,
     GW_OP_DELETE_OBJECT,
+    GW_OP_COPY_OBJECT,
+    GW_OP_CREATE_MULTIPART_UPLOAD,
+    GW_OP_UPLOAD_PART,
+    GW_OP_UPLOAD_PART_COPY,
+    GW_OP_COMPLETE_MULTIPART_UPLOAD,
+    GW_OP_ABORT_MULTIPART_UPLOAD,
+    GW_OP_LIST_PARTS,
+    GW_OP_LIST_MULTIPART_UPLOADS,
+    GW_OP_GET_OBJECT_TAGGING, /* always an empty tag set: the gateway keeps no tags */
     GW_OP_NOT_IMPLEMENTED,    /* S3 has it, the gateway does not (501) */
     GW_OP_METHOD_NOT_ALLOWED, /* a known method on the wrong resource (405) */
     GW_OP_COUNT

@@ -78,6 +78,7 @@ struct req {
     int64_t expect_len; /* decoded body bytes promised, -1 unknown */
     uint64_t decoded;
     struct gw_put *put;
+    int part; /* UploadPart's number */
     uint8_t *scratch;
     size_t scratch_cap;
     char *body; /* small bodies kept whole (DeleteObjects, CreateBucket) */
@@ -264,6 +265,14 @@ static enum gw_s3_err map_errno(struct req *r, int rc)
         return GW_S3_KEY_TOO_LONG;
     case -EFBIG:
         return GW_S3_ENTITY_TOO_LARGE;
+    case -ESRCH: /* multipart.c's own codes (objects.h) */
+        return GW_S3_NO_SUCH_UPLOAD;
+    case -EPROTO:
+        return GW_S3_INVALID_PART;
+    case -EDOM:
+        return GW_S3_INVALID_PART_ORDER;
+    case -ERANGE:
+        return GW_S3_ENTITY_TOO_SMALL;
     case -EIO:
     case -EHOSTDOWN:
     case -ETIMEDOUT:
@@ -734,6 +743,21 @@ static enum gw_s3_err body_end(struct req *r)
     return GW_S3_OK;
 }
 
+/* Content-Type and x-amz-meta-* of the request (user_meta is the caller's to free). */
+static enum gw_s3_err request_attrs(struct req *r, struct gw_object_info *attrs)
+{
+    const char *ct = header(r, "Content-Type");
+    if (ct) {
+        if (strlen(ct) >= sizeof(attrs->content_type)) {
+            snprintf(r->msg, sizeof(r->msg), "Content-Type longer than %zu bytes",
+                     sizeof(attrs->content_type) - 1);
+            return GW_S3_INVALID_ARGUMENT;
+        }
+        strcpy(attrs->content_type, ct);
+    }
+    return gw_s3_user_meta(header_each, r, &attrs->user_meta, r->msg, sizeof(r->msg));
+}
+
 static enum gw_s3_err put_begin(struct req *r)
 {
     if (!header(r, "Content-Length") && !header(r, "x-amz-decoded-content-length"))
@@ -747,25 +771,19 @@ static enum gw_s3_err put_begin(struct req *r)
     }
     if (r->expect_len >= 0 && (uint64_t)r->expect_len > MAX_OBJECT_SIZE)
         return GW_S3_ENTITY_TOO_LARGE;
-    struct gw_object_info attrs = {0};
-    const char *ct = header(r, "Content-Type");
-    if (ct) {
-        if (strlen(ct) >= sizeof(attrs.content_type)) {
-            snprintf(r->msg, sizeof(r->msg), "Content-Type longer than %zu bytes",
-                     sizeof(attrs.content_type) - 1);
-            return GW_S3_INVALID_ARGUMENT;
-        }
-        strcpy(attrs.content_type, ct);
+    int rc;
+    if (r->op == GW_OP_UPLOAD_PART) {
+        rc = gw_mpu_part_begin(r->srv->objects, r->t.bucket, r->t.key,
+                               gw_s3_query_get(&r->q, "uploadId"), &r->put);
+    } else {
+        struct gw_object_info attrs = {0};
+        if ((e = request_attrs(r, &attrs)))
+            return e;
+        rc = gw_put_begin(r->srv->objects, r->t.bucket, r->t.key, &attrs, &r->put);
+        json_decref(attrs.user_meta);
     }
-    e = gw_s3_user_meta(header_each, r, &attrs.user_meta, r->msg, sizeof(r->msg));
-    if (e)
-        return e;
-    int rc = gw_put_begin(r->srv->objects, r->t.bucket, r->t.key, &attrs, &r->put);
-    json_decref(attrs.user_meta);
-    if (rc) {
-        answer_errno(r, rc, "PutObject");
-        return GW_S3_OK; /* answered */
-    }
+    if (rc)
+        answer_errno(r, rc, gw_s3_op_name(r->op));
     return GW_S3_OK;
 }
 
@@ -779,15 +797,23 @@ static void put_end(struct req *r)
         return;
     }
     struct gw_object_info oi = {0};
-    int rc = gw_put_commit(r->put, &oi);
+    int rc;
+    if (r->op == GW_OP_UPLOAD_PART) {
+        struct gw_part_info pi;
+        rc = gw_mpu_part_commit(r->srv->objects, r->put, r->t.bucket, r->t.key,
+                                gw_s3_query_get(&r->q, "uploadId"), r->part, &pi);
+        snprintf(oi.etag, sizeof(oi.etag), "%s", rc ? "" : pi.etag);
+    } else {
+        rc = gw_put_commit(r->put, &oi);
+    }
     r->put = NULL;
     if (rc) {
-        answer_errno(r, rc, "PutObject");
+        answer_errno(r, rc, gw_s3_op_name(r->op));
         return;
     }
     struct MHD_Response *resp = buffer_response(NULL, 0, NULL);
     if (resp) {
-        char v[40];
+        char v[64];
         snprintf(v, sizeof(v), "\"%s\"", oi.etag);
         MHD_add_response_header(resp, "ETag", v);
         queue(r, 200, resp);
@@ -839,6 +865,51 @@ static void delete_objects(struct req *r)
     gw_delete_request_free(d);
 }
 
+/* ---- multipart and copy ---- */
+
+static void complete_multipart(struct req *r)
+{
+    struct gw_complete_request *c = NULL;
+    enum gw_s3_err e =
+        gw_xml_parse_complete(r->body ? r->body : "", r->body_len, &c, r->msg, sizeof(r->msg));
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    struct gw_part_info *parts = calloc(c->n, sizeof(*parts));
+    if (!parts) {
+        gw_complete_request_free(c);
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        return;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        parts[i].number = c->parts[i].number;
+        /* quotes are stripped by the object layer; an over-long ETag cannot match */
+        snprintf(parts[i].etag, sizeof(parts[i].etag), "%.32s",
+                 c->parts[i].etag + (c->parts[i].etag[0] == '"'));
+        if (strlen(c->parts[i].etag) > 34)
+            parts[i].etag[0] = '\0';
+    }
+    struct gw_object_info oi = {0};
+    int rc = gw_mpu_complete(r->srv->objects, r->t.bucket, r->t.key,
+                             gw_s3_query_get(&r->q, "uploadId"), parts, c->n, &oi);
+    free(parts);
+    gw_complete_request_free(c);
+    if (rc) {
+        answer_errno(r, rc, "CompleteMultipartUpload");
+        return;
+    }
+    char loc[GW_BUCKET_MAX + GW_KEY_MAX + 3];
+    snprintf(loc, sizeof(loc), "/%s/%s", r->t.bucket, r->t.key);
+    struct gw_buf b = {0};
+    if (gw_xml_complete_multipart(&b, loc, r->t.bucket, r->t.key, oi.etag) == 0)
+        answer_xml(r, 200, &b);
+    else
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(&b);
+    gw_object_info_clear(&oi);
+}
+
 static void small_body_end(struct req *r)
 {
     enum gw_s3_err e = body_end(r);
@@ -848,6 +919,10 @@ static void small_body_end(struct req *r)
     }
     if (r->op == GW_OP_DELETE_OBJECTS) {
         delete_objects(r);
+        return;
+    }
+    if (r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD) {
+        complete_multipart(r);
         return;
     }
     /* CreateBucket: the configuration's LocationConstraint is accepted and
@@ -864,6 +939,308 @@ static void small_body_end(struct req *r)
         MHD_add_response_header(resp, "Location", loc);
         queue(r, 200, resp);
     }
+}
+
+/* partNumber of UploadPart(Copy) into r->part; answers when it is bad. */
+static bool part_number(struct req *r)
+{
+    const char *v = gw_s3_query_get(&r->q, "partNumber");
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || n < 1 || n > GW_PART_MAX) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "partNumber must be an integer in 1..10000");
+        return false;
+    }
+    r->part = (int)n;
+    return true;
+}
+
+static void create_multipart(struct req *r)
+{
+    struct gw_object_info attrs = {0};
+    enum gw_s3_err e = request_attrs(r, &attrs);
+    if (e) {
+        json_decref(attrs.user_meta);
+        answer_error(r, e, r->msg);
+        return;
+    }
+    char uid[GW_UPLOAD_ID_LEN + 1];
+    int rc = gw_mpu_create(r->srv->objects, r->t.bucket, r->t.key, &attrs, uid);
+    json_decref(attrs.user_meta);
+    if (rc) {
+        answer_errno(r, rc, "CreateMultipartUpload");
+        return;
+    }
+    struct gw_buf b = {0};
+    if (gw_xml_initiate_multipart(&b, r->t.bucket, r->t.key, uid) == 0)
+        answer_xml(r, 200, &b);
+    else
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(&b);
+}
+
+/* "bytes=first-last" of x-amz-copy-source-range within size. */
+static bool copy_range(const char *h, uint64_t size, uint64_t *first, uint64_t *len)
+{
+    unsigned long long a, b;
+    int end = 0;
+    if (sscanf(h, "bytes=%llu-%llu%n", &a, &b, &end) != 2 || h[end] || a > b || b >= size)
+        return false;
+    *first = a;
+    *len = b - a + 1;
+    return true;
+}
+
+/* CopyObject and UploadPartCopy: the source is read through the object
+ * layer and written again (re-encoded, its own chunks). */
+static void copy_object(struct req *r)
+{
+    struct gw_objects *o = r->srv->objects;
+    bool part = r->op == GW_OP_UPLOAD_PART_COPY;
+    if (part && !part_number(r))
+        return;
+    const char *src = header(r, "x-amz-copy-source");
+    char path[GW_BUCKET_MAX + 3 * GW_KEY_MAX + 8];
+    snprintf(path, sizeof(path), "/%s", src[0] == '/' ? src + 1 : src);
+    if (strchr(path, '?')) { /* ?versionId=: the gateway keeps one version */
+        answer_error(r, GW_S3_NOT_IMPLEMENTED, "copying a version is not implemented");
+        return;
+    }
+    struct gw_s3_target from;
+    if (gw_s3_parse_target(NULL, NULL, path, &from, r->msg, sizeof(r->msg)) != GW_S3_OK ||
+        !from.key[0]) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "x-amz-copy-source must be bucket/key");
+        return;
+    }
+    const char *dir = header(r, "x-amz-metadata-directive");
+    bool replace = dir && strcmp(dir, "REPLACE") == 0;
+    if (dir && !replace && strcmp(dir, "COPY") != 0) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "x-amz-metadata-directive is COPY or REPLACE");
+        return;
+    }
+    if (!part && !replace && strcmp(from.bucket, r->t.bucket) == 0 &&
+        strcmp(from.key, r->t.key) == 0) {
+        answer_error(r, GW_S3_INVALID_REQUEST,
+                     "copying an object onto itself needs x-amz-metadata-directive: REPLACE");
+        return;
+    }
+    struct gw_object_info si = {0}, attrs = {0}, oi = {0};
+    int rc = gw_object_head(o, from.bucket, from.key, &si);
+    if (rc) {
+        if (rc == -ENOENT && gw_bucket_head(o, from.bucket, NULL) == 0)
+            answer_error(r, GW_S3_NO_SUCH_KEY, "the copy source does not exist");
+        else if (rc == -ENOENT)
+            answer_error(r, GW_S3_NO_SUCH_BUCKET, "the copy source's bucket does not exist");
+        else
+            answer_errno(r, rc, gw_s3_op_name(r->op));
+        return;
+    }
+    uint64_t first = 0, len = si.size;
+    const char *range = part ? header(r, "x-amz-copy-source-range") : NULL;
+    enum gw_s3_err e = GW_S3_OK;
+    if (range && !copy_range(range, si.size, &first, &len))
+        e = GW_S3_INVALID_RANGE;
+    else if (len > MAX_OBJECT_SIZE)
+        e = GW_S3_ENTITY_TOO_LARGE;
+    else if (replace && !part)
+        e = request_attrs(r, &attrs);
+    if (e) {
+        gw_object_info_clear(&si);
+        json_decref(attrs.user_meta);
+        answer_error(r, e, r->msg);
+        return;
+    }
+    const char *uid = gw_s3_query_get(&r->q, "uploadId");
+    struct gw_put *p = NULL;
+    rc = part ? gw_mpu_part_begin(o, r->t.bucket, r->t.key, uid, &p)
+              : gw_put_begin(o, r->t.bucket, r->t.key, replace ? &attrs : &si, &p);
+    json_decref(attrs.user_meta);
+    struct gw_get *g = NULL;
+    struct gw_object_info gi = {0};
+    if (rc == 0 && len > 0) {
+        rc = gw_get_begin(o, from.bucket, from.key, first, len, &gi, &g);
+        if (rc == 0 && gi.version != si.version)
+            rc = -EAGAIN; /* overwritten since the HEAD: its size may differ */
+    }
+    uint8_t *buf = rc == 0 ? malloc(READ_BLOCK) : NULL;
+    if (rc == 0 && !buf)
+        rc = -ENOMEM;
+    for (uint64_t left = g ? len : 0; rc == 0 && left > 0;) {
+        ssize_t n = gw_get_read(g, buf, left < READ_BLOCK ? (size_t)left : READ_BLOCK);
+        rc = n < 0 ? (int)n : n == 0 ? -EIO : gw_put_write(p, buf, (size_t)n);
+        left -= n > 0 ? (uint64_t)n : 0;
+    }
+    free(buf);
+    gw_get_end(g);
+    gw_object_info_clear(&gi);
+    gw_object_info_clear(&si);
+    if (rc) {
+        gw_put_abort(p);
+    } else if (part) {
+        struct gw_part_info pi;
+        if ((rc = gw_mpu_part_commit(o, p, r->t.bucket, r->t.key, uid, r->part, &pi)) == 0) {
+            snprintf(oi.etag, sizeof(oi.etag), "%s", pi.etag);
+            oi.mtime_ns = pi.mtime_ns;
+        }
+    } else {
+        rc = gw_put_commit(p, &oi);
+    }
+    if (rc) {
+        answer_errno(r, rc, gw_s3_op_name(r->op));
+        return;
+    }
+    struct gw_buf b = {0};
+    if (gw_xml_copy_result(&b, part, oi.etag, oi.mtime_ns / 1000000) == 0)
+        answer_xml(r, 200, &b);
+    else
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(&b);
+    gw_object_info_clear(&oi);
+}
+
+static bool parse_max(const char *s, int dflt, int *out)
+{
+    if (!s) {
+        *out = dflt;
+        return true;
+    }
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 0)
+        return false;
+    *out = v > dflt ? dflt : (int)v;
+    return true;
+}
+
+struct parts_walk {
+    struct gw_xml_part *p;
+    char (*etags)[33];
+    int n, max;
+};
+
+static int parts_cb(const struct gw_part_info *pi, void *arg)
+{
+    struct parts_walk *w = arg;
+    if (w->n == w->max + 1)
+        return 1;
+    memcpy(w->etags[w->n], pi->etag, 33);
+    w->p[w->n] = (struct gw_xml_part){pi->number, pi->mtime_ns / 1000000, w->etags[w->n], pi->size};
+    w->n++;
+    return 0;
+}
+
+static void list_parts(struct req *r)
+{
+    int max, marker = 0;
+    const char *m = gw_s3_query_get(&r->q, "part-number-marker");
+    if (!parse_max(gw_s3_query_get(&r->q, "max-parts"), 1000, &max) ||
+        (m && !parse_max(m, GW_PART_MAX, &marker))) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "max-parts or part-number-marker is malformed");
+        return;
+    }
+    const char *uid = gw_s3_query_get(&r->q, "uploadId");
+    struct parts_walk w = {calloc((size_t)max + 1, sizeof(*w.p)),
+                           calloc((size_t)max + 1, sizeof(*w.etags)), 0, max};
+    int rc = w.p && w.etags ? gw_mpu_list_parts(r->srv->objects, r->t.bucket, r->t.key, uid, marker,
+                                                parts_cb, &w)
+                            : -ENOMEM;
+    if (rc) {
+        answer_errno(r, rc, "ListParts");
+    } else {
+        bool truncated = w.n > max;
+        struct gw_parts_page pg = {r->t.bucket,
+                                   r->t.key,
+                                   uid,
+                                   marker,
+                                   truncated && max > 0 ? w.p[max - 1].number : marker,
+                                   max,
+                                   truncated,
+                                   w.p,
+                                   truncated ? (size_t)max : (size_t)w.n};
+        struct gw_buf b = {0};
+        if (gw_xml_list_parts(&b, &pg) == 0)
+            answer_xml(r, 200, &b);
+        else
+            answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        gw_buf_free(&b);
+    }
+    free(w.p);
+    free(w.etags);
+}
+
+struct uploads_walk {
+    const char *key_marker, *uid_marker;
+    struct gw_xml_upload *u;
+    int n, max;
+    bool nomem;
+};
+
+static int uploads_cb(const char *key, const char *uid, int64_t initiated_ns, void *arg)
+{
+    struct uploads_walk *w = arg;
+    if (w->key_marker) {
+        int c = strcmp(key, w->key_marker);
+        if (c < 0 || (c == 0 && (!w->uid_marker || strcmp(uid, w->uid_marker) <= 0)))
+            return 0;
+    }
+    if (w->n == w->max + 1)
+        return 1;
+    char *k = strdup(key), *u = strdup(uid);
+    if (!k || !u) {
+        free(k);
+        free(u);
+        w->nomem = true;
+        return 1;
+    }
+    w->u[w->n++] = (struct gw_xml_upload){k, u, initiated_ns / 1000000};
+    return 0;
+}
+
+static void list_uploads(struct req *r)
+{
+    int max;
+    if (!parse_max(gw_s3_query_get(&r->q, "max-uploads"), 1000, &max)) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT, "max-uploads is malformed");
+        return;
+    }
+    const char *prefix = gw_s3_query_get(&r->q, "prefix");
+    struct uploads_walk w = {gw_s3_query_get(&r->q, "key-marker"),
+                             gw_s3_query_get(&r->q, "upload-id-marker"),
+                             calloc((size_t)max + 1, sizeof(*w.u)),
+                             0,
+                             max,
+                             false};
+    int rc = w.u ? gw_mpu_list(r->srv->objects, r->t.bucket, prefix, uploads_cb, &w) : -ENOMEM;
+    if (rc == 0 && w.nomem)
+        rc = -ENOMEM;
+    if (rc) {
+        answer_errno(r, rc, "ListMultipartUploads");
+    } else {
+        bool truncated = w.n > max && max > 0;
+        struct gw_uploads_page pg = {
+            .bucket = r->t.bucket,
+            .prefix = prefix,
+            .key_marker = w.key_marker,
+            .upload_id_marker = w.uid_marker,
+            .next_key_marker = truncated ? w.u[max - 1].key : NULL,
+            .next_upload_id_marker = truncated ? w.u[max - 1].upload_id : NULL,
+            .max_uploads = max,
+            .truncated = truncated,
+            .uploads = w.u,
+            .n = (size_t)(w.n > max ? max : w.n),
+        };
+        struct gw_buf b = {0};
+        if (gw_xml_list_uploads(&b, &pg) == 0)
+            answer_xml(r, 200, &b);
+        else
+            answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        gw_buf_free(&b);
+    }
+    for (int i = 0; w.u && i < w.n; i++) {
+        free((char *)w.u[i].key);
+        free((char *)w.u[i].upload_id);
+    }
+    free(w.u);
 }
 
 /* ---- the request's first call: route, authenticate, answer or open the body ---- */
@@ -939,20 +1316,57 @@ static void begin(struct req *r, const char *method)
         else
             answer_empty(r, 204);
         return;
+    case GW_OP_UPLOAD_PART:
+        if (!part_number(r))
+            return;
+        /* fall through */
     case GW_OP_PUT_OBJECT:
         e = put_begin(r);
         if (e)
             answer_error(r, e, r->msg);
         return;
+    case GW_OP_COPY_OBJECT:
+    case GW_OP_UPLOAD_PART_COPY:
+        copy_object(r);
+        return;
+    case GW_OP_CREATE_MULTIPART_UPLOAD:
+        create_multipart(r);
+        return;
+    case GW_OP_ABORT_MULTIPART_UPLOAD:
+        if ((rc = gw_mpu_abort(o, r->t.bucket, r->t.key, gw_s3_query_get(&r->q, "uploadId"))))
+            answer_errno(r, rc, "AbortMultipartUpload");
+        else
+            answer_empty(r, 204);
+        return;
+    case GW_OP_LIST_PARTS:
+        list_parts(r);
+        return;
+    case GW_OP_LIST_MULTIPART_UPLOADS:
+        list_uploads(r);
+        return;
+    case GW_OP_GET_OBJECT_TAGGING: {
+        struct gw_buf b = {0};
+        if ((rc = gw_object_head(o, r->t.bucket, r->t.key, NULL)))
+            answer_errno(r, rc, "GetObjectTagging");
+        else if (gw_xml_empty_tagging(&b) == 0)
+            answer_xml(r, 200, &b);
+        else
+            answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        gw_buf_free(&b);
+        return;
+    }
     case GW_OP_CREATE_BUCKET:
     case GW_OP_DELETE_OBJECTS:
-        r->body_max = r->op == GW_OP_DELETE_OBJECTS ? GW_S3_DELETE_MAX_BODY : SMALL_BODY_MAX;
+    case GW_OP_COMPLETE_MULTIPART_UPLOAD:
+        r->body_max = r->op == GW_OP_DELETE_OBJECTS              ? GW_S3_DELETE_MAX_BODY
+                      : r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD ? GW_S3_COMPLETE_MAX_BODY
+                                                                 : SMALL_BODY_MAX;
         e = body_begin(r);
         if (e)
             answer_error(r, e, r->msg);
         else if (r->expect_len > (int64_t)r->body_max)
             answer_error(
-                r, r->op == GW_OP_DELETE_OBJECTS ? GW_S3_MALFORMED_XML : GW_S3_ENTITY_TOO_LARGE,
+                r, r->op != GW_OP_CREATE_BUCKET ? GW_S3_MALFORMED_XML : GW_S3_ENTITY_TOO_LARGE,
                 "the request body is too large");
         return;
     case GW_OP_NOT_IMPLEMENTED:
@@ -978,7 +1392,7 @@ static void body(struct req *r, const char *data, size_t len)
         }
     } else if (!e && !r->put && len) {
         if (r->body_len + len > r->body_max) {
-            e = r->op == GW_OP_DELETE_OBJECTS ? GW_S3_MALFORMED_XML : GW_S3_ENTITY_TOO_LARGE;
+            e = r->op != GW_OP_CREATE_BUCKET ? GW_S3_MALFORMED_XML : GW_S3_ENTITY_TOO_LARGE;
             snprintf(r->msg, sizeof(r->msg), "the request body is too large");
         } else {
             char *nb = realloc(r->body, r->body_len + len + 1);
@@ -1026,7 +1440,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     if (r->err)
         answer_error(r, r->err, r->msg);
-    else if (r->op == GW_OP_PUT_OBJECT)
+    else if (r->op == GW_OP_PUT_OBJECT || r->op == GW_OP_UPLOAD_PART)
         put_end(r);
     else
         small_body_end(r);

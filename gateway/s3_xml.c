@@ -475,7 +475,8 @@ static bool parse_object(struct p *p, struct gw_delete_key *k)
     return true;
 }
 
-static bool parse_delete(struct p *p, struct gw_delete_request *r)
+/* [<?xml ...?>] <root [attributes]> */
+static bool open_root(struct p *p, const char *root)
 {
     skip_space(p);
     if (starts(p, "<?xml")) {
@@ -488,11 +489,47 @@ static bool parse_delete(struct p *p, struct gw_delete_request *r)
         p->at = (size_t)(end - p->s) + 2;
         skip_space(p);
     }
-    char name[32];
+    char name[40];
     if (!open_tag(p, name, sizeof(name), true))
         return false;
-    if (strcmp(name, "Delete") != 0)
-        return bad(p, GW_S3_MALFORMED_XML, "the root element is <%s>, not <Delete>", name);
+    if (strcmp(name, root) != 0)
+        return bad(p, GW_S3_MALFORMED_XML, "the root element is <%s>, not <%s>", name, root);
+    return true;
+}
+
+/* </root> and nothing after it. */
+static bool close_root(struct p *p, const char *root)
+{
+    if (!close_tag(p, root))
+        return false;
+    skip_space(p);
+    if (p->at != p->len)
+        return bad(p, GW_S3_MALFORMED_XML, "content after </%s>", root);
+    return true;
+}
+
+/* A request document's size checks, then parse(p, r). */
+static enum gw_s3_err parse_doc(const char *xml, size_t len, size_t max, char *msg, size_t msglen,
+                                bool (*parse)(struct p *p, void *r), void *r)
+{
+    struct p p = {xml, len, 0, msg, msglen, GW_S3_OK};
+    if (msg && msglen)
+        msg[0] = '\0';
+    if (!xml || len == 0)
+        return bad(&p, GW_S3_MALFORMED_XML, "empty body"), p.err;
+    if (len > max)
+        return bad(&p, GW_S3_MALFORMED_XML, "body larger than %zu bytes", max), p.err;
+    if (!parse(&p, r))
+        return p.err ? p.err : GW_S3_MALFORMED_XML;
+    return GW_S3_OK;
+}
+
+static bool parse_delete(struct p *p, void *arg)
+{
+    struct gw_delete_request *r = arg;
+    char name[32];
+    if (!open_root(p, "Delete"))
+        return false;
     bool quiet_seen = false;
     size_t cap = 0;
     for (;;) {
@@ -531,11 +568,8 @@ static bool parse_delete(struct p *p, struct gw_delete_request *r)
             return bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <Delete>", name);
         }
     }
-    if (!close_tag(p, "Delete"))
+    if (!close_root(p, "Delete"))
         return false;
-    skip_space(p);
-    if (p->at != p->len)
-        return bad(p, GW_S3_MALFORMED_XML, "content after </Delete>");
     if (r->n == 0)
         return bad(p, GW_S3_MALFORMED_XML, "<Delete> names no <Object>");
     return true;
@@ -545,20 +579,13 @@ enum gw_s3_err gw_xml_parse_delete(const char *xml, size_t len, struct gw_delete
                                    char *msg, size_t msglen)
 {
     *out = NULL;
-    struct p p = {xml, len, 0, msg, msglen, GW_S3_OK};
-    if (msg && msglen)
-        msg[0] = '\0';
-    if (!xml || len == 0)
-        return bad(&p, GW_S3_MALFORMED_XML, "empty body"), p.err;
-    if (len > GW_S3_DELETE_MAX_BODY)
-        return bad(&p, GW_S3_MALFORMED_XML, "body larger than %u bytes", GW_S3_DELETE_MAX_BODY),
-               p.err;
     struct gw_delete_request *r = calloc(1, sizeof(*r));
     if (!r)
         return GW_S3_INTERNAL_ERROR;
-    if (!parse_delete(&p, r)) {
+    enum gw_s3_err e = parse_doc(xml, len, GW_S3_DELETE_MAX_BODY, msg, msglen, parse_delete, r);
+    if (e) {
         gw_delete_request_free(r);
-        return p.err ? p.err : GW_S3_MALFORMED_XML;
+        return e;
     }
     *out = r;
     return GW_S3_OK;
@@ -574,4 +601,228 @@ void gw_delete_request_free(struct gw_delete_request *r)
     }
     free(r->keys);
     free(r);
+}
+
+/* ---- multipart ---- */
+
+static bool parse_part(struct p *p, struct gw_complete_part *part)
+{
+    char name[32];
+    char *num = NULL;
+    for (;;) {
+        skip_space(p);
+        if (starts(p, "</"))
+            break;
+        if (!open_tag(p, name, sizeof(name), false))
+            goto fail;
+        if (strcmp(name, "PartNumber") == 0 || strcmp(name, "ETag") == 0) {
+            bool isnum = name[0] == 'P';
+            if (isnum ? num != NULL : part->etag[0] != '\0') {
+                bad(p, GW_S3_MALFORMED_XML, "<%s> given twice in one <Part>", name);
+                goto fail;
+            }
+            char *t =
+                text_element(p, name, isnum ? 8 : sizeof(part->etag) - 1, GW_S3_MALFORMED_XML);
+            if (!t)
+                goto fail;
+            if (isnum)
+                num = t;
+            else {
+                strcpy(part->etag, t);
+                free(t);
+                if (!part->etag[0]) {
+                    bad(p, GW_S3_MALFORMED_XML, "an empty <ETag>");
+                    goto fail;
+                }
+            }
+        } else if (strncmp(name, "Checksum", 8) == 0) {
+            char *ignored = text_element(p, name, 1024, GW_S3_MALFORMED_XML);
+            if (!ignored)
+                goto fail;
+            free(ignored);
+        } else {
+            bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <Part>", name);
+            goto fail;
+        }
+    }
+    if (!close_tag(p, "Part"))
+        goto fail;
+    if (!num || !part->etag[0]) {
+        bad(p, GW_S3_MALFORMED_XML, "a <Part> needs <PartNumber> and <ETag>");
+        goto fail;
+    }
+    char *end;
+    long v = strtol(num, &end, 10);
+    if (!num[0] || *end || v < 1 || v > GW_S3_MAX_PARTS) {
+        bad(p, GW_S3_INVALID_ARGUMENT, "<PartNumber> must be 1..%d", GW_S3_MAX_PARTS);
+        goto fail;
+    }
+    part->number = (int)v;
+    free(num);
+    return true;
+fail:
+    free(num);
+    return false;
+}
+
+static bool parse_complete(struct p *p, void *arg)
+{
+    struct gw_complete_request *r = arg;
+    if (!open_root(p, "CompleteMultipartUpload"))
+        return false;
+    size_t cap = 0;
+    char name[32];
+    for (;;) {
+        skip_space(p);
+        if (starts(p, "</"))
+            break;
+        if (!open_tag(p, name, sizeof(name), false))
+            return false;
+        if (strcmp(name, "Part") != 0)
+            return bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <CompleteMultipartUpload>",
+                       name);
+        if (r->n == GW_S3_MAX_PARTS)
+            return bad(p, GW_S3_MALFORMED_XML, "more than %d parts", GW_S3_MAX_PARTS);
+        if (r->n == cap) {
+            cap = cap ? 2 * cap : 16;
+            struct gw_complete_part *np = realloc(r->parts, cap * sizeof(*np));
+            if (!np)
+                return bad(p, GW_S3_INTERNAL_ERROR, "out of memory");
+            r->parts = np;
+        }
+        r->parts[r->n] = (struct gw_complete_part){0};
+        if (!parse_part(p, &r->parts[r->n]))
+            return false;
+        r->n++;
+    }
+    if (!close_root(p, "CompleteMultipartUpload"))
+        return false;
+    if (r->n == 0)
+        return bad(p, GW_S3_MALFORMED_XML, "<CompleteMultipartUpload> names no <Part>");
+    return true;
+}
+
+enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_complete_request **out,
+                                     char *msg, size_t msglen)
+{
+    *out = NULL;
+    struct gw_complete_request *r = calloc(1, sizeof(*r));
+    if (!r)
+        return GW_S3_INTERNAL_ERROR;
+    enum gw_s3_err e = parse_doc(xml, len, GW_S3_COMPLETE_MAX_BODY, msg, msglen, parse_complete, r);
+    if (e) {
+        gw_complete_request_free(r);
+        return e;
+    }
+    *out = r;
+    return GW_S3_OK;
+}
+
+void gw_complete_request_free(struct gw_complete_request *r)
+{
+    if (!r)
+        return;
+    free(r->parts);
+    free(r);
+}
+
+static void quoted(struct w *w, const char *name, const char *etag)
+{
+    printf_(w, "<%s>&quot;", name);
+    escaped(w, etag);
+    printf_(w, "&quot;</%s>", name);
+}
+
+int gw_xml_initiate_multipart(struct gw_buf *out, const char *bucket, const char *key,
+                              const char *upload_id)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<InitiateMultipartUploadResult xmlns=\"" XMLNS "\">");
+    element(&w, "Bucket", bucket, false);
+    element(&w, "Key", key, false);
+    element(&w, "UploadId", upload_id, false);
+    puts_(&w, "</InitiateMultipartUploadResult>");
+    return finish(&w);
+}
+
+int gw_xml_complete_multipart(struct gw_buf *out, const char *location, const char *bucket,
+                              const char *key, const char *etag)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<CompleteMultipartUploadResult xmlns=\"" XMLNS "\">");
+    element(&w, "Location", location, false);
+    element(&w, "Bucket", bucket, false);
+    element(&w, "Key", key, false);
+    quoted(&w, "ETag", etag);
+    puts_(&w, "</CompleteMultipartUploadResult>");
+    return finish(&w);
+}
+
+int gw_xml_list_parts(struct gw_buf *out, const struct gw_parts_page *pg)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<ListPartsResult xmlns=\"" XMLNS "\">");
+    element(&w, "Bucket", pg->bucket, false);
+    element(&w, "Key", pg->key, false);
+    element(&w, "UploadId", pg->upload_id, false);
+    printf_(&w, "<PartNumberMarker>%d</PartNumberMarker>", pg->marker);
+    if (pg->truncated)
+        printf_(&w, "<NextPartNumberMarker>%d</NextPartNumberMarker>", pg->next_marker);
+    printf_(&w, "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>", pg->max_parts,
+            pg->truncated ? "true" : "false");
+    puts_(&w, "<StorageClass>STANDARD</StorageClass>");
+    for (size_t i = 0; i < pg->n; i++) {
+        puts_(&w, "<Part>");
+        printf_(&w, "<PartNumber>%d</PartNumber>", pg->parts[i].number);
+        timestamp(&w, "LastModified", pg->parts[i].modified_ms);
+        quoted(&w, "ETag", pg->parts[i].etag);
+        printf_(&w, "<Size>%" PRIu64 "</Size>", pg->parts[i].size);
+        puts_(&w, "</Part>");
+    }
+    puts_(&w, "</ListPartsResult>");
+    return finish(&w);
+}
+
+int gw_xml_list_uploads(struct gw_buf *out, const struct gw_uploads_page *pg)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<ListMultipartUploadsResult xmlns=\"" XMLNS "\">");
+    element(&w, "Bucket", pg->bucket, false);
+    element(&w, "KeyMarker", pg->key_marker ? pg->key_marker : "", false);
+    element(&w, "UploadIdMarker", pg->upload_id_marker ? pg->upload_id_marker : "", false);
+    if (pg->truncated) {
+        element(&w, "NextKeyMarker", pg->next_key_marker, false);
+        element(&w, "NextUploadIdMarker", pg->next_upload_id_marker, false);
+    }
+    if (pg->prefix)
+        element(&w, "Prefix", pg->prefix, false);
+    printf_(&w, "<MaxUploads>%d</MaxUploads><IsTruncated>%s</IsTruncated>", pg->max_uploads,
+            pg->truncated ? "true" : "false");
+    for (size_t i = 0; i < pg->n; i++) {
+        puts_(&w, "<Upload>");
+        element(&w, "Key", pg->uploads[i].key, false);
+        element(&w, "UploadId", pg->uploads[i].upload_id, false);
+        timestamp(&w, "Initiated", pg->uploads[i].initiated_ms);
+        puts_(&w, "<StorageClass>STANDARD</StorageClass></Upload>");
+    }
+    puts_(&w, "</ListMultipartUploadsResult>");
+    return finish(&w);
+}
+
+int gw_xml_copy_result(struct gw_buf *out, bool part, const char *etag, int64_t modified_ms)
+{
+    struct w w = {out, false};
+    const char *root = part ? "CopyPartResult" : "CopyObjectResult";
+    printf_(&w, DECL "<%s xmlns=\"" XMLNS "\">", root);
+    timestamp(&w, "LastModified", modified_ms);
+    quoted(&w, "ETag", etag);
+    printf_(&w, "</%s>", root);
+    return finish(&w);
+}
+
+int gw_xml_empty_tagging(struct gw_buf *out)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<Tagging xmlns=\"" XMLNS "\"><TagSet></TagSet></Tagging>");
+    return finish(&w);
 }

@@ -1,7 +1,8 @@
 /*
  * S3 XML: the response documents (ListAllMyBucketsResult, ListBucketResult
- * V1 and V2, DeleteResult, Error) and the one request document the gateway
- * reads, DeleteObjects' <Delete>.
+ * V1 and V2, DeleteResult, Error, the multipart and copy results) and the two
+ * request documents the gateway reads, DeleteObjects' <Delete> and
+ * <CompleteMultipartUpload>.
  *
  * Writers append to a gw_buf and return 0 or -ENOMEM. Text is escaped for
  * XML (& < > " ' and control characters as character references); listings
@@ -100,5 +101,70 @@ struct gw_delete_request {
 enum gw_s3_err gw_xml_parse_delete(const char *xml, size_t len, struct gw_delete_request **out,
                                    char *msg, size_t msglen);
 void gw_delete_request_free(struct gw_delete_request *r);
+
+/* ---- multipart and copy ---- */
+
+#define GW_S3_MAX_PARTS         10000
+#define GW_S3_COMPLETE_MAX_BODY (2u << 20)
+
+struct gw_complete_request {
+    size_t n;
+    struct gw_complete_part {
+        int number;    /* 1..GW_S3_MAX_PARTS */
+        char etag[48]; /* as given (quotes included, if sent) */
+    } * parts;
+};
+
+/*
+ * Parses a CompleteMultipartUpload body as strictly as <Delete>:
+ *   [<?xml ...?>] <CompleteMultipartUpload [xmlns=...]> (<Part><PartNumber>n
+ *   </PartNumber><ETag>e</ETag></Part>)+ </CompleteMultipartUpload>
+ * Checksum* elements inside Part are accepted and ignored. The order is kept
+ * (the object layer judges it). Errors: MalformedXML, InvalidArgument (a part
+ * number outside 1..10000), InternalError.
+ */
+enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_complete_request **out,
+                                     char *msg, size_t msglen);
+void gw_complete_request_free(struct gw_complete_request *r);
+
+int gw_xml_initiate_multipart(struct gw_buf *out, const char *bucket, const char *key,
+                              const char *upload_id);
+/* etag without quotes (they are added, as everywhere S3 writes an ETag). */
+int gw_xml_complete_multipart(struct gw_buf *out, const char *location, const char *bucket,
+                              const char *key, const char *etag);
+
+struct gw_parts_page {
+    const char *bucket, *key, *upload_id;
+    int marker, next_marker, max_parts;
+    bool truncated;
+    const struct gw_xml_part {
+        int number;
+        int64_t modified_ms;
+        const char *etag;
+        uint64_t size;
+    } * parts;
+    size_t n;
+};
+int gw_xml_list_parts(struct gw_buf *out, const struct gw_parts_page *page);
+
+struct gw_uploads_page {
+    const char *bucket, *prefix, *key_marker, *upload_id_marker; /* NULL: not given */
+    const char *next_key_marker, *next_upload_id_marker;         /* when truncated */
+    int max_uploads;
+    bool truncated;
+    const struct gw_xml_upload {
+        const char *key, *upload_id;
+        int64_t initiated_ms;
+    } * uploads;
+    size_t n;
+};
+int gw_xml_list_uploads(struct gw_buf *out, const struct gw_uploads_page *page);
+
+/* <Tagging><TagSet/></Tagging>: what GetObjectTagging answers (the AWS CLI
+ * asks before a multipart copy). */
+int gw_xml_empty_tagging(struct gw_buf *out);
+
+/* CopyObjectResult, or CopyPartResult when part. */
+int gw_xml_copy_result(struct gw_buf *out, bool part, const char *etag, int64_t modified_ms);
 
 #endif

@@ -13,13 +13,13 @@
  * connection so a late reply never touches a closed QP.
  */
 #include "deg/deg.h"
+#include "codecs/errf.h"
 #include "node/service.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,20 +93,6 @@ struct req {
     struct conn *conn;
     struct rpc_msg msg;
 };
-
-static int sfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int sfail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static void conn_unref(struct node_service *s, struct conn *c)
 {
@@ -469,12 +455,13 @@ static void h_vertex_setup(struct req *r)
     char *gtext = json_dumps(json_object_get(j, "graph"), JSON_COMPACT);
     int rc = 0;
     if (!h || !j) {
-        rc = sfail(err, sizeof(err), h ? -EPROTO : -ENOMEM, "vertex setup: bad request");
+        rc = codec_errf(err, sizeof(err), h ? -EPROTO : -ENOMEM, "vertex setup: bad request");
         goto out;
     }
     if (!vname || !obj || strlen(obj) != 2 * NODE_OBJECT_ID_BYTES || !gtext || len <= 0 ||
         len > NODE_CHUNK_MAX) {
-        rc = sfail(err, sizeof(err), -EPROTO, "vertex setup: needs graph, vertex, object, len");
+        rc =
+            codec_errf(err, sizeof(err), -EPROTO, "vertex setup: needs graph, vertex, object, len");
         goto out;
     }
     for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
@@ -486,15 +473,16 @@ static void h_vertex_setup(struct req *r)
         goto out;
     int v = deg_find_vertex(h->g, vname);
     if (v < 0) {
-        rc = sfail(err, sizeof(err), -ENOENT, "vertex setup: the graph has no vertex %s", vname);
+        rc = codec_errf(err, sizeof(err), -ENOENT, "vertex setup: the graph has no vertex %s",
+                        vname);
         goto out;
     }
     h->v = v;
     h->chunk = -1;
     const struct deg_vertex *vx = &h->g->vertices[v];
     if ((h->persist = json_is_true(json_object_get(j, "persist"))) && vx->nlocal > 0) {
-        rc = sfail(err, sizeof(err), -EINVAL, "vertex %s: a persistent vertex has no local chunks",
-                   vname);
+        rc = codec_errf(err, sizeof(err), -EINVAL,
+                        "vertex %s: a persistent vertex has no local chunks", vname);
         goto out;
     }
     for (int i = 0; i < vx->nlocal && rc == 0; i++) {
@@ -506,11 +494,12 @@ static void h_vertex_setup(struct req *r)
         if (h->chunks[c])
             continue;
         if ((rc = node_store_get_chunk_alloc(s->store, &id, &buf, &got, NULL)))
-            sfail(err, sizeof(err), rc, "vertex %s: local chunk %d: %s", vname, c,
-                  node_store_strerror(rc));
+            codec_errf(err, sizeof(err), rc, "vertex %s: local chunk %d: %s", vname, c,
+                       node_store_strerror(rc));
         else if (got != h->len)
-            rc = sfail(err, sizeof(err), -EINVAL,
-                       "vertex %s: local chunk %d has %zu bytes, not %zu", vname, c, got, h->len);
+            rc = codec_errf(err, sizeof(err), -EINVAL,
+                            "vertex %s: local chunk %d has %zu bytes, not %zu", vname, c, got,
+                            h->len);
         h->chunks[c] = buf;
     }
     if (rc)
@@ -557,7 +546,7 @@ static void h_vertex_connect(struct req *r)
     char err[256] = "";
     json_t *j = req_json(r);
     struct hosted *h = hosted_claim(r->svc, (int)json_integer_value(json_object_get(j, "handle")));
-    int rc = h ? 0 : sfail(err, sizeof(err), -ENOENT, "vertex connect: no such vertex");
+    int rc = h ? 0 : codec_errf(err, sizeof(err), -ENOENT, "vertex connect: no such vertex");
     for (int d = 0; d < 2 && rc == 0; d++) {
         json_t *a = json_object_get(j, d ? "out" : "in");
         for (size_t i = 0; i < json_array_size(a) && rc == 0; i++) {
@@ -607,7 +596,8 @@ static int rebind(struct hosted *h, json_t *j, size_t i, char *err, size_t errle
     if (!len && !obj)
         return 0;
     if (!h->persist || !obj || strlen(obj) != 2 * NODE_OBJECT_ID_BYTES)
-        return sfail(err, errlen, -EPROTO, "vertex run: stripe fields for a vertex set up once");
+        return codec_errf(err, errlen, -EPROTO,
+                          "vertex run: stripe fields for a vertex set up once");
     for (int b = 0; b < NODE_OBJECT_ID_BYTES; b++)
         sscanf(obj + 2 * b, "%2hhx", &h->stripe.object[b]);
     h->stripe.stripe = (uint64_t)json_integer_value(json_object_get(j, "stripe"));
@@ -637,7 +627,7 @@ static void h_vertex_run(struct req *r)
     for (size_t i = 0; i < n && rc == 0; i++) {
         int handle = (int)json_integer_value(json_array_get(hs, i));
         if (!(v[i] = hosted_claim(s, handle)))
-            rc = sfail(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
+            rc = codec_errf(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
         else if ((rc = rebind(v[i], j, i, err, sizeof(err))) == 0)
             v[i]->nres = 0;
     }
@@ -650,7 +640,7 @@ static void h_vertex_run(struct req *r)
         if (started[i])
             pthread_join(t[i], NULL);
         else
-            v[i]->rc = sfail(v[i]->err, sizeof(v[i]->err), -EAGAIN, "no thread for a vertex");
+            v[i]->rc = codec_errf(v[i]->err, sizeof(v[i]->err), -EAGAIN, "no thread for a vertex");
     }
     json_t *out = json_array();
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -667,9 +657,9 @@ static void h_vertex_run(struct req *r)
                 int src =
                     node_store_put_chunk(s->store, &id, h->stripe.version, h->data[k], h->len);
                 if (src)
-                    h->rc = sfail(h->err, sizeof(h->err), src, "vertex %s: storing chunk %d: %s",
-                                  h->g->vertices[h->v].name, h->labels[k].chunk,
-                                  node_store_strerror(src));
+                    h->rc = codec_errf(h->err, sizeof(h->err), src,
+                                       "vertex %s: storing chunk %d: %s", h->g->vertices[h->v].name,
+                                       h->labels[k].chunk, node_store_strerror(src));
             }
             json_array_append_new(res, json_pack("{s:i,s:b,s:b}", "chunk", h->labels[k].chunk,
                                                  "partial", h->labels[k].partial, "stored", store));
@@ -942,7 +932,8 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
     char host[256];
     const char *colon = strrchr(listen_addr, ':');
     if (!colon || colon == listen_addr || (size_t)(colon - listen_addr) >= sizeof(host))
-        return sfail(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT", listen_addr);
+        return codec_errf(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT",
+                          listen_addr);
     memcpy(host, listen_addr, (size_t)(colon - listen_addr));
     host[colon - listen_addr] = 0;
     struct addrinfo hints = {.ai_family = AF_INET,
@@ -950,7 +941,7 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
                              .ai_flags = AI_PASSIVE},
                     *res;
     if (getaddrinfo(host, colon + 1, &hints, &res))
-        return sfail(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
+        return codec_errf(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd >= 0)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -959,7 +950,7 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
         freeaddrinfo(res);
         if (fd >= 0)
             close(fd);
-        return sfail(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
+        return codec_errf(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
     }
     freeaddrinfo(res);
     struct sockaddr_in sa;
@@ -979,7 +970,7 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
 {
     struct node_service *s = calloc(1, sizeof(*s));
     if (!s)
-        return sfail(err, errlen, -ENOMEM, "out of memory");
+        return codec_errf(err, errlen, -ENOMEM, "out of memory");
     snprintf(s->id, sizeof(s->id), "%s", cfg->id ? cfg->id : "node");
     snprintf(s->domain, sizeof(s->domain), "%s", cfg->domain ? cfg->domain : s->id);
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
@@ -1000,21 +991,21 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     if ((rc = node_store_open(cfg->data_dir, &so, &s->store, err, errlen)))
         goto fail;
     if ((rc = inec_device_open(NULL, s->dev_options, &s->dev))) {
-        sfail(err, errlen, rc, "device (%s): %s", s->dev_options, inec_errmsg());
+        codec_errf(err, errlen, rc, "device (%s): %s", s->dev_options, inec_errmsg());
         goto fail;
     }
     if ((rc = inec_cq_create(s->dev, 0, &s->cq))) {
-        sfail(err, errlen, rc, "cq: %s", inec_errmsg());
+        codec_errf(err, errlen, rc, "cq: %s", inec_errmsg());
         goto fail;
     }
     if ((rc = -pthread_create(&s->loop, NULL, loop_main, s))) {
-        sfail(err, errlen, rc, "no thread");
+        codec_errf(err, errlen, rc, "no thread");
         goto fail;
     }
     s->has_loop = true;
     if (s->cm_fd >= 0) {
         if ((rc = -pthread_create(&s->cm, NULL, cm_main, s))) {
-            sfail(err, errlen, rc, "no thread");
+            codec_errf(err, errlen, rc, "no thread");
             goto fail;
         }
         s->has_cm = true;

@@ -5,7 +5,8 @@ ranges; user metadata; overwrite; delete and DeleteObjects; listings V1 and
 V2 with prefixes, delimiters and paging; virtual-host style; and the
 security and robustness cases (wrong secret, unknown key, expired and
 tampered presigned URLs, no signature, bad Content-MD5, malformed XML, bad
-Range, huge headers, unsupported operations), each followed by proof that
+Range, huge headers, unsupported operations), multipart uploads and
+CopyObject, each followed by proof that
 the server still serves. argv[1]: the inec binary."""
 import base64
 import hashlib
@@ -401,11 +402,111 @@ def test_malformed(s3):
     still_serving()
 
 
+def test_multipart(s3, rng):
+    """3 parts of 5 MiB and a small last one; GET, ranges across part
+    boundaries, HEAD; ListParts, ListMultipartUploads; errors; abort; overwrite."""
+    MiB = 1 << 20
+    sizes = [5 * MiB, 5 * MiB, 5 * MiB, 123457]
+    parts = [rng.randbytes(n) for n in sizes]
+    whole = b"".join(parts)
+    up = s3.create_multipart_upload(Bucket="data", Key="mp/obj", ContentType="text/x-mp",
+                                    Metadata={"color": "blue"})
+    uid = up["UploadId"]
+    done = []
+    for i, body in enumerate(parts):
+        r = s3.upload_part(Bucket="data", Key="mp/obj", UploadId=uid, PartNumber=i + 1, Body=body)
+        check(r["ETag"].strip('"') == hashlib.md5(body).hexdigest(), "part ETag is its MD5")
+        done.append({"PartNumber": i + 1, "ETag": r["ETag"]})
+    # parts are invisible until Complete
+    check(s3.list_objects_v2(Bucket="data", Prefix="mp/")["KeyCount"] == 0, "parts are hidden")
+    expect_error("404", 404, s3.head_object, Bucket="data", Key="mp/obj")
+    lp = s3.list_parts(Bucket="data", Key="mp/obj", UploadId=uid)
+    check([(p["PartNumber"], p["Size"]) for p in lp["Parts"]] ==
+          [(i + 1, n) for i, n in enumerate(sizes)], "ListParts: %r" % lp["Parts"])
+    lp = s3.list_parts(Bucket="data", Key="mp/obj", UploadId=uid, MaxParts=2)
+    check(lp["IsTruncated"] and lp["NextPartNumberMarker"] == 2 and len(lp["Parts"]) == 2,
+          "ListParts paging")
+    lu = s3.list_multipart_uploads(Bucket="data")
+    check([(u["Key"], u["UploadId"]) for u in lu.get("Uploads", [])] == [("mp/obj", uid)],
+          "ListMultipartUploads: %r" % lu.get("Uploads"))
+    # the part list is judged: order, ETags, sizes, upload ids
+    expect_error("InvalidPartOrder", 400, s3.complete_multipart_upload, Bucket="data",
+                 Key="mp/obj", UploadId=uid, MultipartUpload={"Parts": [done[1], done[0]]})
+    bad = dict(done[0], ETag='"%s"' % ("0" * 32))
+    expect_error("InvalidPart", 400, s3.complete_multipart_upload, Bucket="data", Key="mp/obj",
+                 UploadId=uid, MultipartUpload={"Parts": [bad] + done[1:]})
+    expect_error("InvalidPart", 400, s3.complete_multipart_upload, Bucket="data", Key="mp/obj",
+                 UploadId=uid, MultipartUpload={"Parts": done[:3] + [{"PartNumber": 9, "ETag": "x"}]})
+    extra = s3.upload_part(Bucket="data", Key="mp/obj", UploadId=uid, PartNumber=6, Body=b"z")
+    expect_error("EntityTooSmall", 400, s3.complete_multipart_upload, Bucket="data",
+                 Key="mp/obj", UploadId=uid,
+                 MultipartUpload={"Parts": [done[3], {"PartNumber": 6, "ETag": extra["ETag"]}]})
+    expect_error("NoSuchUpload", 404, s3.upload_part, Bucket="data", Key="mp/obj",
+                 UploadId="0" * 32, PartNumber=1, Body=b"x")
+    expect_error("NoSuchUpload", 404, s3.list_parts, Bucket="data", Key="other", UploadId=uid)
+    r = s3.complete_multipart_upload(Bucket="data", Key="mp/obj", UploadId=uid,
+                                     MultipartUpload={"Parts": done})
+    want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest() + "-4"
+    check(r["ETag"].strip('"') == want, "multipart ETag %s, want %s" % (r["ETag"], want))
+    h = s3.head_object(Bucket="data", Key="mp/obj")
+    check(h["ContentLength"] == len(whole) and h["ETag"].strip('"') == want and
+          h["ContentType"] == "text/x-mp" and h["Metadata"] == {"color": "blue"}, "HEAD %r" % h)
+    got = s3.get_object(Bucket="data", Key="mp/obj")["Body"].read()
+    check(got == whole, "multipart GET changed the bytes")
+    for a, b in [(5 * MiB - 10, 5 * MiB + 9), (0, 15 * MiB + 5), (10 * MiB - 1, 10 * MiB),
+                 (15 * MiB - 3, len(whole) - 1), (len(whole) - 7, len(whole) - 1),
+                 (rng.randrange(len(whole) // 2), rng.randrange(len(whole) // 2, len(whole)))]:
+        got = s3.get_object(Bucket="data", Key="mp/obj", Range="bytes=%d-%d" % (a, b))
+        check(got["Body"].read() == whole[a:b + 1], "range %d-%d across parts" % (a, b))
+    expect_error("NoSuchUpload", 404, s3.list_parts, Bucket="data", Key="mp/obj", UploadId=uid)
+    check(not s3.list_multipart_uploads(Bucket="data").get("Uploads"), "upload still listed")
+    # abort frees the parts; the upload is gone
+    ab = s3.create_multipart_upload(Bucket="data", Key="mp/aborted")["UploadId"]
+    s3.upload_part(Bucket="data", Key="mp/aborted", UploadId=ab, PartNumber=1, Body=b"y" * 1000)
+    s3.abort_multipart_upload(Bucket="data", Key="mp/aborted", UploadId=ab)
+    expect_error("NoSuchUpload", 404, s3.list_parts, Bucket="data", Key="mp/aborted", UploadId=ab)
+    expect_error("NoSuchUpload", 404, s3.abort_multipart_upload, Bucket="data", Key="mp/aborted",
+                 UploadId=ab)
+    expect_error("404", 404, s3.head_object, Bucket="data", Key="mp/aborted")
+    # UploadPartCopy with a range, from the multipart object itself
+    cp = s3.create_multipart_upload(Bucket="data", Key="mp/copy")["UploadId"]
+    r = s3.upload_part_copy(Bucket="data", Key="mp/copy", UploadId=cp, PartNumber=1,
+                            CopySource={"Bucket": "data", "Key": "mp/obj"},
+                            CopySourceRange="bytes=%d-%d" % (MiB, 6 * MiB - 1))
+    e1 = r["CopyPartResult"]["ETag"]
+    s3.complete_multipart_upload(Bucket="data", Key="mp/copy", UploadId=cp,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}]})
+    got = s3.get_object(Bucket="data", Key="mp/copy")["Body"].read()
+    check(got == whole[MiB:6 * MiB], "UploadPartCopy bytes")
+    # overwrite and delete free the parts like any object's chunks
+    s3.put_object(Bucket="data", Key="mp/obj", Body=b"small now")
+    check(s3.get_object(Bucket="data", Key="mp/obj")["Body"].read() == b"small now", "overwrite")
+    s3.delete_object(Bucket="data", Key="mp/obj")
+    s3.delete_object(Bucket="data", Key="mp/copy")
+    still_serving()
+
+
+def test_copy(s3, rng):
+    body = rng.randbytes(3 * (1 << 20) + 17)
+    s3.put_object(Bucket="data", Key="src", Body=body, ContentType="a/b", Metadata={"k": "v"})
+    r = s3.copy_object(Bucket="data", Key="dst", CopySource={"Bucket": "data", "Key": "src"})
+    check(r["CopyObjectResult"]["ETag"].strip('"') == hashlib.md5(body).hexdigest(), "copy ETag")
+    h = s3.head_object(Bucket="data", Key="dst")
+    check(h["ContentType"] == "a/b" and h["Metadata"] == {"k": "v"}, "COPY keeps metadata")
+    check(s3.get_object(Bucket="data", Key="dst")["Body"].read() == body, "copy bytes")
+    s3.copy_object(Bucket="data", Key="dst", CopySource="data/src", MetadataDirective="REPLACE",
+                   ContentType="c/d", Metadata={"x": "y"})
+    h = s3.head_object(Bucket="data", Key="dst")
+    check(h["ContentType"] == "c/d" and h["Metadata"] == {"x": "y"}, "REPLACE sets metadata")
+    expect_error("InvalidRequest", 400, s3.copy_object, Bucket="data", Key="src",
+                 CopySource={"Bucket": "data", "Key": "src"})
+    expect_error("NoSuchKey", 404, s3.copy_object, Bucket="data", Key="dst",
+                 CopySource={"Bucket": "data", "Key": "nothing"})
+    s3.delete_objects(Bucket="data", Delete={"Objects": [{"Key": "src"}, {"Key": "dst"}]})
+
+
 def test_not_implemented(s3):
     s3.put_object(Bucket="data", Key="src", Body=b"x")
-    expect_error("NotImplemented", 501, s3.copy_object, Bucket="data", Key="dst",
-                 CopySource={"Bucket": "data", "Key": "src"})
-    expect_error("NotImplemented", 501, s3.create_multipart_upload, Bucket="data", Key="mp")
     expect_error("NotImplemented", 501, s3.get_object_acl, Bucket="data", Key="src")
     expect_error("NotImplemented", 501, s3.get_bucket_versioning, Bucket="data")
     s3.delete_object(Bucket="data", Key="src")
@@ -547,6 +648,8 @@ def main():
     test_security(s3)
     test_streaming(s3, rng)
     test_malformed(s3)
+    test_multipart(s3, rng)
+    test_copy(s3, rng)
     test_not_implemented(s3)
     test_admin()
     test_graceful_shutdown(s3)

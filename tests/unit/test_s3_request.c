@@ -188,11 +188,19 @@ static void test_routing(void **state)
                      GW_OP_GET_OBJECT);
     assert_int_equal(route("HEAD", "/bkt/k", NULL, &none), GW_OP_HEAD_OBJECT);
     assert_int_equal(route("DELETE", "/bkt/k", NULL, &none), GW_OP_DELETE_OBJECT);
+    /* multipart and copy */
+    assert_int_equal(route("PUT", "/bkt/k", NULL, &copy), GW_OP_COPY_OBJECT);
+    assert_int_equal(route("POST", "/bkt/k", "uploads", &none), GW_OP_CREATE_MULTIPART_UPLOAD);
+    assert_int_equal(route("PUT", "/bkt/k", "partNumber=1&uploadId=x", &none), GW_OP_UPLOAD_PART);
+    assert_int_equal(route("PUT", "/bkt/k", "partNumber=1&uploadId=x", &copy),
+                     GW_OP_UPLOAD_PART_COPY);
+    assert_int_equal(route("POST", "/bkt/k", "uploadId=x", &none), GW_OP_COMPLETE_MULTIPART_UPLOAD);
+    assert_int_equal(route("DELETE", "/bkt/k", "uploadId=x", &none), GW_OP_ABORT_MULTIPART_UPLOAD);
+    assert_int_equal(route("GET", "/bkt/k", "uploadId=x", &none), GW_OP_LIST_PARTS);
+    assert_int_equal(route("GET", "/bkt", "uploads", &none), GW_OP_LIST_MULTIPART_UPLOADS);
     /* what S3 has and the gateway does not */
-    assert_int_equal(route("PUT", "/bkt/k", NULL, &copy), GW_OP_NOT_IMPLEMENTED);
-    assert_int_equal(route("POST", "/bkt/k", "uploads", &none), GW_OP_NOT_IMPLEMENTED);
-    assert_int_equal(route("PUT", "/bkt/k", "partNumber=1&uploadId=x", &none),
-                     GW_OP_NOT_IMPLEMENTED);
+    assert_int_equal(route("GET", "/bkt/k", "tagging", &none), GW_OP_GET_OBJECT_TAGGING);
+    assert_int_equal(route("PUT", "/bkt/k", "partNumber=1", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("GET", "/bkt/k", "acl", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("GET", "/bkt", "versioning", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("PUT", "/bkt", "tagging", &none), GW_OP_NOT_IMPLEMENTED);

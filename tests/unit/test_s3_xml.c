@@ -360,12 +360,146 @@ static void test_parse_delete_hostile(void **state)
     free(h);
 }
 
+static enum gw_s3_err complete(const char *xml, struct gw_complete_request **r)
+{
+    char msg[256];
+    enum gw_s3_err e = gw_xml_parse_complete(xml, strlen(xml), r, msg, sizeof(msg));
+    if (e)
+        assert_true(msg[0] != '\0'); /* every refusal says why */
+    return e;
+}
+
+static void test_parse_complete(void **state)
+{
+    (void)state;
+    struct gw_complete_request *r;
+    assert_int_equal(
+        complete(
+            "<?xml version=\"1.0\"?>\n<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/"
+            "doc/2006-03-01/\"> <Part><ETag>&quot;abc&quot;</ETag><PartNumber>3</PartNumber>"
+            "<ChecksumCRC32>x</ChecksumCRC32></Part><Part><PartNumber>1</PartNumber><ETag>"
+            "def</ETag></Part></CompleteMultipartUpload>\n",
+            &r),
+        GW_S3_OK);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->parts[0].number, 3); /* the client's order is kept */
+    assert_string_equal(r->parts[0].etag, "\"abc\"");
+    assert_int_equal(r->parts[1].number, 1);
+    assert_string_equal(r->parts[1].etag, "def");
+    gw_complete_request_free(r);
+    gw_complete_request_free(NULL);
+
+    static const struct {
+        const char *xml;
+        enum gw_s3_err err;
+    } bad[] = {
+        {"<CompleteMultipartUpload></CompleteMultipartUpload>", GW_S3_MALFORMED_XML},
+        {"<Delete><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part></Delete>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+         "</CompleteMultipartUpload>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><ETag>a</ETag></Part></CompleteMultipartUpload>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><PartNumber>2</PartNumber>"
+         "<ETag>a</ETag></Part></CompleteMultipartUpload>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><PartNumber>0</PartNumber><ETag>a</ETag></Part>"
+         "</CompleteMultipartUpload>",
+         GW_S3_INVALID_ARGUMENT},
+        {"<CompleteMultipartUpload><Part><PartNumber>10001</PartNumber><ETag>a</ETag></Part>"
+         "</CompleteMultipartUpload>",
+         GW_S3_INVALID_ARGUMENT},
+        {"<CompleteMultipartUpload><Part><PartNumber>1x</PartNumber><ETag>a</ETag></Part>"
+         "</CompleteMultipartUpload>",
+         GW_S3_INVALID_ARGUMENT},
+        {"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag><Size>1</Size>"
+         "</Part></CompleteMultipartUpload>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"
+         "0123456789012345678901234567890123456789012345678</ETag></Part>"
+         "</CompleteMultipartUpload>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part>"
+         "</CompleteMultipartUpload><x/>",
+         GW_S3_MALFORMED_XML},
+        {"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag></Part>",
+         GW_S3_MALFORMED_XML},
+        {"", GW_S3_MALFORMED_XML},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = (void *)1;
+        if (complete(bad[i].xml, &r) != bad[i].err)
+            fail_msg("case %zu: %s", i, bad[i].xml);
+        assert_null(r);
+    }
+    /* the part count is bounded: 10001 parts are refused */
+    const char *one = "<Part><PartNumber>1</PartNumber><ETag>a</ETag></Part>";
+    size_t n = strlen(one), len = 64 + (GW_S3_MAX_PARTS + 1) * n;
+    char *h = malloc(len + 1);
+    strcpy(h, "<CompleteMultipartUpload>");
+    size_t at = strlen(h);
+    for (int i = 0; i <= GW_S3_MAX_PARTS; i++, at += n)
+        memcpy(h + at, one, n);
+    strcpy(h + at, "</CompleteMultipartUpload>");
+    assert_int_equal(gw_xml_parse_complete(h, strlen(h), &r, NULL, 0), GW_S3_MALFORMED_XML);
+    strcpy(h + at - n, "</CompleteMultipartUpload>");
+    assert_int_equal(gw_xml_parse_complete(h, strlen(h), &r, NULL, 0), GW_S3_OK);
+    assert_int_equal(r->n, GW_S3_MAX_PARTS);
+    gw_complete_request_free(r);
+    free(h);
+}
+
+static void test_multipart_results(void **state)
+{
+    (void)state;
+    struct gw_buf b = {0};
+    assert_int_equal(gw_xml_initiate_multipart(&b, "bkt", "a&b", "0123abcd"), 0);
+    HAS(b, "<InitiateMultipartUploadResult xmlns=");
+    HAS(b, "<Bucket>bkt</Bucket><Key>a&amp;b</Key><UploadId>0123abcd</UploadId>");
+    gw_buf_free(&b);
+    assert_int_equal(gw_xml_complete_multipart(&b, "/bkt/k", "bkt", "k", "ff-3"), 0);
+    HAS(b, "<Location>/bkt/k</Location><Bucket>bkt</Bucket><Key>k</Key>"
+           "<ETag>&quot;ff-3&quot;</ETag>");
+    gw_buf_free(&b);
+    struct gw_xml_part parts[] = {{1, 0, "aa", 5242880}, {2, 1000, "bb", 7}};
+    struct gw_parts_page pp = {"bkt", "k", "u1", 0, 2, 2, true, parts, 2};
+    assert_int_equal(gw_xml_list_parts(&b, &pp), 0);
+    HAS(b, "<PartNumberMarker>0</PartNumberMarker><NextPartNumberMarker>2</NextPartNumberMarker>"
+           "<MaxParts>2</MaxParts><IsTruncated>true</IsTruncated>");
+    HAS(b, "<Part><PartNumber>1</PartNumber><LastModified>1970-01-01T00:00:00.000Z</LastModified>"
+           "<ETag>&quot;aa&quot;</ETag><Size>5242880</Size></Part>");
+    HAS(b, "<PartNumber>2</PartNumber><LastModified>1970-01-01T00:00:01.000Z");
+    gw_buf_free(&b);
+    struct gw_xml_upload ups[] = {{"x<y", "u1", 0}};
+    struct gw_uploads_page up = {
+        .bucket = "bkt", .prefix = "x", .max_uploads = 10, .uploads = ups, .n = 1};
+    assert_int_equal(gw_xml_list_uploads(&b, &up), 0);
+    HAS(b, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker><Prefix>x</Prefix>"
+           "<MaxUploads>10</MaxUploads><IsTruncated>false</IsTruncated>");
+    HAS(b, "<Upload><Key>x&lt;y</Key><UploadId>u1</UploadId>");
+    HASNT(b, "NextKeyMarker");
+    gw_buf_free(&b);
+    assert_int_equal(gw_xml_copy_result(&b, false, "e1", 2000), 0);
+    HAS(b, "<CopyObjectResult xmlns=");
+    HAS(b, "<LastModified>1970-01-01T00:00:02.000Z</LastModified><ETag>&quot;e1&quot;</ETag>"
+           "</CopyObjectResult>");
+    gw_buf_free(&b);
+    assert_int_equal(gw_xml_copy_result(&b, true, "e2", 0), 0);
+    HAS(b, "<CopyPartResult");
+    gw_buf_free(&b);
+    assert_int_equal(gw_xml_empty_tagging(&b), 0);
+    HAS(b, "<TagSet></TagSet></Tagging>");
+    gw_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_buckets),        cmocka_unit_test(test_list_objects_v1),
         cmocka_unit_test(test_list_objects_v2_url), cmocka_unit_test(test_delete_result_and_error),
         cmocka_unit_test(test_parse_delete),        cmocka_unit_test(test_parse_delete_hostile),
+        cmocka_unit_test(test_parse_complete),      cmocka_unit_test(test_multipart_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,489 @@
+/*
+ * Multipart uploads (the contract is in objects.h).
+ *
+ * Records, in the store bucket ".mpu" (no S3 bucket starts with '.', so no
+ * listing of a bucket sees them), replicated like every other record:
+ *   "<bucket>/U/<upload id>"          the upload: key, initiated, content type
+ *                                     and user metadata of the object to be
+ *   "<bucket>/P/<upload id>/<00001>"  a part: what gw_put_seal returned (its
+ *                                     own object id, stripes, size, MD5)
+ * Complete writes the object's record at bucket/key, its stripes the parts'
+ * stripes in order, each naming its part's chunks ("oid", "i") and object
+ * offset ("off"; layout.c): that one write is the commit. Only then are the
+ * upload and part records deleted and the parts left out freed.
+ *
+ * Crash safety: before Complete's record write, nothing of the upload is
+ * visible; a gateway dying anywhere leaves the upload records, which a later
+ * Abort (from any gateway) frees. A death between the object record and the
+ * deletion of the upload records leaves an upload whose Abort frees only the
+ * parts the live object does not use. Known gap: an Abort racing a Complete of
+ * the same upload can free parts the Complete just committed (the records
+ * have no compare-and-swap); S3 leaves that race undefined as well.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "gateway/objects_internal.h"
+#include "node/store.h"
+
+#define MPU_BUCKET ".mpu"
+#define KEYLEN     (GW_BUCKET_MAX + GW_UPLOAD_ID_LEN + 16)
+
+static void upload_key(char *out, const char *bucket, const char *uid)
+{
+    snprintf(out, KEYLEN, "%s/U/%s", bucket, uid);
+}
+
+static void part_key(char *out, const char *bucket, const char *uid, int number)
+{
+    if (number > 0)
+        snprintf(out, KEYLEN, "%s/P/%s/%05d", bucket, uid, number);
+    else
+        snprintf(out, KEYLEN, "%s/P/%s/", bucket, uid); /* the prefix of them all */
+}
+
+static bool valid_upload_id(const char *u)
+{
+    if (!u || strlen(u) != GW_UPLOAD_ID_LEN)
+        return false;
+    for (; *u; u++)
+        if (!((*u >= '0' && *u <= '9') || (*u >= 'a' && *u <= 'f')))
+            return false;
+    return true;
+}
+
+static int tombstone(struct gw_objects *o, const char *key, const json_t *prev)
+{
+    json_t *rec =
+        json_pack("{s:I,s:b}", "version", (json_int_t)gw_next_version(o, prev), "deleted", 1);
+    int rc = rec ? gw_meta_write(o, MPU_BUCKET, key, rec) : -ENOMEM;
+    json_decref(rec);
+    return rc;
+}
+
+/* The live upload record of bucket/key; -ESRCH when there is none. */
+static int upload_rec(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
+                      json_t **rec)
+{
+    *rec = NULL;
+    int rc = gw_check_key(bucket, key);
+    if (rc)
+        return rc;
+    if (!valid_upload_id(uid))
+        return gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    char k[KEYLEN];
+    upload_key(k, bucket, uid);
+    rc = gw_meta_read(o, MPU_BUCKET, k, rec);
+    if (rc == 0 && (gw_rec_deleted(*rec) ||
+                    strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0)) {
+        json_decref(*rec);
+        *rec = NULL;
+        rc = -ENOENT;
+    }
+    if (rc == -ENOENT) /* NoSuchBucket rather than NoSuchUpload when that is why */
+        rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    return rc;
+}
+
+int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
+                  const struct gw_object_info *attrs, char upload_id[GW_UPLOAD_ID_LEN + 1])
+{
+    int rc = gw_check_key(bucket, key);
+    if (rc || (rc = gw_bucket_head(o, bucket, NULL)))
+        return rc;
+    uint8_t id[GW_UPLOAD_ID_LEN / 2];
+    if (getrandom(id, sizeof(id), 0) != sizeof(id))
+        return -EIO;
+    for (size_t i = 0; i < sizeof(id); i++)
+        snprintf(upload_id + 2 * i, 3, "%02x", id[i]);
+    json_t *um = attrs && attrs->user_meta ? json_deep_copy(attrs->user_meta) : json_object();
+    json_t *rec =
+        json_pack("{s:I,s:b,s:s,s:I,s:s,s:o}", "version", (json_int_t)gw_next_version(o, NULL),
+                  "deleted", 0, "key", key, "initiated", (json_int_t)gw_realtime_ns(),
+                  "content_type", attrs ? attrs->content_type : "", "user_meta", um);
+    char k[KEYLEN];
+    upload_key(k, bucket, upload_id);
+    rc = rec ? gw_meta_write(o, MPU_BUCKET, k, rec) : -ENOMEM;
+    json_decref(rec);
+    return rc;
+}
+
+int gw_mpu_part_begin(struct gw_objects *o, const char *bucket, const char *key,
+                      const char *upload_id, struct gw_put **out)
+{
+    *out = NULL;
+    json_t *u;
+    int rc = upload_rec(o, bucket, key, upload_id, &u);
+    json_decref(u);
+    return rc ? rc : gw_put_begin(o, bucket, key, NULL, out);
+}
+
+static void part_info(const json_t *rec, struct gw_part_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->number = (int)json_integer_value(json_object_get(rec, "number"));
+    out->size = (uint64_t)json_integer_value(json_object_get(rec, "size"));
+    snprintf(out->etag, sizeof(out->etag), "%s",
+             json_string_value(json_object_get(rec, "etag")) ?: "");
+    out->mtime_ns = json_integer_value(json_object_get(rec, "mtime"));
+}
+
+int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket, const char *key,
+                       const char *upload_id, int number, struct gw_part_info *out)
+{
+    if (number < 1 || number > GW_PART_MAX) {
+        gw_put_abort(p);
+        return -EINVAL;
+    }
+    json_t *part = NULL, *prev = NULL, *u = NULL;
+    int rc = gw_put_seal(p, &part);
+    if (rc)
+        return rc;
+    /* The upload may have been completed or aborted while the part streamed. */
+    rc = upload_rec(o, bucket, key, upload_id, &u);
+    char k[KEYLEN];
+    part_key(k, bucket, upload_id, number);
+    if (rc == 0 && (rc = gw_meta_read(o, MPU_BUCKET, k, &prev)) == -ENOENT)
+        rc = 0;
+    uint64_t version = gw_next_version(o, prev);
+    if (rc == 0) {
+        json_object_set_new(part, "version", json_integer((json_int_t)version));
+        json_object_set_new(part, "deleted", json_false());
+        json_object_set_new(part, "number", json_integer(number));
+        json_object_set_new(part, "mtime", json_integer(gw_realtime_ns()));
+        rc = gw_meta_write(o, MPU_BUCKET, k, part);
+    }
+    if (rc) {
+        gw_gc_queue(o, part, 0);
+    } else {
+        json_t *now = NULL; /* a concurrent upload of the same number wins, or loses */
+        if (gw_meta_read(o, MPU_BUCKET, k, &now) == 0 && gw_rec_version(now) != version)
+            gw_gc_queue(o, part, o->gc_delay_ms);
+        else if (prev && !gw_rec_deleted(prev))
+            gw_gc_queue(o, prev, o->gc_delay_ms);
+        json_decref(now);
+        if (out)
+            part_info(part, out);
+    }
+    json_decref(part);
+    json_decref(prev);
+    json_decref(u);
+    return rc;
+}
+
+static int collect_part(const char *key, json_t *rec, void *arg)
+{
+    (void)key;
+    return json_array_append(arg, rec) ? 1 : 0;
+}
+
+/* Every live part record of the upload, in number order. */
+static int parts_of(struct gw_objects *o, const char *bucket, const char *uid, int after,
+                    json_t **out)
+{
+    char prefix[KEYLEN], start[KEYLEN];
+    part_key(prefix, bucket, uid, 0);
+    part_key(start, bucket, uid, after);
+    *out = json_array();
+    int rc = *out
+                 ? gw_meta_list(o, MPU_BUCKET, prefix, after > 0 ? start : NULL, collect_part, *out)
+                 : -ENOMEM;
+    if (rc) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Deletes the part records; frees the chunks of those whose oid `keep` lacks. */
+static void drop_parts(struct gw_objects *o, const char *bucket, const char *uid,
+                       const json_t *parts, const json_t *keep)
+{
+    size_t i;
+    json_t *part;
+    json_array_foreach(parts, i, part)
+    {
+        const char *oid = json_string_value(json_object_get(part, "oid"));
+        if (!oid || !json_object_get(keep, oid))
+            gw_gc_queue(o, part, 0);
+        char k[KEYLEN];
+        part_key(k, bucket, uid, (int)json_integer_value(json_object_get(part, "number")));
+        tombstone(o, k, part); /* a failure leaves a record Abort can still find */
+    }
+}
+
+static int etag_cmp(const char *given, const char *stored)
+{
+    size_t n = strlen(given);
+    if (n >= 2 && given[0] == '"' && given[n - 1] == '"')
+        return strlen(stored) == n - 2 && strncmp(given + 1, stored, n - 2) == 0 ? 0 : 1;
+    return strcmp(given, stored);
+}
+
+/* The object record of the chosen parts (validated in the client's order). */
+static int build_record(struct gw_objects *o, const json_t *u, const char *key, const char *uid,
+                        json_t **have, const struct gw_part_info *parts, size_t n, json_t **out)
+{
+    *out = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (i > 0 && parts[i].number <= parts[i - 1].number)
+            return -EDOM;
+    json_t *stripes = json_array();
+    EVP_MD_CTX *md5 = EVP_MD_CTX_new();
+    int rc = stripes && md5 && EVP_DigestInit_ex(md5, EVP_md5(), NULL) ? 0 : -ENOMEM;
+    const json_t *first = NULL;
+    uint64_t off = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const json_t *part =
+            parts[i].number >= 1 && parts[i].number <= GW_PART_MAX ? have[parts[i].number] : NULL;
+        const char *etag = part ? json_string_value(json_object_get(part, "etag")) : NULL;
+        if (!etag || etag_cmp(parts[i].etag, etag) != 0) {
+            rc = -EPROTO;
+            break;
+        }
+        uint64_t size = (uint64_t)json_integer_value(json_object_get(part, "size"));
+        if (size < GW_PART_MIN_SIZE && i + 1 < n) {
+            rc = -ERANGE;
+            break;
+        }
+        if (!first)
+            first = part;
+        json_int_t k = json_integer_value(json_object_get(part, "k"));
+        if (!json_equal(json_object_get(part, "pool"), json_object_get(first, "pool")) ||
+            k != json_integer_value(json_object_get(first, "k"))) {
+            rc = -EIO; /* parts of one bucket share its pool */
+            break;
+        }
+        uint8_t bin[16];
+        for (int b = 0; b < 16; b++) {
+            unsigned v = 0;
+            sscanf(etag + 2 * b, "%2x", &v);
+            bin[b] = (uint8_t)v;
+        }
+        EVP_DigestUpdate(md5, bin, sizeof(bin));
+        size_t s;
+        json_t *st;
+        uint64_t at = off;
+        json_array_foreach(json_object_get(part, "stripes"), s, st)
+        {
+            json_t *c = json_copy(st);
+            json_object_set(c, "oid", json_object_get(part, "oid"));
+            json_object_set_new(c, "i", json_integer((json_int_t)s));
+            json_object_set_new(c, "off", json_integer((json_int_t)at));
+            at += (uint64_t)k * (uint64_t)json_integer_value(json_object_get(st, "len"));
+            json_array_append_new(stripes, c);
+        }
+        off += size;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char etag[48] = "";
+    if (rc == 0 && EVP_DigestFinal_ex(md5, md, &mdlen) && mdlen == 16) {
+        for (int b = 0; b < 16; b++)
+            snprintf(etag + 2 * b, 3, "%02x", md[b]);
+        snprintf(etag + 32, sizeof(etag) - 32, "-%d", (int)n);
+    }
+    EVP_MD_CTX_free(md5);
+    const struct gw_pool *pool =
+        first ? gw_pool_find(o, json_string_value(json_object_get(first, "pool")) ?: "") : NULL;
+    if (rc == 0 && !pool)
+        rc = -EIO;
+    if (rc == 0) {
+        json_t *um = json_object_get(u, "user_meta");
+        *out =
+            json_pack("{s:b,s:s,s:I,s:s,s:I,s:s,s:O,s:s,s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:O}",
+                      "deleted", 0, "key", key, "size", (json_int_t)off, "etag", etag, "mtime",
+                      (json_int_t)gw_realtime_ns(), "content_type",
+                      json_string_value(json_object_get(u, "content_type")) ?: "", "user_meta",
+                      um ? um : json_object(), "pool", pool->p.name, "profile", pool->p.profile,
+                      "k", pool->p.k, "n", pool->p.n, "chunk_size", (json_int_t)pool->p.chunk_size,
+                      "oid", uid, "upload", uid, "parts", (json_int_t)n, "stripes", stripes);
+        if (!*out)
+            rc = -ENOMEM;
+        else if (json_dumpb(*out, NULL, 0, JSON_COMPACT) > NODE_META_MAX - 4096)
+            rc = -EFBIG;
+        if (rc) {
+            json_decref(*out);
+            *out = NULL;
+        }
+    }
+    json_decref(stripes);
+    return rc;
+}
+
+int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
+                    const char *upload_id, const struct gw_part_info *parts, size_t n,
+                    struct gw_object_info *out)
+{
+    if (n == 0)
+        return -EPROTO;
+    json_t *u, *list = NULL, *rec = NULL, *prev = NULL, *keep = json_object();
+    json_t **have = calloc(GW_PART_MAX + 1, sizeof(*have));
+    int rc = have && keep ? upload_rec(o, bucket, key, upload_id, &u) : -ENOMEM;
+    if (rc) {
+        free(have);
+        json_decref(keep);
+        return rc;
+    }
+    if ((rc = parts_of(o, bucket, upload_id, 0, &list)) == 0) {
+        size_t i;
+        json_t *part;
+        json_array_foreach(list, i, part)
+        {
+            json_int_t num = json_integer_value(json_object_get(part, "number"));
+            if (num >= 1 && num <= GW_PART_MAX)
+                have[num] = part;
+        }
+        rc = build_record(o, u, key, upload_id, have, parts, n, &rec);
+    }
+    uint64_t version = 0;
+    if (rc == 0 && (rc = gw_meta_read(o, bucket, key, &prev)) == -ENOENT)
+        rc = 0;
+    if (rc == 0) {
+        json_t *again; /* narrows the window of a racing Abort */
+        rc = upload_rec(o, bucket, key, upload_id, &again);
+        json_decref(again);
+    }
+    if (rc == 0) {
+        version = gw_next_version(o, prev);
+        json_object_set_new(rec, "version", json_integer((json_int_t)version));
+        rc = gw_meta_write(o, bucket, key, rec);
+    }
+    if (rc == 0) {
+        /* Committed. A concurrent commit with a higher version wins: then ours is garbage. */
+        json_t *now = NULL;
+        if (gw_meta_read(o, bucket, key, &now) == 0 && gw_rec_version(now) != version)
+            gw_gc_queue(o, rec, o->gc_delay_ms);
+        else if (prev && !gw_rec_deleted(prev))
+            gw_gc_queue(o, prev, o->gc_delay_ms);
+        json_decref(now);
+        for (size_t i = 0; i < n; i++)
+            json_object_set(keep, json_string_value(json_object_get(have[parts[i].number], "oid")),
+                            json_true());
+        char k[KEYLEN];
+        upload_key(k, bucket, upload_id);
+        tombstone(o, k, u);
+        drop_parts(o, bucket, upload_id, list, keep);
+        if (out)
+            gw_rec_object_info(rec, out);
+    }
+    free(have);
+    json_decref(keep);
+    json_decref(list);
+    json_decref(rec);
+    json_decref(prev);
+    json_decref(u);
+    return rc;
+}
+
+int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id)
+{
+    json_t *u, *list = NULL, *obj = NULL, *keep = json_object();
+    int rc = keep ? upload_rec(o, bucket, key, upload_id, &u) : -ENOMEM;
+    if (rc) {
+        json_decref(keep);
+        return rc;
+    }
+    char k[KEYLEN];
+    upload_key(k, bucket, upload_id);
+    if ((rc = tombstone(o, k, u)) == 0)
+        rc = parts_of(o, bucket, upload_id, 0, &list);
+    /* A Complete that committed but died before deleting the upload: the
+     * object's stripes stay. */
+    if (rc == 0 && gw_meta_read(o, bucket, key, &obj) == 0 && !gw_rec_deleted(obj) &&
+        strcmp(json_string_value(json_object_get(obj, "upload")) ?: "", upload_id) == 0) {
+        size_t i;
+        json_t *st;
+        json_array_foreach(json_object_get(obj, "stripes"), i, st)
+            json_object_set(keep, json_string_value(json_object_get(st, "oid")) ?: "", json_true());
+    }
+    if (rc == 0)
+        drop_parts(o, bucket, upload_id, list, keep);
+    json_decref(obj);
+    json_decref(list);
+    json_decref(keep);
+    json_decref(u);
+    return rc;
+}
+
+int gw_mpu_list_parts(struct gw_objects *o, const char *bucket, const char *key,
+                      const char *upload_id, int after,
+                      int (*cb)(const struct gw_part_info *part, void *arg), void *arg)
+{
+    json_t *u, *list = NULL;
+    int rc = upload_rec(o, bucket, key, upload_id, &u);
+    if (rc == 0)
+        rc = parts_of(o, bucket, upload_id, after < 0 ? 0 : after, &list);
+    size_t i;
+    json_t *part;
+    json_array_foreach(list, i, part)
+    {
+        struct gw_part_info pi;
+        part_info(part, &pi);
+        if (cb(&pi, arg))
+            break;
+    }
+    json_decref(list);
+    json_decref(u);
+    return rc;
+}
+
+static int collect_upload(const char *key, json_t *rec, void *arg)
+{
+    const char *uid = strrchr(key, '/');
+    json_t *e = json_pack("{s:O,s:s,s:O}", "key", json_object_get(rec, "key"), "uid",
+                          uid ? uid + 1 : "", "initiated", json_object_get(rec, "initiated"));
+    return e && json_array_append_new(arg, e) == 0 ? 0 : 1;
+}
+
+static int upload_order(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int c = strcmp(json_string_value(json_object_get(x, "key")),
+                   json_string_value(json_object_get(y, "key")));
+    return c ? c
+             : strcmp(json_string_value(json_object_get(x, "uid")),
+                      json_string_value(json_object_get(y, "uid")));
+}
+
+int gw_mpu_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                int (*cb)(const char *key, const char *upload_id, int64_t initiated_ns, void *arg),
+                void *arg)
+{
+    int rc = gw_bucket_head(o, bucket, NULL);
+    if (rc)
+        return rc;
+    char k[KEYLEN];
+    snprintf(k, sizeof(k), "%s/U/", bucket);
+    json_t *all = json_array();
+    if (!all || (rc = gw_meta_list(o, MPU_BUCKET, k, NULL, collect_upload, all))) {
+        json_decref(all);
+        return rc ? rc : -ENOMEM;
+    }
+    size_t n = json_array_size(all), m = 0;
+    json_t **v = calloc(n + 1, sizeof(*v));
+    if (!v) {
+        json_decref(all);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(all, i);
+        const char *key = json_string_value(json_object_get(e, "key"));
+        if (key && (!prefix || strncmp(key, prefix, strlen(prefix)) == 0))
+            v[m++] = e;
+    }
+    qsort(v, m, sizeof(*v), upload_order);
+    for (size_t i = 0; i < m; i++)
+        if (cb(json_string_value(json_object_get(v[i], "key")),
+               json_string_value(json_object_get(v[i], "uid")),
+               json_integer_value(json_object_get(v[i], "initiated")), arg))
+            break;
+    free(v);
+    json_decref(all);
+    return 0;
+}
