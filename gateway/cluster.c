@@ -605,6 +605,7 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->missing_chunks = atomic_load(&o->missing_chunks);
     st->failed_reads = atomic_load(&o->failed_reads);
     st->sessions_opened = atomic_load(&o->sessions_opened);
+    st->degraded_writes = atomic_load(&o->degraded_writes);
     pthread_mutex_lock(&o->repair_lock);
     st->repair_queue = json_array_size(o->repair);
     pthread_mutex_unlock(&o->repair_lock);

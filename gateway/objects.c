@@ -8,7 +8,8 @@
  * a 0-byte object has no stripe at all, only its metadata record. Every
  * stripe is written by the pool's encode DEG (the gateway is the source
  * vertex, each node sink stores its chunk durably before the run reports
- * done) on the n nodes placement chose for (object id, stripe).
+ * done) on the n nodes placement chose for (object id, stripe); with nodes
+ * down, on fewer (at least the pool's write quorum, see "degraded writes").
  *
  * Versions. Each upload gets a random 128-bit object id: its chunks are
  * {object id, stripe, chunk index}, so two uploads of one key never share a
@@ -101,6 +102,16 @@ static int node_of(struct gw_objects *o, const json_t *stripe, int c)
 {
     const char *id = json_string_value(json_array_get(json_object_get(stripe, "nodes"), (size_t)c));
     return id ? place_map_node(o->map, id) : -ENOENT;
+}
+
+/* Chunk c of the stripe was never written (its node was down at the write). */
+static bool chunk_missing(const json_t *stripe, int c)
+{
+    const json_t *m = json_object_get(stripe, "missing");
+    for (size_t i = 0; i < json_array_size(m); i++)
+        if (json_integer_value(json_array_get(m, i)) == c)
+            return true;
+    return false;
 }
 
 /* --- repair queue and garbage ---------------------------------------------------- */
@@ -542,7 +553,8 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
 struct gw_session {
     struct gw_session *next;
     const struct gw_pool *pool;
-    int n, nodes[PLACE_MAX_CHUNKS]; /* sorted */
+    int n, nodes[PLACE_MAX_CHUNKS]; /* the nodes written to, sorted */
+    bool missing[PLACE_MAX_CHUNKS]; /* chunk indices not written */
     struct node_client *cl[PLACE_MAX_CHUNKS];
     struct node_deg_session *s;
     int64_t idle_since_ms;
@@ -578,13 +590,20 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* An idle session of pool over the nodes of place[0..n) (*reused), or a new one. */
-static int session_get(struct gw_objects *o, const struct gw_pool *pool, const int *place,
-                       bool fresh, struct gw_session **out, bool *reused, char *err, size_t errlen)
+/* An idle session running g (pool's encode over place[c] for the chunks not
+ * missing) (*reused), or a new one. A session serves stripes with the same
+ * nodes and the same missing chunk indices: its gateway sends the same
+ * values, only to other nodes. */
+static int session_get(struct gw_objects *o, const struct gw_pool *pool, const struct deg_graph *g,
+                       const int *place, const bool *missing, bool fresh, struct gw_session **out,
+                       bool *reused, char *err, size_t errlen)
 {
-    int n = pool->p.n, set[PLACE_MAX_CHUNKS];
-    memcpy(set, place, (size_t)n * sizeof(int));
+    int n = 0, set[PLACE_MAX_CHUNKS];
+    for (int c = 0; c < pool->p.n; c++)
+        if (!missing[c])
+            set[n++] = place[c];
     qsort(set, (size_t)n, sizeof(int), cmp_int);
+    size_t mlen = (size_t)pool->p.n * sizeof(bool);
     int64_t now = gw_now_ms();
     struct gw_session *stale = NULL;
     pthread_mutex_lock(&o->sess_lock);
@@ -595,8 +614,9 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
             *pp = ss->next;
             ss->next = stale;
             stale = ss;
-        } else if (!fresh && !*out && ss->pool == pool &&
-                   !memcmp(ss->nodes, set, (size_t)n * sizeof(int))) {
+        } else if (!fresh && !*out && ss->pool == pool && ss->n == n &&
+                   !memcmp(ss->nodes, set, (size_t)n * sizeof(int)) &&
+                   !memcmp(ss->missing, missing, mlen)) {
             *pp = ss->next;
             *out = ss;
         } else {
@@ -617,6 +637,7 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
     ss->pool = pool;
     ss->n = n;
     memcpy(ss->nodes, set, sizeof(set));
+    memcpy(ss->missing, missing, mlen);
     struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
     int rc = cl ? 0 : -ENOMEM;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -626,17 +647,9 @@ static int session_get(struct gw_objects *o, const struct gw_pool *pool, const i
         else
             cl[set[i]] = ss->cl[i];
     }
-    struct deg_request req = {.op = DEG_OP_ENCODE};
-    deg_placement_default(&req.placement);
-    for (int c = 0; c < n; c++)
-        req.placement.holder[c] = set[c];
-    struct deg_graph *g = NULL;
-    if (rc == 0)
-        rc = deg_build(pool->codec, &req, &g, err, errlen);
     struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
     if (rc == 0)
         rc = node_deg_session_open(g, pool->p.chunk_size, cl, o->nnodes, &ro, &ss->s, err, errlen);
-    deg_graph_destroy(g);
     free(cl);
     if (rc) {
         session_free(o, ss, rc);
@@ -674,6 +687,187 @@ static void session_put(struct gw_objects *o, struct gw_session *ss, int rc)
     session_free(o, ss, rc);
 }
 
+/* --- degraded writes ------------------------------------------------------------
+ * A stripe whose node is down (and no spare node can stand in, see
+ * place_stripe_write) is written without that chunk: the encode DEG loses
+ * the sink, the record lists the chunk as missing, reads treat it as lost
+ * and it is queued for repair. A sink that fails during the run is missing
+ * too. The stripe is acknowledged only when at least write_quorum chunks are
+ * durable and the missing ones can be rebuilt from them. */
+
+/* 0 when the chunks not missing make a write quorum that can rebuild the rest. */
+static int quorum_check(const struct gw_pool *pool, const bool *missing, char *err, size_t errlen)
+{
+    int n = pool->p.n, erased[PLACE_MAX_CHUNKS], ne = 0;
+    bool avail[PLACE_MAX_CHUNKS];
+    for (int c = 0; c < n; c++) {
+        avail[c] = !missing[c];
+        if (missing[c])
+            erased[ne++] = c;
+    }
+    if (n - ne < pool->p.write_quorum) {
+        snprintf(err, errlen, "%d of %d chunks writable, the write quorum of pool %s is %d", n - ne,
+                 n, pool->p.name, pool->p.write_quorum);
+        return -EHOSTDOWN;
+    }
+    struct codec_plan *plan = NULL;
+    char why[256] = "";
+    if (ne && codec_plan_create(pool->codec, erased, ne, avail, &plan, why, sizeof(why))) {
+        snprintf(err, errlen, "the %d missing chunks could not be rebuilt: %s", ne, why);
+        return -EHOSTDOWN;
+    }
+    codec_plan_destroy(plan);
+    return 0;
+}
+
+/* The encode graph g without the sinks on the nodes of missing chunks;
+ * -EHOSTDOWN when such a node also feeds others (TriEC's layers: that encode
+ * needs all its nodes). */
+static int drop_sinks(const struct deg_graph *g, const int *place, const bool *missing,
+                      struct deg_graph **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct deg_graph *h = deg_graph_create(g->k, g->n);
+    int *map = calloc((size_t)g->nvertices, sizeof(int));
+    int rc = h && map ? 0 : -ENOMEM;
+    if (h) {
+        h->slice = g->slice;
+        snprintf(h->desc, sizeof(h->desc), "%s", g->desc);
+    }
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        bool gone = false;
+        for (int c = 0; c < g->n && vx->node != DEG_GATEWAY; c++)
+            gone |= missing[c] && place[c] == vx->node;
+        if (gone && vx->nout_edges) {
+            snprintf(err, errlen, "vertex %s: its node is down and the encode needs it", vx->name);
+            rc = -EHOSTDOWN;
+        } else if (gone) {
+            map[v] = -1;
+        } else if ((map[v] = rc = deg_add_vertex(h, vx->name, vx->node)) >= 0) {
+            rc = 0;
+            for (int i = 0; i < vx->nlocal && rc >= 0; i++)
+                rc = deg_add_local(h, map[v], vx->local[i]);
+            rc = rc < 0 ? rc : 0;
+        }
+    }
+    for (int e = 0; e < g->nedges && rc == 0; e++) {
+        const struct deg_edge *ed = &g->edges[e];
+        if (map[ed->from] >= 0 && map[ed->to] >= 0)
+            rc = deg_add_edge(h, map[ed->from], ed->src, map[ed->to]) < 0 ? -ENOMEM : 0;
+    }
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        if (map[v] < 0)
+            continue;
+        if (vx->nrows)
+            rc = deg_set_calc(h, map[v], vx->nrows, vx->coeffs, vx->labels);
+        for (int r = 0; r < vx->nresults && rc == 0; r++)
+            rc = deg_add_result(h, map[v], vx->results[r]);
+    }
+    free(map);
+    if (rc) {
+        deg_graph_destroy(h);
+        return rc;
+    }
+    *out = h;
+    return 0;
+}
+
+/* One encode run of a stripe on place[c] for every chunk not missing (the
+ * buffer holds the k data chunks of L bytes). After a failed run on a new
+ * session the sinks that did not store their chunk are added to missing. */
+static int encode_once(struct gw_objects *o, const struct gw_pool *pool, const int *place,
+                       bool *missing, size_t L, uint8_t *const *chunks,
+                       const struct node_stripe *ns, bool fresh, bool *reused, char *err,
+                       size_t errlen)
+{
+    int n = pool->p.n;
+    *reused = false;
+    struct deg_request req = {.op = DEG_OP_ENCODE};
+    deg_placement_default(&req.placement);
+    for (int c = 0; c < n; c++)
+        req.placement.holder[c] = place[c];
+    struct deg_graph *full = NULL, *g = NULL;
+    int rc = deg_build(pool->codec, &req, &full, err, errlen);
+    if (rc == 0)
+        rc = drop_sinks(full, place, missing, &g, err, errlen);
+    deg_graph_destroy(full);
+    if (rc)
+        return rc;
+    if (node_deg_session_fits(g)) {
+        struct gw_session *ss;
+        rc = session_get(o, pool, g, place, missing, fresh, &ss, reused, err, errlen);
+        if (rc == 0) {
+            rc = node_deg_session_run(ss->s, g, L, chunks, ns, err, errlen);
+            int sink[PLACE_MAX_CHUNKS] = {0};
+            for (int c = 0; rc && c < n; c++)
+                if (!missing[c])
+                    sink[c] = node_deg_session_sink_rc(ss->s, place[c]);
+            session_put(o, ss, rc);
+            /* An idle session may only have outlived a node's restart: the
+             * caller tries again on a new one before giving up on a node. */
+            for (int c = 0; rc && !*reused && c < n; c++) {
+                if (!missing[c] && sink[c]) {
+                    missing[c] = true;
+                    gw_client_put(o, place[c], NULL, sink[c]); /* down when it is */
+                }
+            }
+        }
+    } else {
+        struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+        rc = cl ? 0 : -ENOMEM;
+        for (int c = 0; c < n && rc == 0; c++) {
+            if (!missing[c] && (rc = gw_client_get(o, place[c], &cl[place[c]])))
+                snprintf(err, errlen, "node %s: %s", o->nodes[place[c]].id, strerror(-rc));
+        }
+        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+        if (rc == 0)
+            rc = node_deg_run(g, L, chunks, cl, o->nnodes, ns, &ro, NULL, NULL, err, errlen);
+        for (int c = 0; cl && c < n; c++)
+            if (cl[place[c]])
+                gw_client_put(o, place[c], cl[place[c]], 0);
+        free(cl);
+    }
+    deg_graph_destroy(g);
+    return rc;
+}
+
+struct probe_job {
+    struct gw_objects *o;
+    int node[PLACE_MAX_CHUNKS];
+};
+
+/* A health call: a node that does not answer is marked down. Idle clients
+ * may be broken (their node restarted since): each failure closes one, the
+ * last try connects afresh. */
+static void probe_one(void *arg, int i)
+{
+    struct probe_job *j = arg;
+    for (int t = 0; t <= GW_NODE_CLIENTS; t++) {
+        struct node_client *cl = NULL;
+        struct node_health h;
+        int rc = gw_client_get(j->o, j->node[i], &cl);
+        if (rc)
+            return; /* no connection: marked down */
+        rc = node_client_health(cl, &h);
+        gw_client_put(j->o, j->node[i], cl, rc);
+        if (!gw_transport_error(rc))
+            return;
+    }
+}
+
+/* Probes the nodes of the chunks whose missing[c] equals `which`. */
+static void probe(struct gw_objects *o, const int *place, const bool *missing, int n, bool which)
+{
+    struct probe_job pj = {.o = o};
+    int np = 0;
+    for (int c = 0; c < n; c++)
+        if (missing[c] == which)
+            pj.node[np++] = place[c];
+    gw_fanout_run(o, np, probe_one, &pj);
+}
+
 /* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
 static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, size_t L,
                         json_t **rec)
@@ -681,31 +875,16 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     struct gw_objects *o = p->o;
     const struct place_pool *pp = &p->pool->p;
     int place[PLACE_MAX_CHUNKS];
-    int rc = place_stripe(o->map, p->oid, sizeof(p->oid), s, pp->n, place, NULL);
+    bool missing[PLACE_MAX_CHUNKS] = {false};
+    bool *down = calloc((size_t)o->nnodes, sizeof(bool));
+    if (!down)
+        return -ENOMEM;
+    for (int i = 0; i < o->nnodes; i++)
+        down[i] = gw_node_is_down(o, i);
+    int rc = place_stripe_write(o->map, p->oid, sizeof(p->oid), s, pp->n, down, place, missing);
+    free(down);
     if (rc)
         return rc == -ENOSPC ? -EHOSTDOWN : rc;
-    struct deg_request req = {.op = DEG_OP_ENCODE};
-    deg_placement_default(&req.placement);
-    for (int c = 0; c < pp->n; c++)
-        req.placement.holder[c] = place[c];
-    struct deg_graph *g = NULL;
-    char err[512] = "";
-    if ((rc = deg_build(p->pool->codec, &req, &g, err, sizeof(err))))
-        goto out;
-    bool star = node_deg_session_fits(g);
-    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
-    if (!cl) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (int c = 0; c < pp->n && rc == 0; c++) {
-        if (gw_node_is_down(o, place[c]))
-            rc = -EHOSTDOWN;
-        else if (!star)
-            rc = gw_client_get(o, place[c], &cl[place[c]]);
-        if (rc)
-            snprintf(err, sizeof(err), "node %s: %s", o->nodes[place[c]].id, strerror(-rc));
-    }
     uint8_t *chunks[PLACE_MAX_CHUNKS] = {0};
     json_t *crcs = json_array();
     for (int c = 0; c < pp->k; c++) {
@@ -714,40 +893,63 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     }
     struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
     memcpy(ns.object, p->oid, sizeof(ns.object));
-    struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-    if (rc == 0 && star) {
-        /* An idle session may have lost a node that restarted since: one
-         * more try on a new session (the chunks are rewritten as they were). */
-        bool reused = true;
-        for (int attempt = 0; attempt < 2 && reused; attempt++) {
-            struct gw_session *ss;
-            if ((rc = session_get(o, p->pool, place, attempt > 0, &ss, &reused, err, sizeof(err))))
+    char err[512] = "";
+    bool fresh = false, probed = false, retried = false;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        for (int c = 0; c < pp->n; c++) /* found down since (a failed connect marks them) */
+            missing[c] |= gw_node_is_down(o, place[c]);
+        if ((rc = quorum_check(p->pool, missing, err, sizeof(err)))) {
+            if (probed)
                 break;
-            rc = node_deg_session_run(ss->s, g, L, chunks, &ns, err, sizeof(err));
-            session_put(o, ss, rc);
-            if (rc == 0)
-                break;
-            inec_log(INEC_LOG_INFO, "gateway", "encode session failed key=%s stripe=%llu err=%s",
-                     p->key, (unsigned long long)s, err);
+            /* Before refusing: a node marked down after one failure (a
+             * broken idle connection) may be up. */
+            probed = true;
+            probe(o, place, missing, pp->n, true);
+            for (int c = 0; c < pp->n; c++)
+                missing[c] &=
+                    gw_node_is_down(o, place[c]) || o->map->nodes[place[c]].state != PLACE_UP;
+            continue;
         }
-    } else if (rc == 0) {
-        rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, NULL, NULL, err, sizeof(err));
-    }
-    for (int c = 0; c < pp->n; c++)
-        if (cl[place[c]])
-            gw_client_put(o, place[c], cl[place[c]], 0);
-    free(cl);
-    if (rc == 0) {
-        json_t *nodes = json_array();
+        bool was[PLACE_MAX_CHUNKS], reused;
+        memcpy(was, missing, sizeof(was));
+        rc = encode_once(o, p->pool, place, missing, L, chunks, &ns, fresh, &reused, err,
+                         sizeof(err));
+        if (rc == 0)
+            break;
+        inec_log(INEC_LOG_INFO, "gateway", "encode failed key=%s stripe=%llu attempt=%d err=%s",
+                 p->key, (unsigned long long)s, attempt, err);
+        if (reused) { /* again on a new session (the chunks are rewritten as they were) */
+            fresh = true;
+            continue;
+        }
+        /* The sinks that answered stored their chunks: enough of them? */
+        if (memcmp(was, missing, sizeof(was)) && quorum_check(p->pool, missing, err, 0) == 0) {
+            rc = 0;
+            break;
+        }
+        /* Which node failed it? Those that do not answer now are down. None:
+         * one more try (the probe replaced broken idle connections). */
+        probe(o, place, missing, pp->n, false);
+        bool more = false;
         for (int c = 0; c < pp->n; c++)
+            more |= !missing[c] && gw_node_is_down(o, place[c]);
+        if (!more && retried)
+            break;
+        retried |= !more;
+    }
+    if (rc == 0) {
+        json_t *nodes = json_array(), *miss = json_array();
+        for (int c = 0; c < pp->n; c++) {
             json_array_append_new(nodes, json_string(o->nodes[place[c]].id));
+            if (missing[c])
+                json_array_append_new(miss, json_integer(c));
+        }
         *rec = json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes", nodes, "crc", crcs);
+        if (json_array_size(miss))
+            json_object_set(*rec, "missing", miss);
+        json_decref(miss);
     } else {
         json_decref(crcs);
-    }
-out:
-    deg_graph_destroy(g);
-    if (rc) {
         inec_log(INEC_LOG_WARN, "gateway", "stripe write failed key=%s stripe=%llu rc=%d err=%s",
                  p->key, (unsigned long long)s, rc, err);
         if (!gw_transport_error(rc) && rc != -ENOSPC && rc != -ENOMEM)
@@ -885,6 +1087,27 @@ void gw_put_abort(struct gw_put *p)
     put_free(p);
 }
 
+/* The chunks a committed upload could not write go on the repair queue. */
+static void queue_missing(struct gw_put *p)
+{
+    size_t s, i;
+    json_t *st, *c;
+    json_array_foreach(p->stripes, s, st)
+    {
+        json_t *miss = json_object_get(st, "missing");
+        if (json_array_size(miss))
+            atomic_fetch_add(&p->o->degraded_writes, 1);
+        json_array_foreach(miss, i, c)
+        {
+            int chunk = (int)json_integer_value(c);
+            gw_repair_queue(
+                p->o, p->bucket, p->key, p->oid_hex, s, chunk,
+                json_string_value(json_array_get(json_object_get(st, "nodes"), (size_t)chunk)),
+                "write-missing");
+        }
+    }
+}
+
 /* Every stripe durable (the short last one written now); the body's MD5 in etag. */
 static int put_flush(struct gw_put *p, char etag[33])
 {
@@ -931,6 +1154,8 @@ int gw_put_seal(struct gw_put *p, json_t **rec)
     if (!*rec) {
         rc = rc ? rc : -ENOMEM;
         put_discard(p, 0);
+    } else {
+        queue_missing(p);
     }
     put_free(p);
     return rc;
@@ -968,6 +1193,7 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         else if (prev && !gw_rec_deleted(prev))
             gw_gc_queue(o, prev, o->gc_delay_ms);
         json_decref(now);
+        queue_missing(p);
         if (out)
             object_info(rec, out);
     }
@@ -1053,6 +1279,10 @@ static void read_chunk(void *arg, int i)
     struct chunk_job *j = arg;
     struct gw_get *g = j->g;
     int c = j->chunks[i];
+    if (chunk_missing(j->stripe, c)) {
+        j->rc[i] = -ENOENT;
+        return;
+    }
     int node = node_of(g->o, j->stripe, c);
     struct node_client *cl = NULL;
     int rc = node < 0                      ? -EHOSTDOWN
@@ -1134,6 +1364,10 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
             return -ENOMEM;
         for (int c = 0; c < g->n; c++) {
             int node = node_of(o, stripe, c);
+            if (!lost[c] && chunk_missing(stripe, c)) {
+                lost[c] = true;
+                why[c] = -ENOENT;
+            }
             if (!lost[c] && (node < 0 || gw_node_is_down(o, node) ||
                              (!cl[node] && gw_client_get(o, node, &cl[node])))) {
                 lost[c] = true;
@@ -1324,7 +1558,10 @@ int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char 
         json_t *chunks = json_array();
         for (int c = 0; c < g.n; c++) {
             int node = node_of(o, st, c);
-            const char *state = !probe ? "unchecked" : j.rc[c] == 0 ? "ok" : loss_reason(j.rc[c]);
+            const char *state = chunk_missing(st, c) ? "missing"
+                                : !probe             ? "unchecked"
+                                : j.rc[c] == 0       ? "ok"
+                                                     : loss_reason(j.rc[c]);
             json_array_append_new(chunks, json_pack("{s:i,s:s,s:s,s:b,s:s}", "index", c, "node",
                                                     node >= 0 ? o->nodes[node].id : "?", "state",
                                                     state, "parity", c >= g.k, "role",

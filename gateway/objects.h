@@ -9,8 +9,10 @@
  * - A PUT is streamed: gw_put_write() takes the body piece by piece and may
  *   block while full stripes are written; nothing is visible until
  *   gw_put_commit() returns 0, which means the data and the metadata record
- *   are durable on the write quorum. An aborted or failed PUT leaves the
- *   previous version (if any) untouched.
+ *   are durable on the write quorum: of each stripe at least the pool's
+ *   write_quorum chunks (placement/placement.h), the others (nodes down)
+ *   recorded as missing and queued for repair. An aborted or failed PUT
+ *   leaves the previous version (if any) untouched.
  * - Concurrent PUTs to one key: the last acknowledged commit wins; readers see
  *   one whole version, never a mix.
  * - A GET is streamed: gw_get_read() returns bytes in order; a missing or
@@ -186,9 +188,12 @@ struct gw_objects_stats {
     uint64_t failed_reads;    /* stripes that could not be rebuilt (-EIO) */
     uint64_t repair_queue;    /* chunks waiting for repair */
     uint64_t sessions_opened; /* encode sessions set up (each then serves many stripes) */
+    uint64_t degraded_writes; /* stripes committed with missing chunks (below n, >= write quorum) */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
-/* The repair queue: [{"bucket", "key", "object", "stripe", "chunk", "node", "reason"}].
+/* The repair queue: [{"bucket", "key", "object", "stripe", "chunk", "node", "reason"}],
+ * reason "missing", "corrupt", "slow", "node-down" (found by reads) or
+ * "write-missing" (a degraded write could not store it).
  * Repair itself (rebuilding the chunks through the repair DEG) is not done yet. */
 int gw_objects_repair_json(struct gw_objects *o, json_t **out);
 

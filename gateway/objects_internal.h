@@ -68,7 +68,7 @@ struct gw_objects {
     struct gw_session *sessions;
 
     _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
-    _Atomic uint64_t sessions_opened;
+    _Atomic uint64_t sessions_opened, degraded_writes;
 
     pthread_mutex_t repair_lock;
     json_t *repair; /* array of queued chunks (the control API shows it) */

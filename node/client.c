@@ -948,10 +948,20 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
     return 0;
 }
 
+int node_deg_session_sink_rc(const struct node_deg_session *s, int node)
+{
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->g->vertices[s->w[i].v].node == node)
+            return s->w[i].rc;
+    return -ENOENT;
+}
+
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
                          uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
                          size_t errlen)
 {
+    for (int i = 0; i < s->nworkers; i++) /* nothing stored until a worker says so */
+        s->w[i].rc = -EIO;
     if (s->broken) {
         snprintf(err, errlen, "an earlier run of this session failed");
         return -EIO;

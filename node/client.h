@@ -141,5 +141,9 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
                          uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
                          size_t errlen);
 void node_deg_session_close(struct node_deg_session *s); /* NULL is a no-op */
+/* After a run, failed ones too: 0 when the sink on node `node` stored its
+ * chunk durably, else its error (-ENOENT: no sink there). Lets a writer
+ * count what a partly failed run did store. */
+int node_deg_session_sink_rc(const struct node_deg_session *s, int node);
 
 #endif

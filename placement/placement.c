@@ -215,7 +215,7 @@ static int parse_pool(json_t *j, struct place_pool *p, int i, char *err, size_t 
     if (q && (!json_is_integer(q) || json_integer_value(q) < p->k || json_integer_value(q) > p->n))
         return fail(err, errlen, "%s.write_quorum: must be an integer in [k=%d, n=%d]", where, p->k,
                     p->n);
-    p->write_quorum = q ? (int)json_integer_value(q) : p->n;
+    p->write_quorum = q ? (int)json_integer_value(q) : (p->k + 1 < p->n ? p->k + 1 : p->n);
     return 0;
 }
 
@@ -362,8 +362,9 @@ static int by_score_desc(const void *a, const void *b)
     return x->node - y->node; /* equal scores (practically never) still order deterministically */
 }
 
-int place_stripe(const struct place_map *m, const void *object, size_t object_len, uint64_t stripe,
-                 int n, int *out, int *max_per_domain)
+/* place_stripe over the nodes with use[i] (NULL: the up ones). */
+static int place_among(const struct place_map *m, const bool *use, const void *object,
+                       size_t object_len, uint64_t stripe, int n, int *out, int *max_per_domain)
 {
     if (n < 1 || n > PLACE_MAX_CHUNKS || n > m->nnodes)
         return n < 1 || n > PLACE_MAX_CHUNKS ? -EINVAL : -ENOSPC;
@@ -375,7 +376,7 @@ int place_stripe(const struct place_map *m, const void *object, size_t object_le
                          stripe * 0x9e3779b97f4a7c15ull);
     int nc = 0;
     for (int i = 0; i < m->nnodes; i++) {
-        if (m->nodes[i].state != PLACE_UP)
+        if (use ? !use[i] : m->nodes[i].state != PLACE_UP)
             continue;
         /* u in (0, 1) from the top 53 bits; -w/ln(u) is weighted HRW (the
          * winner is node i with probability w_i / sum w). */
@@ -409,5 +410,38 @@ out:
         *max_per_domain = cap;
     if (c != stack)
         free(c);
+    return rc;
+}
+
+int place_stripe(const struct place_map *m, const void *object, size_t object_len, uint64_t stripe,
+                 int n, int *out, int *max_per_domain)
+{
+    return place_among(m, NULL, object, object_len, stripe, n, out, max_per_domain);
+}
+
+int place_stripe_write(const struct place_map *m, const void *object, size_t object_len,
+                       uint64_t stripe, int n, const bool *down, int *out, bool *missing)
+{
+    bool stack[2][64];
+    bool *home = m->nnodes <= 64 ? stack[0] : malloc((size_t)m->nnodes * 2);
+    if (!home)
+        return -ENOMEM;
+    bool *up = m->nnodes <= 64 ? stack[1] : home + m->nnodes;
+    for (int i = 0; i < m->nnodes; i++) {
+        home[i] = m->nodes[i].state != PLACE_DRAINING;
+        up[i] = m->nodes[i].state == PLACE_UP && !(down && down[i]);
+    }
+    int alt[PLACE_MAX_CHUNKS], home_spread = 0, up_spread = 0;
+    int rc = place_among(m, home, object, object_len, stripe, n, out, &home_spread);
+    bool replace = rc == 0 &&
+                   place_among(m, up, object, object_len, stripe, n, alt, &up_spread) == 0 &&
+                   up_spread <= home_spread;
+    for (int c = 0; rc == 0 && c < n; c++) {
+        if (replace)
+            out[c] = alt[c];
+        missing[c] = !up[out[c]];
+    }
+    if (home != stack[0])
+        free(home);
     return rc;
 }

@@ -10,8 +10,16 @@
  *               "chunk_size": 1048576, "write_quorum": 9}, ...]}
  *
  * Defaults: epoch 0, domain = the node id (every node its own failure domain),
- * weight 1, state "up", chunk_size 1 MiB, write_quorum n. Unknown fields are
- * errors, so a misspelt key never silently becomes a default.
+ * weight 1, state "up", chunk_size 1 MiB, write_quorum min(k + 1, n). Unknown
+ * fields are errors, so a misspelt key never silently becomes a default.
+ *
+ * write_quorum (k..n) is the number of a stripe's chunks that must be durable
+ * before a write is acknowledged; the others are recorded as missing and
+ * queued for repair. The default k + 1 (Ceph's min_size for EC pools) keeps
+ * writes available with up to m - 1 nodes of a stripe down while every
+ * acknowledged stripe still survives one more loss; n - 1 would keep two
+ * spare chunks but refuse writes once two nodes are down, n refuses them
+ * with one.
  *
  * Placement is weighted rendezvous (highest-random-weight) hashing: node i
  * scores -w_i / ln(u_i), u_i a uniform hash of (object, stripe, node id), and
@@ -31,6 +39,7 @@
 #ifndef INEC_PLACEMENT_PLACEMENT_H
 #define INEC_PLACEMENT_PLACEMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +105,21 @@ const char *place_state_name(enum place_state s);
  */
 int place_stripe(const struct place_map *m, const void *object, size_t object_len, uint64_t stripe,
                  int n, int *out, int *max_per_domain);
+
+/*
+ * Where a write puts stripe s when some nodes are down (down[i]: known down
+ * to the caller, may be NULL; nodes in state down count too). Spare nodes
+ * come first: the stripe goes to its n best up nodes, as place_stripe over
+ * the up ones, when they give as good a domain spread as the stripe's home
+ * placement (over every node that is not draining, as if all were up).
+ * Otherwise, rather than doubling up a failure domain or failing, the stripe
+ * keeps its home nodes and missing[c] is set for each chunk on a down node:
+ * the writer stores the others (if its write quorum allows) and repair fills
+ * the missing ones later. Returns 0, -EINVAL, -ENOMEM, or -ENOSPC (fewer
+ * than n nodes that are not draining).
+ */
+int place_stripe_write(const struct place_map *m, const void *object, size_t object_len,
+                       uint64_t stripe, int n, const bool *down, int *out, bool *missing);
 
 /* The 64-bit hash placement uses, for callers that need the same spread. */
 uint64_t place_hash(const void *data, size_t len, uint64_t seed);

@@ -2,7 +2,7 @@
 """`inec gateway --config cluster.json` in front of 9 `inec node` processes over
 tcp (started by scripts/cluster.sh): boto3 writes and reads objects through
 it, every byte compared, also after one node is killed (a degraded read across
-processes); SIGTERM stops the gateway cleanly. argv[1]: the inec binary,
+processes, and writes that go on without it); SIGTERM stops the gateway cleanly. argv[1]: the inec binary,
 argv[2]: the scripts directory."""
 import json
 import os
@@ -107,6 +107,20 @@ if not m or int(m.group(1)) == 0:
     fail("no degraded reads counted after a node died:\n%s" % metrics[-2000:])
 if not re.search(r'^inec_node_up\{node="%s"\} 0$' % victim, metrics, re.M):
     fail("the dead node is not reported down:\n%s" % metrics[-2000:])
+
+# Writes go on with the node dead: each stripe is stored without its chunk
+# (the write quorum, k + 1 = 7 of 9, holds), which the record marks missing.
+after = {"after-small": rng.randbytes(7000), "after-big": rng.randbytes(5 << 20)}
+for k, b in after.items():
+    s3.put_object(Bucket="tcp", Key=k, Body=b)
+    if s3.get_object(Bucket="tcp", Key=k)["Body"].read() != b:
+        fail("GET %s written with a node dead returned other bytes" % k)
+req = urllib.request.Request(admin + "/admin/v1/objects/tcp/after-big",
+                             headers={"Authorization": "Bearer " + token})
+obj = json.loads(urllib.request.urlopen(req, timeout=30).read())
+missing = [c["node"] for s in obj["stripes"] for c in s["chunks"] if c["state"] == "missing"]
+if missing != [victim] * len(obj["stripes"]):
+    fail("the chunks on the dead node are not marked missing: %s" % obj)
 
 gw = int(open(os.path.join(d, "gateway.pid")).read())
 os.kill(gw, signal.SIGTERM)

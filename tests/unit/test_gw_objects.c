@@ -314,10 +314,124 @@ static void test_lost_nodes(void **state)
     gw_objects_close(o);
 }
 
+static int count_state(json_t *obj, const char *state, const char *node)
+{
+    int n = 0;
+    size_t i, c;
+    json_t *st, *ch;
+    json_array_foreach(json_object_get(obj, "stripes"), i, st)
+    {
+        json_array_foreach(json_object_get(st, "chunks"), c, ch)
+        {
+            if (strcmp(json_string_value(json_object_get(ch, "state")), state) == 0) {
+                assert_string_equal(json_string_value(json_object_get(ch, "node")), node);
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+/* Writes with nodes down honour the write quorum (default k + 1 = 7 of 9):
+ * one or two nodes down, PUTs succeed with those chunks missing (recorded,
+ * queued for repair, read degraded, also once the node is back); three down,
+ * PUTs fail 503 and the previous version stays. */
+static void test_degraded_writes(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    gw_bucket_create(o, "dwrite");
+    uint8_t *d = malloc(1 << 20);
+    fill(d, 3 * STRIPE, 1);
+    assert_int_equal(put(o, "dwrite", "old", d, 3 * STRIPE), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n4", false), 0);
+    for (size_t i = 1; i < NSIZES; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "w-%zu", sizes[i]);
+        fill(d, sizes[i], 200 + (uint32_t)i);
+        assert_int_equal(put(o, "dwrite", key, d, sizes[i]), 0);
+        assert_int_equal(get_check(o, "dwrite", key, 0, UINT64_MAX, d, sizes[i]), 0);
+    }
+    struct gw_objects_stats st;
+    gw_objects_counters(o, &st);
+    assert_true(st.degraded_writes >= NSIZES - 1); /* every stripe uses all 9 nodes */
+    json_t *j;
+    assert_int_equal(gw_objects_object_json(o, "dwrite", "w-1048576", &j), 0);
+    size_t nstripes = json_array_size(json_object_get(j, "stripes"));
+    assert_int_equal(count_state(j, "missing", "n4"), (int)nstripes);
+    json_decref(j);
+    assert_int_equal(gw_objects_repair_json(o, &j), 0);
+    size_t i, queued = 0;
+    json_t *e;
+    json_array_foreach(j, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "reason")), "write-missing") == 0) {
+            assert_string_equal(json_string_value(json_object_get(e, "node")), "n4");
+            queued++;
+        }
+    }
+    assert_true(queued >= nstripes);
+    json_decref(j);
+    /* The node is back: the chunks it missed are still lost, reads still exact. */
+    assert_int_equal(gw_objects_node_set_running(o, "n4", true), 0);
+    for (size_t i = 1; i < NSIZES; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "w-%zu", sizes[i]);
+        fill(d, sizes[i], 200 + (uint32_t)i);
+        assert_int_equal(get_check(o, "dwrite", key, 0, UINT64_MAX, d, sizes[i]), 0);
+    }
+    /* n - write quorum = 2 nodes down: still written. */
+    assert_int_equal(gw_objects_node_set_running(o, "n1", false), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n7", false), 0);
+    fill(d, 2 * STRIPE + 5, 300);
+    assert_int_equal(put(o, "dwrite", "two", d, 2 * STRIPE + 5), 0);
+    assert_int_equal(get_check(o, "dwrite", "two", 0, UINT64_MAX, d, 2 * STRIPE + 5), 0);
+    /* A third: below the quorum, refused (503), the old version intact. */
+    assert_int_equal(gw_objects_node_set_running(o, "n4", false), 0);
+    fill(d, 100, 301);
+    assert_int_equal(put(o, "dwrite", "old", d, 100), -EHOSTDOWN);
+    assert_int_equal(put(o, "dwrite", "old", d, 2 * STRIPE), -EHOSTDOWN);
+    fill(d, 3 * STRIPE, 1);
+    assert_int_equal(get_check(o, "dwrite", "old", 0, UINT64_MAX, d, 3 * STRIPE), 0);
+    for (const char *id = "n1"; id; id = strcmp(id, "n1") == 0   ? "n4"
+                                         : strcmp(id, "n4") == 0 ? "n7"
+                                                                 : NULL)
+        assert_int_equal(gw_objects_node_set_running(o, id, true), 0);
+    assert_int_equal(get_check(o, "dwrite", "old", 0, UINT64_MAX, d, 3 * STRIPE), 0);
+
+    /* write_quorum is the pool's knob: n makes one node down refuse writes;
+     * out of [k, n] it is refused with a clear message. */
+    char m[256];
+    json_t *spec = json_pack("{s:s,s:s,s:i,s:i}", "name", "strict", "profile", "rs:k=6,m=3",
+                             "chunk_size", CHUNK, "write_quorum", 9),
+           *out = NULL;
+    assert_int_equal(gw_objects_pool_create(o, spec, &out, m, sizeof(m)), 0);
+    assert_int_equal(json_integer_value(json_object_get(out, "write_quorum")), 9);
+    json_decref(out);
+    json_decref(spec);
+    assert_int_equal(gw_bucket_create_in_pool(o, "strict", "strict"), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n2", false), 0);
+    assert_int_equal(put(o, "strict", "x", d, 1000), -EHOSTDOWN);
+    assert_int_equal(put(o, "dwrite", "x", d, 1000), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n2", true), 0);
+    assert_int_equal(put(o, "strict", "x", d, 1000), 0);
+    assert_int_equal(get_check(o, "strict", "x", 0, UINT64_MAX, d, 1000), 0);
+    for (int q = 5; q <= 10; q += 5) {
+        spec =
+            json_pack("{s:s,s:s,s:i}", "name", "bad", "profile", "rs:k=6,m=3", "write_quorum", q);
+        assert_int_equal(gw_objects_pool_create(o, spec, &out, m, sizeof(m)), -EINVAL);
+        assert_non_null(strstr(m, "write_quorum: must be an integer in [k=6, n=9]"));
+        json_decref(spec);
+    }
+    free(d);
+    gw_objects_close(o);
+}
+
 /* Encode sessions are set up once and reused stripe after stripe; a node
- * stopped in the middle of a PUT fails its next stripe (bounded, with a
- * message, nothing visible); after the node's restart the idle session's
- * first run fails and a new session takes over the same stripe. */
+ * stopped in the middle of a PUT costs its stripes one chunk each (the write
+ * quorum k + 1 still holds): the PUT succeeds and reads back exact; after the
+ * node's restart the idle session's first run fails and a new session takes
+ * over the same stripe with every node. */
 static void test_session_reuse(void **state)
 {
     (void)state;
@@ -343,14 +457,31 @@ static void test_session_reuse(void **state)
     assert_int_equal(gw_put_write(p, e, 2 * STRIPE), 0);
     assert_int_equal(gw_objects_node_set_running(o, "n3", false), 0);
     /* bounded by timeout_ms: the suite's timeout would catch a hang */
-    int rc = gw_put_write(p, e + 2 * STRIPE, STRIPE); /* in flight: may fail later */
-    assert_true(rc == 0 || rc == -EHOSTDOWN || rc == -EIO || rc == -ETIMEDOUT);
-    rc = gw_put_commit(p, NULL);
-    assert_true(rc == -EHOSTDOWN || rc == -EIO || rc == -ETIMEDOUT);
-    assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, d, n), 0); /* degraded */
+    assert_int_equal(gw_put_write(p, e + 2 * STRIPE, n - 2 * STRIPE), 0);
+    assert_int_equal(gw_put_commit(p, NULL), 0);
+    assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, e, n), 0); /* degraded */
+    gw_objects_counters(o, &st);
+    assert_true(st.degraded_writes >= 4); /* every stripe after the stop, at least */
+    json_t *j;
+    assert_int_equal(gw_objects_object_json(o, "sess", "a", &j), 0);
+    size_t si;
+    json_t *stripe;
+    int missing = 0;
+    json_array_foreach(json_object_get(j, "stripes"), si, stripe)
+    {
+        json_t *ch = json_array_get(json_object_get(stripe, "chunks"), 0);
+        for (size_t c = 0; ch; ch = json_array_get(json_object_get(stripe, "chunks"), ++c))
+            if (!strcmp(json_string_value(json_object_get(ch, "state")), "missing")) {
+                assert_string_equal(json_string_value(json_object_get(ch, "node")), "n3");
+                missing++;
+            }
+    }
+    assert_true(missing >= 4);
+    json_decref(j);
     assert_int_equal(gw_objects_node_set_running(o, "n3", true), 0);
-    assert_int_equal(put(o, "sess", "a", e, n), 0);
     assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, e, n), 0);
+    assert_int_equal(put(o, "sess", "a", d, n), 0);
+    assert_int_equal(get_check(o, "sess", "a", 0, UINT64_MAX, d, n), 0);
     gw_objects_counters(o, &st);
     assert_true(st.sessions_opened > opened);
     free(d);
@@ -586,6 +717,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overwrite_delete_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_nodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_degraded_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),

@@ -118,7 +118,7 @@ static void test_profiles(void **state)
         assert_int_equal(strncmp(cases[i].profile, scheme, strlen(scheme)), 0);
         assert_int_equal(m->pools[0].k, cases[i].k);
         assert_int_equal(m->pools[0].n, cases[i].n);
-        assert_int_equal(m->pools[0].write_quorum, cases[i].n);
+        assert_int_equal(m->pools[0].write_quorum, cases[i].k + 1); /* Ceph's min_size */
         assert_int_equal(m->pools[0].chunk_size, 1 << 20);
         place_map_destroy(m);
     }
@@ -443,6 +443,64 @@ static void test_not_enough_nodes(void **state)
     place_map_destroy(m);
 }
 
+/* Writes with nodes down: a spare up node in a new domain replaces a down one;
+ * without spares the stripe keeps its home nodes and the down ones are missing. */
+static void test_write_placement(void **state)
+{
+    (void)state;
+    int out[9], home[9];
+    bool missing[9], down[12] = {false};
+    /* 9 nodes, n = 9, node 3 down in the map: no spare, one missing chunk. */
+    struct place_map *all = make_map(9, 9, NULL, -1, NULL);
+    struct place_map *m = make_map(9, 9, NULL, 3, "down");
+    for (uint64_t s = 0; s < 50; s++) {
+        assert_int_equal(place_stripe(all, "o", 1, s, 9, home, NULL), 0);
+        assert_int_equal(place_stripe_write(m, "o", 1, s, 9, NULL, out, missing), 0);
+        assert_memory_equal(out, home, sizeof(out));
+        for (int c = 0; c < 9; c++)
+            assert_int_equal(missing[c], out[c] == 3);
+    }
+    /* the same with node 5 known down by the caller: two missing */
+    down[5] = true;
+    assert_int_equal(place_stripe_write(m, "o", 1, 0, 9, down, out, missing), 0);
+    int nmiss = 0;
+    for (int c = 0; c < 9; c++) {
+        nmiss += missing[c];
+        assert_int_equal(missing[c], out[c] == 3 || out[c] == 5);
+    }
+    assert_int_equal(nmiss, 2);
+    place_map_destroy(m);
+    place_map_destroy(all);
+    /* 12 nodes in 12 domains, node 5 known down: a spare replaces it, and a
+     * stripe that did not use it keeps its nodes. */
+    m = make_map(12, 12, NULL, -1, NULL);
+    int replaced = 0;
+    for (uint64_t s = 0; s < 50; s++) {
+        assert_int_equal(place_stripe(m, "o", 1, s, 9, home, NULL), 0);
+        assert_int_equal(place_stripe_write(m, "o", 1, s, 9, down, out, missing), 0);
+        bool used = false;
+        for (int c = 0; c < 9; c++) {
+            assert_false(missing[c]);
+            assert_int_not_equal(out[c], 5);
+            used |= home[c] == 5;
+        }
+        if (!used)
+            assert_memory_equal(out, home, sizeof(out));
+        replaced += used;
+    }
+    assert_true(replaced > 0);
+    place_map_destroy(m);
+    /* 12 nodes but only 9 domains: a spare would double up a domain, so the
+     * down node's chunk is missing instead. */
+    m = make_map(12, 9, NULL, -1, NULL);
+    for (uint64_t s = 0; s < 50; s++) {
+        assert_int_equal(place_stripe_write(m, "o", 1, s, 9, down, out, missing), 0);
+        for (int c = 0; c < 9; c++)
+            assert_int_equal(missing[c], out[c] == 5);
+    }
+    place_map_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_minimal_movement),
         cmocka_unit_test(test_weights),
         cmocka_unit_test(test_not_enough_nodes),
+        cmocka_unit_test(test_write_placement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
