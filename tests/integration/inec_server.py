@@ -1,7 +1,10 @@
 """Starts a real `inec server` on loopback for a test: free ports picked by
 the server itself (port 0, read back from its banner), a fresh data
 directory, stderr kept for the failure report, SIGTERM at the end (and a
-check that it exits 0, i.e. shuts down cleanly)."""
+check that it exits 0, i.e. shuts down cleanly). InecCluster is the same
+for `inec gateway` in front of nine `inec node` processes (scripts/cluster.sh);
+start() picks one of the two by name, so a suite runs unchanged against both."""
+import json
 import os
 import re
 import select
@@ -29,6 +32,9 @@ class InecServer:
         e.update(env or {})
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.errlog, env=e)
         self.banner = self._read_banner()
+        self._parse_banner()
+
+    def _parse_banner(self):
         self.endpoint = self._field(r"S3 endpoint: (http://\S+)")
         self.admin = self._field(r"control API: (http://\S+)")
         self.access_key = self._field(r"AWS_ACCESS_KEY_ID=(\S+)")
@@ -86,3 +92,101 @@ class InecServer:
             self.fail("server exited %d after SIGTERM" % rc)
         if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+
+
+def _pid_alive(pid):
+    """Alive and not a zombie (cluster.sh's children are nobody's to reap)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class InecCluster(InecServer):
+    """`scripts/cluster.sh start 9 DIR`: nine `inec node` processes on tcp and
+    `inec gateway` in front of them (RS(6,3), 1 MiB chunks); the same fields
+    as InecServer (endpoint, keys, admin token, dir) from the gateway's banner."""
+
+    def __init__(self, inec, nodes=9):
+        self.dir = tempfile.mkdtemp(prefix="inec-cluster-")
+        self.env = dict(os.environ, INEC=os.path.abspath(inec))
+        for k in ("INEC_ACCESS_KEY", "INEC_SECRET_KEY", "INEC_ADMIN_TOKEN"):
+            self.env.pop(k, None)
+        r = self._cluster("start", str(nodes), self.dir)
+        if r.returncode != 0:
+            self.fail("cluster.sh start: %s%s" % (r.stdout, r.stderr))
+        self.config = json.load(open(os.path.join(self.dir, "cluster.json")))
+        self.gateway = self.pid("gateway")
+        deadline = time.monotonic() + START_TIMEOUT
+        while "/admin/v1/cluster" not in self.stderr():
+            if time.monotonic() > deadline or not self.alive():
+                self.fail("the gateway printed no banner")
+            time.sleep(0.1)
+        self.banner = self.stderr()
+        self._parse_banner()
+
+    def _cluster(self, *args):
+        return subprocess.run(["bash", os.path.join(SCRIPTS, "cluster.sh"), *args],
+                              env=self.env, capture_output=True, text=True, timeout=180)
+
+    def pid(self, name):
+        with open(os.path.join(self.dir, name + ".pid")) as f:
+            return int(f.read())
+
+    def nodes(self):
+        return [n["id"] for n in self.config["map"]["nodes"]]
+
+    def kill_node(self, node):
+        """SIGKILL one node process and wait until it is gone."""
+        pid = self.pid(node)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _pid_alive(pid):
+            if time.monotonic() > deadline:
+                self.fail("node %s outlived SIGKILL" % node)
+            time.sleep(0.05)
+
+    def alive(self):
+        return _pid_alive(self.gateway)
+
+    def stderr(self):
+        try:
+            with open(os.path.join(self.dir, "gateway.log")) as f:
+                return f.read()[-20000:]
+        except OSError:
+            return ""
+
+    def fail(self, msg):
+        self._cluster("stop", self.dir)
+        sys.stderr.write("FAIL: %s\n--- gateway log ---\n%s\n" % (msg, self.stderr()))
+        shutil.rmtree(self.dir, ignore_errors=True)
+        sys.exit(1)
+
+    def stop(self, keep=False):
+        """SIGTERM must shut the gateway down cleanly in bounded time; then the nodes."""
+        os.kill(self.gateway, signal.SIGTERM)
+        deadline = time.monotonic() + 90
+        while self.alive():
+            if time.monotonic() > deadline:
+                self.fail("the gateway ignored SIGTERM for 90 s")
+            time.sleep(0.05)
+        if "shutting down" not in self.stderr():
+            self.fail("the gateway did not shut down cleanly")
+        r = self._cluster("stop", self.dir)
+        if r.returncode != 0:
+            self.fail("cluster.sh stop: %s%s" % (r.stdout, r.stderr))
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start(inec, mode="server", **kw):
+    """mode "server": the embedded `inec server`; "cluster": InecCluster."""
+    if mode == "cluster":
+        return InecCluster(inec)
+    if mode != "server":
+        sys.exit("unknown mode %r: server or cluster" % mode)
+    return InecServer(inec, **kw)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The AWS CLI (Debian's awscli) against a real `inec server`: s3 mb, cp in
 and out, ls, sync round trip, rm --recursive, rb; every byte compared.
-argv[1]: the inec binary."""
+argv[1]: the inec binary; argv[2] (optional): "cluster" for `inec gateway` in
+front of nine `inec node` processes instead."""
 import filecmp
 import json
 import os
@@ -11,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from inec_server import InecServer  # noqa: E402
+from inec_server import start  # noqa: E402
 
 AWS = shutil.which("aws", path="/usr/bin") or shutil.which("aws")
 srv = None
@@ -34,7 +35,8 @@ def main():
     global srv
     if not AWS:
         sys.exit("the AWS CLI is missing: run scripts/deps.sh (awscli)")
-    srv = InecServer(sys.argv[1])
+    mode = sys.argv[2] if len(sys.argv) > 2 else "server"
+    srv = start(sys.argv[1], mode)
     # Multipart in small parts: a 20 MB file goes up as 4 parts of 5 MiB and one more.
     with open(os.path.join(srv.dir, "aws-config"), "w") as f:
         f.write("[default]\ns3 =\n  multipart_threshold = 8MB\n  multipart_chunksize = 5MB\n")
@@ -98,7 +100,7 @@ def main():
     if r.returncode == 0 or "NoSuchBucket" not in r.stderr:
         srv.fail("the removed bucket still lists: %d %r" % (r.returncode, r.stderr))
     srv.stop()
-    print("s3_server_awscli: all checks passed")
+    print("s3_server_awscli (%s): all checks passed" % mode)
 
 
 if __name__ == "__main__":
