@@ -93,6 +93,8 @@ struct get_stream {
     struct gw_get *g;
     struct req *r;
     uint64_t left;
+    char *first; /* the first block, read before the status line (get_object) */
+    size_t nfirst, done;
 };
 
 static int64_t now_ns(int clock)
@@ -553,7 +555,14 @@ static ssize_t get_reader(void *cls, uint64_t pos, char *buf, size_t max)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (max > s->left)
         max = (size_t)s->left;
-    ssize_t n = gw_get_read(s->g, buf, max);
+    ssize_t n;
+    if (s->done < s->nfirst) {
+        n = (ssize_t)(s->nfirst - s->done < max ? s->nfirst - s->done : max);
+        memcpy(buf, s->first + s->done, (size_t)n);
+        s->done += (size_t)n;
+    } else {
+        n = gw_get_read(s->g, buf, max);
+    }
     if (n <= 0) {
         /* The status line has gone out: all that is left is to cut the
          * connection, so the client sees a short body, never wrong bytes. */
@@ -570,6 +579,7 @@ static void get_free(void *cls)
 {
     struct get_stream *s = cls;
     gw_get_end(s->g);
+    free(s->first);
     free(s);
 }
 
@@ -632,7 +642,20 @@ static void get_object(struct req *r, bool head)
             gw_object_info_clear(&oi);
             return;
         }
-        *s = (struct get_stream){g, r, range.length};
+        *s = (struct get_stream){g, r, range.length, NULL, 0, 0};
+        /* Read the first block before the status line goes out: an object
+         * that cannot be read at all (more chunks lost than the code
+         * tolerates) gets a 503, not a 200 with a cut body. */
+        s->nfirst = range.length < READ_BLOCK ? (size_t)range.length : READ_BLOCK;
+        s->first = malloc(s->nfirst);
+        ssize_t n = s->first ? gw_get_read(g, s->first, s->nfirst) : -ENOMEM;
+        if (n <= 0) {
+            get_free(s);
+            gw_object_info_clear(&oi);
+            answer_errno(r, n == 0 ? -EIO : (int)n, "GetObject");
+            return;
+        }
+        s->nfirst = (size_t)n;
         resp = MHD_create_response_from_callback(range.length, READ_BLOCK, get_reader, s, get_free);
         if (!resp)
             get_free(s);
