@@ -3,9 +3,10 @@
 tcp (RS(6,3), started by scripts/cluster.sh): boto3 writes and reads objects
 through it, every byte compared; one node killed (a degraded read across
 processes, and writes that go on without it); m = 3 killed: every object,
-multi-stripe ones too, still reads byte-exact; a 4th killed: reads and writes
-fail with a 503-class S3 error, never other bytes, and the gateway keeps
-answering; SIGTERM stops the gateway cleanly. argv[1]: the inec binary."""
+multi-stripe and multipart ones too, still reads byte-exact; a 4th killed:
+reads and writes fail with a 503-class S3 error, never other bytes, and the
+gateway keeps answering; SIGTERM stops the gateway cleanly.
+argv[1]: the inec binary."""
 import json
 import os
 import random
@@ -46,6 +47,14 @@ bodies = {"zero": b"", "small": rng.randbytes(5000), "big": rng.randbytes(13 << 
 s3.create_bucket(Bucket="tcp")
 for k, b in bodies.items():
     s3.put_object(Bucket="tcp", Key=k, Body=b)
+# A multipart object: two parts, each its own stripes.
+parts = [rng.randbytes(5 << 20), rng.randbytes((1 << 20) + 3)]
+uid = s3.create_multipart_upload(Bucket="tcp", Key="mp")["UploadId"]
+etags = [s3.upload_part(Bucket="tcp", Key="mp", UploadId=uid, PartNumber=i + 1,
+                        Body=p)["ETag"] for i, p in enumerate(parts)]
+s3.complete_multipart_upload(Bucket="tcp", Key="mp", UploadId=uid, MultipartUpload={
+    "Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+bodies["mp"] = b"".join(parts)
 for k, b in bodies.items():
     if s3.get_object(Bucket="tcp", Key=k)["Body"].read() != b:
         fail("GET %s over tcp returned other bytes" % k)
@@ -97,6 +106,9 @@ for a, z in [(0, 0), ((6 << 20) - 5, (6 << 20) + 4), (len(big) - 100, len(big) -
     r = s3.get_object(Bucket="tcp", Key="big", Range="bytes=%d-%d" % (a, z))
     if r["Body"].read() != big[a:z + 1]:
         fail("range %d-%d with 3 nodes dead returned other bytes" % (a, z))
+r = s3.get_object(Bucket="tcp", Key="mp", Range="bytes=%d-%d" % ((5 << 20) - 7, (5 << 20) + 7))
+if r["Body"].read() != bodies["mp"][(5 << 20) - 7:(5 << 20) + 8]:
+    fail("range across the parts with 3 nodes dead returned other bytes")
 
 
 def error_of(fn, **kw):
