@@ -4,6 +4,7 @@ directory, stderr kept for the failure report, SIGTERM at the end (and a
 check that it exits 0, i.e. shuts down cleanly). InecCluster is the same
 for `inec gateway` in front of nine `inec node` processes (scripts/cluster.sh);
 start() picks one of the two by name, so a suite runs unchanged against both."""
+import atexit
 import json
 import os
 import re
@@ -116,6 +117,8 @@ class InecCluster(InecServer):
         self.env = dict(os.environ, INEC=os.path.abspath(inec))
         for k in ("INEC_ACCESS_KEY", "INEC_SECRET_KEY", "INEC_ADMIN_TOKEN"):
             self.env.pop(k, None)
+        # An exception in the test must not leave ten processes behind.
+        atexit.register(self._cluster, "stop", self.dir)
         r = self._cluster("start", str(nodes), self.dir)
         if r.returncode != 0:
             self.fail("cluster.sh start: %s%s" % (r.stdout, r.stderr))
