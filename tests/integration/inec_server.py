@@ -182,6 +182,12 @@ class InecCluster(InecServer):
         r = self._cluster("stop", self.dir)
         if r.returncode != 0:
             self.fail("cluster.sh stop: %s%s" % (r.stdout, r.stderr))
+        # No exit status to check (cluster.sh's children): ASan/UBSan reports instead.
+        for name in ["gateway"] + self.nodes():
+            with open(os.path.join(self.dir, name + ".log"), errors="replace") as f:
+                log = f.read()
+            if "Sanitizer" in log or "runtime error:" in log:
+                self.fail("%s.log has a sanitizer report:\n%s" % (name, log[-8000:]))
         if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
