@@ -5,6 +5,16 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+/* Seconds on CLOCK_MONOTONIC. */
+double bench_now(void);
+/* "4096", "64K", "1M", "1MiB", "2G" -> bytes in [1, max]; -1 when malformed. */
+int bench_parse_size(const char *s, uint64_t max, uint64_t *out);
+/* 4096 -> "4K", 1048576 -> "1M", 1000 -> "1000". */
+void bench_size_text(uint64_t s, char *buf, size_t len);
+
 /* Chunk store put/get bandwidth against io_uring write+fdatasync and pread. */
 int bench_store(int argc, char **argv);
 /* Codec encode/decode bandwidth against raw ISA-L. */

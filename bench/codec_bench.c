@@ -30,13 +30,6 @@ static const char *const default_profiles[] = {"rs:k=3,m=2",      "rs:k=6,m=3",
                                                "rs:k=12,m=4",     "lrc:k=4,l=2,r=2",
                                                "lrc:k=6,l=2,r=2", "lrc:k=12,l=2,r=2"};
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* One side of a cell: what to run, on which buffers. */
 struct work {
     int kind; /* 0 ours encode, 1 raw encode, 2 codec_decode, 3 raw, 4 plan apply */
@@ -77,10 +70,10 @@ static void measure(const struct work *a, const struct work *b, double min_time,
     run_once(b);
     long iters = 1;
     for (;;) { /* calibrate a batch to ~min_time / BATCHES */
-        double t0 = now();
+        double t0 = bench_now();
         for (long i = 0; i < iters; i++)
             run_once(a);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         if (dt >= min_time / BATCHES / 4 || iters > (1L << 30))
             break;
         iters *= dt > 0 ? (long)(min_time / BATCHES / dt) + 1 : 16;
@@ -90,47 +83,18 @@ static void measure(const struct work *a, const struct work *b, double min_time,
         for (int side = 0; side < 2; side++) {
             const struct work *w = side ? b : a;
             long done = 0;
-            double t0 = now(), dt;
+            double t0 = bench_now(), dt;
             do {
                 for (long i = 0; i < iters; i++)
                     run_once(w);
                 done += iters;
-                dt = now() - t0;
+                dt = bench_now() - t0;
             } while (dt < min_time / BATCHES);
             if (dt / (double)done < best[side])
                 best[side] = dt / (double)done;
         }
     *ta = best[0];
     *tb = best[1];
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
-    if (*end || v < 1 || v > (1ULL << 30))
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static void size_text(size_t s, char *buf, size_t len)
-{
-    if (s >= (1u << 20) && s % (1u << 20) == 0)
-        snprintf(buf, len, "%zuM", s >> 20);
-    else if (s >= 1024 && s % 1024 == 0)
-        snprintf(buf, len, "%zuK", s >> 10);
-    else
-        snprintf(buf, len, "%zu", s);
 }
 
 static void usage(FILE *f)
@@ -286,7 +250,7 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
         double dec_in = dk * L / cl.dec / gb, dec_raw = L / cl.dec_raw / gb;
         double vs_rs = rs ? cl.rs_enc / cl.enc : 0, dec_api = L / cl.dec_api / gb;
         char st[32];
-        size_text(len, st, sizeof(st));
+        bench_size_text(len, st, sizeof(st));
         if (json) {
             json_t *row = json_pack(
                 "{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f}", "profile", ptext,
@@ -349,12 +313,15 @@ int bench_codec(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--sizes") == 0 && v) {
             char *copy = strdup(v), *save = NULL;
-            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                if (nsizes == MAX_SIZES || parse_size(t, &sizes[nsizes++]) < 0) {
+            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                uint64_t size;
+                if (nsizes == MAX_SIZES || bench_parse_size(t, (uint64_t)1 << 30, &size) < 0) {
                     fprintf(stderr, "inec bench codec: bad size '%s' (1..1G, K/M suffix)\n", t);
                     free(copy);
                     return 2;
                 }
+                sizes[nsizes++] = (size_t)size;
+            }
             free(copy);
             i++;
         } else if (strcmp(a, "--time") == 0 && v) {

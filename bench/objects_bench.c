@@ -19,13 +19,6 @@
 #include "codecs/codec.h"
 #include "gateway/objects.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -82,7 +75,7 @@ static double encode_once(const struct codec *c, const uint8_t *body, size_t siz
 {
     size_t L = 1 << 20;
     uint8_t *chunks[9];
-    double t = now();
+    double t = bench_now();
     for (size_t off = 0; off < size; off += 6 * L) {
         size_t n = size - off < 6 * L ? size - off : 6 * L;
         size_t l = (n + 6 - 1) / 6;
@@ -91,7 +84,7 @@ static double encode_once(const struct codec *c, const uint8_t *body, size_t siz
         memcpy(work, body + off, n);
         codec_encode(c, l, chunks);
     }
-    return now() - t;
+    return bench_now() - t;
 }
 
 static void usage(FILE *f)
@@ -170,13 +163,13 @@ int bench_objects(int argc, char **argv)
         double pt[64], gt[64], et[64];
         n = n > 64 ? 64 : n;
         for (int i = 0; rc == 0 && i < n; i++) {
-            double t = now();
+            double t = bench_now();
             rc = put_once(o, body, size);
-            pt[i] = now() - t;
-            t = now();
+            pt[i] = bench_now() - t;
+            t = bench_now();
             if (rc == 0)
                 rc = get_once(o, back, size);
-            gt[i] = now() - t;
+            gt[i] = bench_now() - t;
             if (rc == 0 && memcmp(body, back, size) != 0)
                 rc = -EIO;
             et[i] = encode_once(c, body, size, work);

@@ -40,13 +40,6 @@
 enum prim { EC_SEND, RECV_EC_SEND, RECV_EC, NPRIM };
 static const char *const prim_names[] = {"ec-send", "recv-ec-send", "recv-ec"};
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void fill(uint8_t *p, size_t n, unsigned seed)
 {
     for (size_t i = 0; i < n; i++) {
@@ -215,12 +208,12 @@ static double run_one(struct rig *r, enum prim p, size_t len, unsigned flags)
                                       .timeout_ms = TMO};
         struct inec_stripe_send s[2] = {{.qp = r->ab, .buf = out[0]}, {.qp = r->ab, .buf = out[1]}};
         struct inec_stripe_desc stripe = {s, 2};
-        t0 = now();
+        t0 = bench_now();
         if (inec_ec_send(&calc, &mem, &stripe))
             return die("ec-send");
         if (inec_cq_wait_count(r->cq[B], target, TMO))
             return die("wait");
-        return now() - t0;
+        return bench_now() - t0;
     }
     case RECV_EC_SEND: {
         if (recv1(r, r->ba, B, 0, len) || recv1(r, r->ba, B, 1, len))
@@ -229,25 +222,25 @@ static double run_one(struct rig *r, enum prim p, size_t len, unsigned flags)
         if (recv1(r, r->cb, C, 0, len))
             return -1;
         target = inec_cq_expected(r->cq[C]);
-        t0 = now();
+        t0 = bench_now();
         if ((coherent && vertex_b(r, len, tb, flags)) || send2(r, r->ab, len) ||
             (!coherent && vertex_b(r, len, tb, flags)))
             return -1;
         if (inec_cq_wait_count(r->cq[C], target, TMO))
             return die("wait");
-        return now() - t0;
+        return bench_now() - t0;
     }
     default: {
         if (recv1(r, r->ca, C, 1, len) || recv1(r, r->ca, C, 2, len))
             return -1;
         uint64_t tc = inec_cq_expected(r->cq[C]);
-        t0 = now();
+        t0 = bench_now();
         if ((coherent && vertex_c(r, len, tc, flags, &done)) || send2(r, r->ac, len) ||
             (!coherent && vertex_c(r, len, tc, flags, &done)))
             return -1;
         if (inec_cq_wait_count(r->ccq[C], done, TMO))
             return die("wait");
-        return now() - t0;
+        return bench_now() - t0;
     }
     }
 }
@@ -386,9 +379,9 @@ static int measure(const struct opts *o, const struct cell *c, struct stats *out
         if (w < 0)
             continue;
         if (n == 0)
-            end = now() + o->time;
+            end = bench_now() + o->time;
         lat[n++] = l;
-        if (o->iters ? n >= o->iters : (n >= 5 && now() > end))
+        if (o->iters ? n >= o->iters : (n >= 5 && bench_now() > end))
             break;
     }
     *out = summarize(lat, n);
@@ -398,7 +391,7 @@ static int measure(const struct opts *o, const struct cell *c, struct stats *out
 static double time_calc(struct rig *r, enum prim p, size_t len)
 {
     uint8_t *in[4], *out[2];
-    double t0 = now();
+    double t0 = bench_now();
     if (p == EC_SEND) {
         for (int i = 0; i < 4; i++)
             in[i] = r->mem[A] + (size_t)i * r->max;
@@ -411,14 +404,14 @@ static double time_calc(struct rig *r, enum prim p, size_t len)
         out[0] = r->mem[B] + 3 * r->max;
         ec_encode_data((int)len, 3, 1, r->t_3, in, out);
     }
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* The network part: 2 chunks in one transfer, plus one more hop for recv-ec-send. */
 static double time_xfer(struct rig *r, struct raw_tcp *t, enum prim p, size_t len)
 {
     uint8_t *src = r->mem[A], *dst = r->mem[C];
-    double t0 = now();
+    double t0 = bench_now();
     int hops = p == RECV_EC_SEND ? 2 : 1;
     for (int h = 0; h < hops; h++) {
         size_t n = h == 0 ? 2 * len : len;
@@ -427,17 +420,7 @@ static double time_xfer(struct rig *r, struct raw_tcp *t, enum prim p, size_t le
         if (!t)
             memcpy(dst, src, n);
     }
-    return now() - t0;
-}
-
-static void size_text(size_t s, char *buf, size_t len)
-{
-    if (s >= (1u << 20) && s % (1u << 20) == 0)
-        snprintf(buf, len, "%zuM", s >> 20);
-    else if (s >= 1024 && s % 1024 == 0)
-        snprintf(buf, len, "%zuK", s >> 10);
-    else
-        snprintf(buf, len, "%zu", s);
+    return bench_now() - t0;
 }
 
 static int bench_transport(const char *transport, const size_t *sizes, int nsizes,
@@ -466,7 +449,7 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
             double mbps = net / coh.p50 / 1e6, ratio = inc.p50 / coh.p50,
                    vs_xfer = xfer.p50 / coh.p50, vs_floor = (xfer.p50 + calc.p50) / coh.p50;
             char sz[32];
-            size_text(len, sz, sizeof(sz));
+            bench_size_text(len, sz, sizeof(sz));
             if (o->json) {
                 printf(
                     "%s\n    {\"transport\": \"%s\", \"primitive\": \"%s\", \"chunk_bytes\": %zu, "

@@ -89,13 +89,6 @@ struct phase {
     pthread_barrier_t start;
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void key_name(char *buf, size_t len, uint64_t size, int client, int k)
 {
     snprintf(buf, len, "s%llu-c%d-k%d", (unsigned long long)size, client, k);
@@ -349,9 +342,9 @@ static void *worker_main(void *arg)
         return NULL;
     int nkeys = ph->op == OP_PUT ? ph->keys_max : ph->written[w->id];
     char key[64];
-    for (int i = 0; i == 0 || now() < ph->deadline; i++) {
+    for (int i = 0; i == 0 || bench_now() < ph->deadline; i++) {
         key_name(key, sizeof(key), ph->size, w->id, i % nkeys);
-        double t0 = now();
+        double t0 = bench_now();
         int st = request(w, ph->t, ph->op == OP_PUT ? "PUT" : "GET", ph->bucket, key, ph->size);
         if (st != 200) {
             if (st >= 0 && !w->err[0])
@@ -367,7 +360,7 @@ static void *worker_main(void *arg)
             }
             w->lat = nl, w->cap = cap;
         }
-        w->lat[w->nlat++] = now() - t0;
+        w->lat[w->nlat++] = bench_now() - t0;
         if (ph->op == OP_PUT && i < nkeys)
             w->keys = i + 1;
     }
@@ -402,13 +395,13 @@ static int run_phase(struct phase *ph, double seconds, struct stats *st, char *e
         ph->clients = started;
         rc = -EAGAIN;
     }
-    ph->t0 = now();
+    ph->t0 = bench_now();
     ph->deadline = ph->t0 + seconds;
     if (rc == 0)
         pthread_barrier_wait(&ph->start);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    double wall = now() - ph->t0;
+    double wall = bench_now() - ph->t0;
     pthread_barrier_destroy(&ph->start);
 
     size_t n = 0;
@@ -490,37 +483,6 @@ static const char *env2(const char *a, const char *b)
     return v && *v ? v : getenv(b);
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        v <<= 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        v <<= 30, end++;
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
-    if (*end || v < 1 || v > (1ULL << 30))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static void size_text(uint64_t s, char *buf, size_t len)
-{
-    if (s >= (1u << 20) && s % (1u << 20) == 0)
-        snprintf(buf, len, "%lluM", (unsigned long long)(s >> 20));
-    else if (s >= 1024 && s % 1024 == 0)
-        snprintf(buf, len, "%lluK", (unsigned long long)(s >> 10));
-    else
-        snprintf(buf, len, "%llu", (unsigned long long)s);
-}
-
 static int parse_list(const char *what, const char *v, uint64_t *out, int max, bool sizes)
 {
     char *copy = strdup(v), *save = NULL;
@@ -528,7 +490,7 @@ static int parse_list(const char *what, const char *v, uint64_t *out, int max, b
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *end;
         long c = strtol(t, &end, 10);
-        bool ok = n < max && (sizes ? parse_size(t, &out[n]) == 0
+        bool ok = n < max && (sizes ? bench_parse_size(t, (uint64_t)1 << 30, &out[n]) == 0
                                     : (*end == '\0' && c >= 1 && c <= MAX_CLIENTS));
         if (!ok) {
             fprintf(stderr, "inec bench s3: bad %s '%s' (%s)\n", what, t,
@@ -676,7 +638,7 @@ struct cell {
 static void print_cell(const struct cell *c, json_t *rows)
 {
     char sz[24];
-    size_text(c->size, sz, sizeof(sz));
+    bench_size_text(c->size, sz, sizeof(sz));
     double ratio = c->floor.mbps > 0 ? c->s.mbps / c->floor.mbps : 0;
     if (rows) {
         json_t *row =

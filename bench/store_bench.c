@@ -29,13 +29,6 @@ struct cfg {
     int json;
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -71,7 +64,7 @@ static int raw_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint64
         close(fd);
         return rc;
     }
-    double t0 = now();
+    double t0 = bench_now();
     for (uint64_t i = 0; i < n && rc == 0; i++) {
         for (size_t done = 0; done < chunk && rc == 0;) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
@@ -97,14 +90,14 @@ static int raw_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint64
             }
         }
     }
-    *wsec = now() - t0;
+    *wsec = bench_now() - t0;
     io_uring_queue_exit(&ring);
     uint8_t *rb = malloc(chunk);
-    t0 = now();
+    t0 = bench_now();
     for (uint64_t i = 0; i < n && rc == 0 && rb; i++)
         if (pread(fd, rb, chunk, (off_t)(i * chunk)) != (ssize_t)chunk)
             rc = -EIO;
-    *rsec = now() - t0;
+    *rsec = bench_now() - t0;
     free(rb);
     close(fd);
     unlink(path);
@@ -147,7 +140,7 @@ static int store_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint
     }
     struct put_job jobs[64];
     pthread_t th[64];
-    double t0 = now();
+    double t0 = bench_now();
     for (int t = 0; t < threads; t++) {
         uint64_t per = n / (uint64_t)threads;
         jobs[t] = (struct put_job){
@@ -159,15 +152,15 @@ static int store_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint
         if (jobs[t].rc)
             rc = jobs[t].rc;
     }
-    *wsec = now() - t0;
+    *wsec = bench_now() - t0;
     if (rc == 0 && rsec) {
         uint8_t *rb = malloc(chunk);
-        t0 = now();
+        t0 = bench_now();
         for (uint64_t i = 0; i < n && rc == 0 && rb; i++) {
             struct node_chunk_id id = cid(i);
             rc = node_store_get_chunk(s, &id, rb, chunk, NULL, NULL);
         }
-        *rsec = now() - t0;
+        *rsec = bench_now() - t0;
         free(rb);
     }
     node_store_close(s);
@@ -190,27 +183,6 @@ static void usage(FILE *f)
             "  --threads N   writer threads with group commit (default 4)\n"
             "  --quick       fewer sizes and bytes\n"
             "  --json        JSON instead of a table\n");
-}
-
-static uint64_t parse_size(const char *s)
-{
-    char *end;
-    uint64_t v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'G':
-    case 'g':
-        v <<= 10; /* fall through */
-    case 'M':
-    case 'm':
-        v <<= 10; /* fall through */
-    case 'K':
-    case 'k':
-        v <<= 10;
-        break;
-    default:
-        break;
-    }
-    return v;
 }
 
 int bench_store(int argc, char **argv)
@@ -239,7 +211,10 @@ int bench_store(int argc, char **argv)
             c.dir = optarg;
             break;
         case 'b':
-            c.bytes = parse_size(optarg);
+            if (bench_parse_size(optarg, (uint64_t)1 << 40, &c.bytes) < 0) {
+                fprintf(stderr, "inec bench store: bad --bytes '%s' (e.g. 256M, 2G)\n", optarg);
+                return 2;
+            }
             break;
         case 't':
             c.threads = atoi(optarg);
