@@ -12,6 +12,8 @@
 double bench_now(void);
 /* "4096", "64K", "1M", "1MiB", "2G" -> bytes in [1, max]; -1 when malformed. */
 int bench_parse_size(const char *s, uint64_t max, uint64_t *out);
+/* Removes a directory tree (a benchmark's scratch data). */
+void bench_rmtree(const char *dir);
 /* 4096 -> "4K", 1048576 -> "1M", 1000 -> "1000". */
 void bench_size_text(uint64_t s, char *buf, size_t len);
 
@@ -26,6 +28,9 @@ int bench_ec(int argc, char **argv);
 int bench_primitive(int argc, char **argv);
 /* Object PUT/GET through an embedded cluster vs GET and raw encode. */
 int bench_objects(int argc, char **argv);
+
+/* Rebuilding a removed node's chunks per repair scheme vs one chunk's transfer. */
+int bench_repair(int argc, char **argv);
 
 /* S3 PUT/GET throughput and latency over HTTP against a no-storage floor. */
 int bench_s3(int argc, char **argv);

@@ -1,5 +1,6 @@
 /* What every benchmark program needs: a clock, and sizes as people write them. */
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -57,4 +58,17 @@ void bench_size_text(uint64_t s, char *buf, size_t len)
         snprintf(buf, len, "%lluK", (unsigned long long)(s >> 10));
     else
         snprintf(buf, len, "%llu", (unsigned long long)s);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void bench_rmtree(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

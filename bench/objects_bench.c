@@ -6,7 +6,6 @@
  * bytes (codec_encode stripe by stripe, no transfer, no disk).
  */
 #include <errno.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,14 +17,6 @@
 #include "bench/bench.h"
 #include "codecs/codec.h"
 #include "gateway/objects.h"
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -193,7 +184,7 @@ int bench_objects(int argc, char **argv)
     codec_destroy(c);
     gw_objects_close(o);
     if (own_dir)
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        bench_rmtree(dir);
     if (rc) {
         fprintf(stderr, "inec bench objects: %s (%s)\n", msg[0] ? msg : "failed", strerror(-rc));
         return 1;

@@ -15,7 +15,6 @@
  * a wrong answer fails the run rather than looking fast.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -183,7 +182,7 @@ static int request(struct worker *w, const struct target *t, const char *method,
     snprintf(path, sizeof(path), "/%s%s%s", bucket, key ? "/" : "", key ? key : "");
     gw_sigv4_amz_date((int64_t)time(NULL), date);
     struct hdr_arg ha = {t->host, date};
-    struct gw_sigv4_request sreq = {method, path, NULL, sign_header, &ha};
+    struct gw_sigv4_request sreq = {method, path, NULL, sign_header, &ha, NULL};
     struct gw_sigv4_signer signer = {t->access_key, t->secret_key, t->region, SIGNED_HEADER, date};
     if (gw_sigv4_sign(&sreq, &signer, authz, sizeof(authz)) != 0) {
         snprintf(w->err, sizeof(w->err), "signing failed");
@@ -527,12 +526,6 @@ static void usage(FILE *f)
                "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
                "              (or INEC_ACCESS_KEY/INEC_SECRET_KEY), region AWS_DEFAULT_REGION\n"
                "  Against another process there is no degraded GET (its nodes are not ours).\n");
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
 }
 
 /* m of the embedded pool's profile "...,m=M" (how many nodes a stripe may lose). */
@@ -961,7 +954,7 @@ int bench_s3(int argc, char **argv)
     gw_s3_server_stop(srv, 1000);
     gw_objects_close(o);
     if (tmpdir[0] && !dir)
-        nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        bench_rmtree(tmpdir);
     free(keys[0]);
     free(keys[1]);
     if (cluster && inec.region)

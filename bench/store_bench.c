@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <liburing.h>
 #include <pthread.h>
@@ -28,19 +27,6 @@ struct cfg {
     int threads;
     int json;
 };
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static struct node_chunk_id cid(uint64_t n)
 {
@@ -128,7 +114,7 @@ static int store_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint
 {
     char path[4200], err[256];
     snprintf(path, sizeof(path), "%s/store", c->dir);
-    rm_rf(path);
+    bench_rmtree(path);
     struct node_store_options o;
     node_store_options_default(&o);
     o.group_commit = gc;
@@ -164,7 +150,7 @@ static int store_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint
         free(rb);
     }
     node_store_close(s);
-    rm_rf(path);
+    bench_rmtree(path);
     if (rc)
         fprintf(stderr, "inec bench store: %s\n", node_store_strerror(rc));
     return rc;
@@ -299,7 +285,7 @@ int bench_store(int argc, char **argv)
     if (c.json)
         printf("]}\n");
     free(buf);
-    rm_rf(dir);
+    bench_rmtree(dir);
     if (rc) {
         fprintf(stderr, "inec bench store: %s\n", node_store_strerror(rc));
         return 1;

@@ -12,6 +12,7 @@ static const struct cli_command benches[] = {
     {"primitive", bench_primitive, "INEC primitives: coherent vs incoherent vs raw"},
     {"ec", bench_ec, "DEG encode/decode per scheme: coherent vs incoherent primitives"},
     {"objects", bench_objects, "object PUT/GET (embedded cluster) vs GET and raw encode"},
+    {"repair", bench_repair, "rebuild a removed node: RS, PPR, ECPipe vs one chunk transfer"},
     {"s3", bench_s3, "S3 PUT/GET over HTTP vs the same server with no storage"},
     {NULL, NULL, NULL},
 };

@@ -12,7 +12,11 @@
 
 #include "cli/commands.h"
 #include "cli/dispatch.h"
+#include "cli/control.h"
+#include "inec/inec.h"
 #include "inec/log.h"
+#include "node/client.h"
+#include "node/metrics_server.h"
 #include "node/service.h"
 #include "node/store.h"
 #include "placement/placement.h"
@@ -110,29 +114,137 @@ static int repair_print(const struct node_chunk_id *id, uint64_t version, void *
     return 0;
 }
 
+/* A running node writes where it listens into its data directory, so `inec
+ * node stat --data DIR` reaches it through its service while the store is
+ * locked by it. */
+#define LISTEN_FILE "node.listen"
+
+static void print_stats(const struct node_store_stats *st)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+        bool bytes;
+    } rows[] = {
+        {"segments", offsetof(struct node_store_stats, segments), false},
+        {"bytes", offsetof(struct node_store_stats, segment_bytes), true},
+        {"chunks", offsetof(struct node_store_stats, chunks), false},
+        {"live", offsetof(struct node_store_stats, live_bytes), true},
+        {"dead", offsetof(struct node_store_stats, dead_bytes), true},
+        {"metadata", offsetof(struct node_store_stats, metas), false},
+        {"corrupt", offsetof(struct node_store_stats, repair), false},
+        {"capacity", offsetof(struct node_store_stats, capacity), true},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        uint64_t v = *(const uint64_t *)((const char *)st + rows[i].off);
+        printf("%-10s %" PRIu64, rows[i].name, v);
+        if (rows[i].bytes && v >= 1024) {
+            char h[32];
+            ctl_bytes(v, h, sizeof(h));
+            printf(" (%s)", h);
+        }
+        printf("\n");
+    }
+}
+
+/* Through the node's service: stats, health and the repair list over RPC. */
+static int stat_remote(const char *addr)
+{
+    struct inec_device *dev = NULL;
+    struct node_client *c = NULL;
+    char err[256] = "";
+    struct node_client_opts o = {.timeout_ms = 10000};
+    /* Our device listens where the node can reach it back: loopback for a
+     * local node, every address otherwise. */
+    bool local = strncmp(addr, "127.", 4) == 0 || strncmp(addr, "localhost:", 10) == 0;
+    int rc = inec_device_open(NULL,
+                              local ? "transport=tcp,listen=127.0.0.1:0,timeout_ms=10000"
+                                    : "transport=tcp,listen=0.0.0.0:0,timeout_ms=10000",
+                              &dev);
+    if (rc == 0)
+        rc = node_client_connect(dev, addr, &o, &c, err, sizeof(err));
+    struct node_health h;
+    struct node_store_stats st;
+    if (rc == 0 && (rc = node_client_health(c, &h)) == 0)
+        rc = node_client_stats(c, &st);
+    if (rc == 0) {
+        printf("node       %s (domain %s) at %s, up %.0f s%s\n", h.id, h.domain, addr,
+               (double)h.uptime_ms / 1000, h.stopping ? ", stopping" : "");
+        print_stats(&st);
+        int more = 0;
+        rc = node_client_list_repair(c, repair_print, NULL, &more);
+        rc = rc < 0 ? rc : 0; /* else: how many it listed */
+        if (rc == 0 && more)
+            printf("repair     ... (more)\n");
+    }
+    if (rc)
+        fprintf(stderr, "inec node stat: %s: %s\n", addr,
+                err[0] ? err
+                       : (c && node_client_errmsg(c)[0] ? node_client_errmsg(c) : strerror(-rc)));
+    node_client_close(c);
+    inec_device_close(dev);
+    return rc ? 1 : 0;
+}
+
 static int node_stat(int argc, char **argv)
 {
-    const char *dir;
-    int rc = data_option(argc, argv,
-                         "usage: inec node stat --data DIR\n\n"
-                         "Prints segment, chunk and metadata counts and live/dead bytes of the\n"
-                         "store in DIR, and the chunks waiting for repair.\n",
-                         &dir);
-    if (rc)
-        return rc == 1 ? 0 : rc;
+    static const char usage[] =
+        "usage: inec node stat --data DIR\n"
+        "       inec node stat --connect HOST:PORT\n\n"
+        "Prints segment, chunk and metadata counts, live/dead bytes and capacity of a\n"
+        "node's store, and the chunks waiting for repair. A running node is asked\n"
+        "through its service (found from DIR/" LISTEN_FILE ", or --connect); a stopped\n"
+        "one's store is opened directly.\n";
+    static const struct option opts[] = {
+        {"data", required_argument, NULL, 'd'},
+        {"connect", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *dir = NULL, *connect = NULL;
+    optind = 1;
+    for (int o; (o = getopt_long(argc, argv, "d:c:h", opts, NULL)) != -1;) {
+        if (o == 'h')
+            return printf("%s", usage), 0;
+        if (o != 'd' && o != 'c')
+            return fprintf(stderr, "%s", usage), 2;
+        *(o == 'd' ? &dir : &connect) = optarg;
+    }
+    if ((!dir == !connect) || optind != argc)
+        return fprintf(stderr, "%s", usage), 2;
+    if (connect)
+        return stat_remote(connect);
+    char err[256];
+    struct node_store_options so;
+    node_store_options_default(&so);
+    so.group_commit = 0;
+    so.create = 0;
     struct node_store *s;
-    if (open_store(dir, &s))
+    int rc = node_store_open(dir, &so, &s, err, sizeof(err));
+    if (rc == -EBUSY) {
+        char path[4096], addr[256] = "";
+        snprintf(path, sizeof(path), "%s/%s", dir, LISTEN_FILE);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(addr, sizeof(addr), f))
+            addr[strcspn(addr, "\n")] = '\0';
+        if (f)
+            fclose(f);
+        if (addr[0])
+            return stat_remote(addr);
+        fprintf(stderr,
+                "inec node stat: %s is in use by a running node whose address is not "
+                "known: give --connect HOST:PORT\n",
+                dir);
         return 1;
+    }
+    if (rc) {
+        fprintf(stderr, "inec node: %s\n", err);
+        return 1;
+    }
     struct node_store_stats st;
     rc = node_store_stats(s, &st);
     if (rc == 0) {
-        printf("segments   %" PRIu64 "\n", st.segments);
-        printf("bytes      %" PRIu64 "\n", st.segment_bytes);
-        printf("chunks     %" PRIu64 "\n", st.chunks);
-        printf("live       %" PRIu64 "\n", st.live_bytes);
-        printf("dead       %" PRIu64 "\n", st.dead_bytes);
-        printf("metadata   %" PRIu64 "\n", st.metas);
-        printf("corrupt    %" PRIu64 "\n", st.repair);
+        print_stats(&st);
         rc = node_store_list_repair(s, repair_print, NULL);
         rc = rc < 0 ? rc : 0;
     }
@@ -144,28 +256,45 @@ static int node_stat(int argc, char **argv)
     return 0;
 }
 
+/* DIR/node.listen, written whole (temporary file, rename) once the node listens. */
+static void note_listen(const char *dir, const char *addr)
+{
+    char tmp[4200], path[4200];
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, LISTEN_FILE);
+    snprintf(path, sizeof(path), "%s/%s", dir, LISTEN_FILE);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", addr) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        inec_log(INEC_LOG_WARN, "node", "cannot record the listen address in %s", path);
+}
+
 static const char run_usage[] =
     "usage: inec node [run] --config FILE --id ID [--data DIR] [--capacity BYTES]\n"
     "       inec node [run] --listen HOST:PORT --data DIR [--id ID] [--domain D]\n"
-    "                       [--capacity BYTES] [--timeout-ms N]\n\n"
+    "                       [--capacity BYTES] [--timeout-ms N]\n"
+    "       (both) [--metrics-listen HOST:PORT]\n\n"
     "Serves a storage node: its chunk store in DIR, RPCs and DEG vertices over inec\n"
     "(tcp transport) through a connection manager on HOST:PORT (port 0 = any; the\n"
     "bound address is printed as 'listening HOST:PORT'). FILE is\n"
     "  {\"map\": <cluster map, see placement/placement.h>,\n"
     "   \"nodes\": {\"ID\": {\"data\": DIR, \"capacity\": BYTES}, ...}}\n"
     "and gives this node's address and failure domain (from the map) and its data\n"
-    "directory. SIGTERM or SIGINT stops it cleanly: requests in flight finish, writes\n"
-    "are acknowledged only once durable.\n";
+    "directory, and the failure detector's peer_timeout_ms and heartbeat_ms (the\n"
+    "map's; --timeout-ms overrides). SIGTERM or SIGINT stops it cleanly: requests in\n"
+    "flight finish, writes are acknowledged only once durable.\n"
+    "--metrics-listen (or \"metrics_listen\" of the node in FILE) serves the node's\n"
+    "Prometheus metrics at http://HOST:PORT/metrics (printed as 'metrics HOST:PORT').\n";
 
 struct run_args {
     char id[PLACE_ID_MAX], domain[PLACE_ID_MAX], listen[PLACE_ADDRESS_MAX], data[4096];
+    char metrics_listen[PLACE_ADDRESS_MAX];
     unsigned long long capacity;
-    int timeout_ms;
+    int timeout_ms, heartbeat_ms;
 };
 
 /* Fills what the config gives for node `a->id`; options given on the command
  * line win. */
-static int load_config(const char *path, struct run_args *a, int have_data, int have_cap)
+static int load_config(const char *path, struct run_args *a, int have_data, int have_cap,
+                       int have_timeout)
 {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -192,6 +321,10 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
     }
     snprintf(a->listen, sizeof(a->listen), "%s", m->nodes[i].address);
     snprintf(a->domain, sizeof(a->domain), "%s", m->nodes[i].domain);
+    if (!have_timeout) { /* the map's failure detector, as the gateway's */
+        a->timeout_ms = m->peer_timeout_ms;
+        a->heartbeat_ms = m->heartbeat_ms;
+    }
     json_t *local = json_object_get(json_object_get(root, "nodes"), a->id);
     const char *data = json_string_value(json_object_get(local, "data"));
     json_t *cap = json_object_get(local, "capacity");
@@ -199,6 +332,9 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
         snprintf(a->data, sizeof(a->data), "%s", data);
     if (!have_cap && cap)
         a->capacity = (unsigned long long)json_integer_value(cap);
+    const char *ml = json_string_value(json_object_get(local, "metrics_listen"));
+    if (!a->metrics_listen[0] && ml)
+        snprintf(a->metrics_listen, sizeof(a->metrics_listen), "%s", ml);
     rc = 0;
 out:
     place_map_destroy(m);
@@ -217,12 +353,14 @@ static int node_run(int argc, char **argv)
         {"domain", required_argument, NULL, 'D'},
         {"capacity", required_argument, NULL, 'C'},
         {"timeout-ms", required_argument, NULL, 't'},
+        {"metrics-listen", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct run_args a = {.id = "node", .timeout_ms = 10000};
     const char *config = NULL;
-    int have_id = 0, have_data = 0, have_cap = 0, have_listen = 0, have_domain = 0;
+    int have_id = 0, have_data = 0, have_cap = 0, have_listen = 0, have_domain = 0,
+        have_timeout = 0;
     optind = 1;
     for (int c; (c = getopt_long(argc, argv, "c:i:l:d:h", opts, NULL)) != -1;) {
         char *end = NULL;
@@ -256,6 +394,10 @@ static int node_run(int argc, char **argv)
             break;
         case 't':
             a.timeout_ms = atoi(optarg);
+            have_timeout = 1;
+            break;
+        case 'M':
+            snprintf(a.metrics_listen, sizeof(a.metrics_listen), "%s", optarg);
             break;
         case 'h':
             printf("%s", run_usage);
@@ -272,7 +414,7 @@ static int node_run(int argc, char **argv)
     char listen[PLACE_ADDRESS_MAX], domain[PLACE_ID_MAX];
     snprintf(listen, sizeof(listen), "%s", a.listen);
     snprintf(domain, sizeof(domain), "%s", a.domain);
-    if (config && load_config(config, &a, have_data, have_cap))
+    if (config && load_config(config, &a, have_data, have_cap, have_timeout))
         return 1;
     if (have_listen)
         snprintf(a.listen, sizeof(a.listen), "%s", listen);
@@ -297,6 +439,7 @@ static int node_run(int argc, char **argv)
         .listen = a.listen,
         .capacity = a.capacity,
         .timeout_ms = a.timeout_ms,
+        .heartbeat_ms = a.heartbeat_ms,
     };
     struct node_service *svc;
     char err[512];
@@ -306,12 +449,29 @@ static int node_run(int argc, char **argv)
         return 1;
     }
     printf("listening %s\n", node_service_listen_addr(svc));
+    struct node_metrics_server *metrics = NULL;
+    if (a.metrics_listen[0]) {
+        rc = node_metrics_start(svc, a.metrics_listen, &metrics, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "inec node: %s\n", err);
+            node_service_stop(svc);
+            return 1;
+        }
+        char host[PLACE_ADDRESS_MAX];
+        snprintf(host, sizeof(host), "%.*s", (int)strcspn(a.metrics_listen, ":"), a.metrics_listen);
+        printf("metrics %s:%u\n", host, node_metrics_port(metrics));
+    }
     fflush(stdout);
+    note_listen(a.data, node_service_listen_addr(svc));
     int sig = 0;
     sigwait(&set, &sig);
     inec_log(INEC_LOG_INFO, "node", "signal=%s: stopping id=%s", sig == SIGTERM ? "TERM" : "INT",
              a.id);
+    node_metrics_stop(metrics);
     node_service_stop(svc);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", a.data, LISTEN_FILE);
+    unlink(path);
     return 0;
 }
 

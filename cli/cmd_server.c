@@ -106,21 +106,25 @@ static int apply_config(json_t *cfg, struct opts *o, struct gw_credentials *c)
     return 0;
 }
 
-static void banner(const struct opts *o, const struct gw_credentials *c, uint16_t s3_port,
-                   uint16_t admin_port, const char *mode)
+/* The URL a client on this host uses to reach a listen address: a wildcard
+ * or IPv6 listen address is reached on 127.0.0.1. */
+static void client_url(const char *listen, uint16_t port, char *out, size_t len)
 {
     char host[64];
-    snprintf(host, sizeof(host), "%.*s", (int)strcspn(o->listen, ":"), o->listen);
-    if (o->listen[0] == '[' || !host[0] || strcmp(host, "0.0.0.0") == 0)
+    snprintf(host, sizeof(host), "%.*s", (int)strcspn(listen, ":"), listen);
+    if (listen[0] == '[' || !host[0] || strcmp(host, "0.0.0.0") == 0)
         strcpy(host, "127.0.0.1");
-    char ahost[64];
-    snprintf(ahost, sizeof(ahost), "%.*s", (int)strcspn(o->admin_listen, ":"), o->admin_listen);
-    if (o->admin_listen[0] == '[' || !ahost[0] || strcmp(ahost, "0.0.0.0") == 0)
-        strcpy(ahost, "127.0.0.1");
+    snprintf(out, len, "http://%s:%u", host, port);
+}
+
+static void banner(const struct opts *o, const struct gw_credentials *c, const char *s3url,
+                   const char *adminurl, const char *mode)
+{
     const char *region = o->region ? o->region : "us-east-1";
     printf("inec %s\n"
-           "S3 endpoint: http://%s:%u\n"
-           "control API: http://%s:%u\n"
+           "S3 endpoint: %s\n"
+           "control API: %s\n"
+           "dashboard: %s/ (log in with the admin token)\n"
            "data: %s\n\n"
            "S3 credentials%s:\n"
            "  export AWS_ACCESS_KEY_ID=%s\n"
@@ -129,13 +133,14 @@ static void banner(const struct opts *o, const struct gw_credentials *c, uint16_
            "or: aws configure set aws_access_key_id %s; "
            "aws configure set aws_secret_access_key %s; aws configure set region %s\n\n"
            "try:\n"
-           "  aws --endpoint-url http://%s:%u s3 mb s3://demo\n"
-           "  aws --endpoint-url http://%s:%u s3 cp FILE s3://demo/\n"
-           "  curl -H 'Authorization: Bearer %s' http://%s:%u/admin/v1/cluster\n\n",
-           mode, host, s3_port, ahost, admin_port, o->data,
+           "  inec status --data %s\n"
+           "  aws --endpoint-url %s s3 mb s3://demo\n"
+           "  aws --endpoint-url %s s3 cp FILE s3://demo/\n"
+           "  curl -H 'Authorization: Bearer %s' %s/admin/v1/cluster\n\n",
+           mode, s3url, adminurl, adminurl, o->data,
            c->generated ? " (generated, stored in " GW_CREDENTIALS_FILE ")" : "", c->access_key,
-           c->secret_key, region, c->access_key, c->secret_key, region, host, s3_port, host,
-           s3_port, c->admin_token, ahost, admin_port);
+           c->secret_key, region, c->access_key, c->secret_key, region, o->data, s3url, s3url,
+           c->admin_token, adminurl);
     fflush(stdout);
 }
 
@@ -152,20 +157,29 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_admin_server *admin = NULL;
     char msg[256] = "";
     int rc = gw_metrics_create(gw_s3_op_names, GW_OP_COUNT, &m);
+    struct gw_keys *keys = NULL;
+    if (rc == 0)
+        rc = gw_keys_open(o->data, c->access_key, c->secret_key, &keys, msg, sizeof(msg));
     struct gw_s3_config s3cfg = {o->listen, o->base_domain, o->region, c->access_key, c->secret_key,
-                                 0,         false};
+                                 0,         false,          keys};
     if (rc == 0)
         rc = gw_s3_server_start(&s3cfg, objects, m, &s3, msg, sizeof(msg));
-    struct gw_admin_config acfg = {o->admin_listen, c->admin_token};
+    struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys};
     if (rc == 0)
         rc = gw_admin_server_start(&acfg, objects, m, &admin, msg, sizeof(msg));
     if (rc) {
         fprintf(stderr, "inec %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
         gw_s3_server_stop(s3, 0);
+        gw_keys_close(keys);
         gw_metrics_destroy(m);
         return 1;
     }
-    banner(o, c, gw_s3_server_port(s3), gw_admin_server_port(admin), mode);
+    char s3url[96], adminurl[96];
+    client_url(o->listen, gw_s3_server_port(s3), s3url, sizeof(s3url));
+    client_url(o->admin_listen, gw_admin_server_port(admin), adminurl, sizeof(adminurl));
+    if (gw_credentials_note_endpoints(o->data, s3url, adminurl, msg, sizeof(msg)))
+        inec_log(INEC_LOG_WARN, "server", "%s", msg);
+    banner(o, c, s3url, adminurl, mode);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -175,6 +189,7 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     inec_log(INEC_LOG_INFO, "server", "shutting down signal=%s", strsignal(sig));
     gw_s3_server_stop(s3, DRAIN_MS);
     gw_admin_server_stop(admin);
+    gw_keys_close(keys);
     gw_metrics_destroy(m);
     return 0;
 }

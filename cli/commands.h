@@ -12,5 +12,10 @@ int cmd_ec(int argc, char **argv);
 int cmd_deg(int argc, char **argv);
 int cmd_server(int argc, char **argv);
 int cmd_gateway(int argc, char **argv);
+int cmd_admin(int argc, char **argv);
+/* cmd_repair.c, routed by `inec admin` */
+int cmd_admin_repair(int argc, char **argv);
+int cmd_admin_node(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 #endif

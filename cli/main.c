@@ -6,6 +6,8 @@
 #include "cli/dispatch.h"
 
 static const struct cli_command commands[] = {
+    {"status", cmd_status, "the cluster's health, nodes, pools and rates (control API)"},
+    {"admin", cmd_admin, "nodes, pools, S3 keys, repair, object layouts (control API)"},
     {"bench", cmd_bench, "measure codec, primitive, EC graph, store and S3 performance"},
     {"deg", cmd_deg, "show, run and serve Dynamic EC Graphs"},
     {"node", cmd_node, "serve a storage node; store tools: scrub, stat"},
@@ -18,7 +20,7 @@ static const struct cli_command commands[] = {
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-        printf("inec 0.1.0\n");
+        printf("inec " INEC_VERSION "\n");
         return 0;
     }
     return cli_dispatch("inec", "inec is an erasure-coded object storage gateway.", commands, NULL,

@@ -10,6 +10,10 @@
 #include <microhttpd.h>
 #include <openssl/crypto.h>
 
+#include "gateway/dashboard.h"
+#include "gateway/graphviz.h"
+#include "gateway/health.h"
+#include "gateway/rates.h"
 #include "gateway/s3_request.h"
 #include "inec/log.h"
 
@@ -20,6 +24,8 @@ struct gw_admin_server {
     struct MHD_Daemon *daemon;
     struct gw_objects *objects;
     struct gw_metrics *metrics;
+    struct gw_rates *rates;
+    struct gw_keys *keys;
     char *token;
     uint16_t port;
 };
@@ -113,6 +119,20 @@ static enum MHD_Result metrics(struct gw_admin_server *s, struct MHD_Connection 
     return send_text(c, 200, text, len, "text/plain; version=0.0.4; charset=utf-8");
 }
 
+/* The DEG as a picture, graphviz on the server (graphviz.h). Takes dot. */
+static enum MHD_Result send_svg(struct MHD_Connection *c, char *dot)
+{
+    char *svg = NULL, m[256] = "";
+    size_t len = 0;
+    int rc = gw_dot_to_svg(dot, &svg, &len, m, sizeof(m));
+    free(dot);
+    if (rc == -ENOENT)
+        return send_error(c, 501, "NotImplemented", m);
+    if (rc)
+        return send_error(c, 500, "InternalError", m);
+    return send_text(c, 200, svg, len, "image/svg+xml");
+}
+
 static enum MHD_Result deg(struct gw_admin_server *s, struct MHD_Connection *c)
 {
     const char *pool = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pool");
@@ -123,11 +143,11 @@ static enum MHD_Result deg(struct gw_admin_server *s, struct MHD_Connection *c)
         return send_error(c, 400, "InvalidArgument", "pool and op are required");
     if (strcmp(op, "encode") != 0 && strcmp(op, "decode") != 0)
         return send_error(c, 400, "InvalidArgument", "op is encode or decode");
-    bool dot = false;
-    if (format && strcmp(format, "dot") == 0)
-        dot = true;
+    bool dot = false, svg = false;
+    if (format && (strcmp(format, "dot") == 0 || strcmp(format, "svg") == 0))
+        dot = true, svg = format[0] == 's';
     else if (format && strcmp(format, "json") != 0)
-        return send_error(c, 400, "InvalidArgument", "format is json or dot");
+        return send_error(c, 400, "InvalidArgument", "format is json, dot or svg");
     int lost[MAX_LOST];
     size_t nlost = 0;
     for (const char *p = lost_s; p && *p;) {
@@ -145,9 +165,125 @@ static enum MHD_Result deg(struct gw_admin_server *s, struct MHD_Connection *c)
     int rc = gw_objects_deg(s->objects, pool, op, lost, nlost, dot ? NULL : &j, dot ? &text : NULL);
     if (rc)
         return send_errno(c, rc, "no such pool, or a graph it cannot build");
+    if (svg)
+        return send_svg(c, text);
     if (dot)
         return send_text(c, 200, text, strlen(text), "text/vnd.graphviz");
     return send_json(c, 200, j);
+}
+
+/* The body as a JSON object, or an error already sent (*out NULL). */
+static enum MHD_Result body_json(struct MHD_Connection *c, struct areq *a, json_t **out)
+{
+    *out = NULL;
+    if (a->too_large)
+        return send_error(c, 413, "TooLarge", "the body is larger than 64 KiB");
+    json_error_t jerr;
+    json_t *j = json_loadb(a->body ? a->body : "", a->len, 0, &jerr);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        char m[256];
+        snprintf(m, sizeof(m), "the body must be a JSON object: %s", jerr.text);
+        return send_error(c, 400, "MalformedJSON", m);
+    }
+    *out = j;
+    return MHD_YES;
+}
+
+/* GET|POST /admin/v1/repair, GET /admin/v1/repair/queue. */
+static enum MHD_Result repair(struct gw_admin_server *s, struct MHD_Connection *c, bool get,
+                              bool queue, struct areq *a)
+{
+    json_t *j = NULL;
+    int rc;
+    if (queue) {
+        if (!get)
+            return send_error(c, 405, "MethodNotAllowed", "GET /admin/v1/repair/queue");
+        rc = gw_objects_repair_json(s->objects, &j);
+        return rc ? send_errno(c, rc, "repair queue") : send_json(c, 200, j);
+    }
+    if (!get) {
+        json_t *in;
+        enum MHD_Result r = body_json(c, a, &in);
+        if (!in)
+            return r;
+        char m[256] = "";
+        rc = gw_objects_repair_set(s->objects, in, m, sizeof(m));
+        json_decref(in);
+        if (rc)
+            return send_errno(c, rc, m[0] ? m : "repair settings");
+    }
+    rc = gw_objects_repair_status(s->objects, &j);
+    return rc ? send_errno(c, rc, "repair status") : send_json(c, 200, j);
+}
+
+/* POST /admin/v1/nodes/{id}/remove | drain | restore */
+static enum MHD_Result node_action(struct gw_admin_server *s, struct MHD_Connection *c,
+                                   const char *rest)
+{
+    static const struct {
+        const char *action, *state;
+    } actions[] = {{"remove", "out"}, {"drain", "draining"}, {"restore", "up"}};
+    const char *slash = strchr(rest, '/');
+    if (!slash || slash == rest || (size_t)(slash - rest) >= 64)
+        return send_error(c, 400, "InvalidArgument",
+                          "want POST /admin/v1/nodes/{id}/remove|drain|restore");
+    char id[64];
+    memcpy(id, rest, (size_t)(slash - rest));
+    id[slash - rest] = '\0';
+    for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
+        if (strcmp(slash + 1, actions[i].action) != 0)
+            continue;
+        char m[256] = "";
+        int rc = gw_objects_node_state(s->objects, id, actions[i].state, m, sizeof(m));
+        if (rc)
+            return send_errno(c, rc, m[0] ? m : "node state");
+        json_t *j = NULL;
+        rc = gw_objects_repair_status(s->objects, &j);
+        return rc ? send_errno(c, rc, "repair status") : send_json(c, 200, j);
+    }
+    return send_error(c, 400, "InvalidArgument", "the action is remove, drain or restore");
+}
+
+/* GET|POST /admin/v1/keys, DELETE /admin/v1/keys/{access_key}. */
+static enum MHD_Result keys(struct gw_admin_server *s, struct MHD_Connection *c, const char *method,
+                            const char *url, struct areq *a)
+{
+    if (!s->keys)
+        return send_error(c, 501, "NotImplemented", "this gateway has no key store");
+    json_t *j = NULL;
+    int rc;
+    if (strcmp(url, "/admin/v1/keys") == 0) {
+        if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
+            rc = gw_keys_list(s->keys, &j);
+            return rc ? send_errno(c, rc, "keys") : send_json(c, 200, j);
+        }
+        if (strcmp(method, "POST") != 0)
+            return send_error(c, 405, "MethodNotAllowed", "GET or POST /admin/v1/keys");
+        json_t *spec;
+        enum MHD_Result r = body_json(c, a, &spec);
+        if (!spec)
+            return r;
+        const char *name = json_string_value(json_object_get(spec, "name"));
+        rc = name ? gw_keys_create(s->keys, name, &j) : -EINVAL;
+        json_decref(spec);
+        if (rc == -EINVAL)
+            return send_error(c, 400, "InvalidArgument",
+                              "want {\"name\": NAME}, 1 to 64 printable characters");
+        if (rc == -ENOSPC)
+            return send_error(c, 409, "TooManyKeys", "revoke a key pair first");
+        return rc ? send_errno(c, rc, "storing the key pair") : send_json(c, 201, j);
+    }
+    if (strcmp(method, "DELETE") != 0)
+        return send_error(c, 405, "MethodNotAllowed", "DELETE /admin/v1/keys/{access_key}");
+    rc = gw_keys_revoke(s->keys, url + strlen("/admin/v1/keys/"));
+    if (rc == -EPERM)
+        return send_error(c, 409, "PrimaryKey",
+                          "the primary key pair comes from credentials.json: change it there");
+    if (rc == -ENOENT)
+        return send_error(c, 404, "NoSuchKey", "no such access key");
+    return rc ? send_errno(c, rc, "revoking the key pair")
+              : send_json(c, 200, json_pack("{s:b}", "revoked", 1));
 }
 
 static enum MHD_Result route(struct gw_admin_server *s, struct MHD_Connection *c,
@@ -174,16 +310,10 @@ static enum MHD_Result route(struct gw_admin_server *s, struct MHD_Connection *c
         }
         if (strcmp(method, "POST") != 0)
             return send_error(c, 405, "MethodNotAllowed", "GET or POST /admin/v1/pools");
-        if (a->too_large)
-            return send_error(c, 413, "TooLarge", "the body is larger than 64 KiB");
-        json_error_t jerr;
-        json_t *spec = json_loadb(a->body ? a->body : "", a->len, 0, &jerr);
-        if (!json_is_object(spec)) {
-            json_decref(spec);
-            char m[256];
-            snprintf(m, sizeof(m), "the body must be a JSON object: %s", jerr.text);
-            return send_error(c, 400, "MalformedJSON", m);
-        }
+        json_t *spec;
+        enum MHD_Result r = body_json(c, a, &spec);
+        if (!spec)
+            return r;
         char m[256] = "";
         rc = gw_objects_pool_create(s->objects, spec, &j, m, sizeof(m));
         json_decref(spec);
@@ -203,12 +333,53 @@ static enum MHD_Result route(struct gw_admin_server *s, struct MHD_Connection *c
         rc = gw_objects_object_json(s->objects, bucket, slash + 1, &j);
         return rc ? send_errno(c, rc, "no such object") : send_json(c, 200, j);
     }
+    if (strcmp(url, "/admin/v1/keys") == 0 || strncmp(url, "/admin/v1/keys/", 15) == 0)
+        return keys(s, c, method, url, a);
+    if (strcmp(url, "/admin/v1/status") == 0) {
+        if (!get)
+            return send_error(c, 405, "MethodNotAllowed", "GET /admin/v1/status");
+        rc = gw_health_status_json(s->objects, s->rates, &j);
+        return rc ? send_errno(c, rc, "cluster status") : send_json(c, 200, j);
+    }
+    if (strcmp(url, "/admin/v1/rates") == 0) {
+        if (!get)
+            return send_error(c, 405, "MethodNotAllowed", "GET /admin/v1/rates");
+        rc = gw_rates_json(s->rates, &j);
+        return rc ? send_errno(c, rc, "rates") : send_json(c, 200, j);
+    }
+    if (strcmp(url, "/admin/v1/repair") == 0 || strcmp(url, "/admin/v1/repair/queue") == 0) {
+        if (!get && strcmp(method, "POST") != 0)
+            return send_error(c, 405, "MethodNotAllowed", "GET or POST /admin/v1/repair");
+        return repair(s, c, get, strcmp(url, "/admin/v1/repair/queue") == 0, a);
+    }
+    static const char nodes[] = "/admin/v1/nodes/";
+    if (strncmp(url, nodes, sizeof(nodes) - 1) == 0) {
+        if (strcmp(method, "POST") != 0)
+            return send_error(c, 405, "MethodNotAllowed", "POST /admin/v1/nodes/{id}/ACTION");
+        return node_action(s, c, url + sizeof(nodes) - 1);
+    }
     if (strcmp(url, "/admin/v1/deg") == 0) {
         if (!get)
             return send_error(c, 405, "MethodNotAllowed", "GET /admin/v1/deg");
         return deg(s, c);
     }
     return send_error(c, 404, "NotFound", "no such endpoint");
+}
+
+/* The dashboard's files need no token: they hold no data (dashboard.h). */
+static enum MHD_Result send_asset(struct MHD_Connection *c, const struct gw_dashboard_asset *a)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->content_type);
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    for (const char *const *h = gw_dashboard_headers; *h; h += 2)
+        MHD_add_response_header(r, h[0], h[1]);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -222,6 +393,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!(a = calloc(1, sizeof(*a))))
             return MHD_NO;
         *con_cls = a;
+        if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
+            const struct gw_dashboard_asset *asset = gw_dashboard_find(url);
+            if (asset)
+                return send_asset(c, asset);
+        }
         if (!authorized(s, c))
             return send_error(c, 401, "Unauthorized", "send Authorization: Bearer <admin token>");
         return MHD_YES;
@@ -278,6 +454,14 @@ int gw_admin_server_start(const struct gw_admin_config *cfg, struct gw_objects *
     }
     s->objects = o;
     s->metrics = m;
+    s->keys = cfg->keys;
+    /* One sample a second, five minutes kept: the dashboard's charts. */
+    int rc = gw_rates_start(m, 1000, 300, &s->rates);
+    if (rc) {
+        snprintf(msg, msglen, "starting the rate sampler: %s", strerror(-rc));
+        gw_admin_server_stop(s);
+        return rc;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
@@ -309,6 +493,7 @@ void gw_admin_server_stop(struct gw_admin_server *s)
         return;
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    gw_rates_stop(s->rates);
     free(s->token);
     free(s);
 }

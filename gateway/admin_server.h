@@ -7,6 +7,9 @@
  *   POST /admin/v1/pools                   {"name", "profile", "nodes"}: a new pool
  *   GET  /admin/v1/objects/{bucket}/{key}  stripes, placement, chunk health
  *   GET  /admin/v1/deg?pool=P&op=encode|decode[&lost=1,4][&format=dot]
+ *   GET  /admin/v1/keys                    S3 key pairs, no secrets (keys.h)
+ *   POST /admin/v1/keys                    {"name"}: a new pair, its secret shown once
+ *   DELETE /admin/v1/keys/{access_key}     revokes a pair (not the primary one)
  *   GET  /metrics                          Prometheus text format
  *
  * Errors are {"code": "...", "message": "..."} with a matching status.
@@ -19,12 +22,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gateway/keys.h"
 #include "gateway/metrics.h"
 #include "gateway/objects.h"
 
 struct gw_admin_config {
-    const char *listen; /* "host:port"; port 0 picks a free one */
-    const char *token;  /* required, non-empty */
+    const char *listen;   /* "host:port"; port 0 picks a free one */
+    const char *token;    /* required, non-empty */
+    struct gw_keys *keys; /* the S3 key pairs /admin/v1/keys manages; NULL: 501 */
 };
 
 struct gw_admin_server;

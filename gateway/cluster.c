@@ -5,9 +5,8 @@
  * node health, the fan-out threads that call several nodes at once, pools,
  * and the control API's cluster/pool/DEG queries.
  *
- * A node whose call fails at the transport (down, refused, timed out) is
- * marked down for DOWN_MS: reads then go degraded at once instead of waiting
- * for its timeout again; after DOWN_MS it is tried again.
+ * Every call's outcome is evidence for the failure detector (detector.c),
+ * which says which nodes are up, suspect or down.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,11 +21,11 @@
 
 #include "deg/deg.h"
 #include "gateway/objects_internal.h"
+#include "gateway/repair.h"
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/service.h"
 
-#define DOWN_MS     2000
 #define FAN_THREADS 16
 
 int64_t gw_now_ms(void)
@@ -79,7 +78,9 @@ static void *fan_main(void *arg)
         pthread_mutex_unlock(&f->lock);
         j->fn(j->arg, j->i);
         pthread_mutex_lock(&f->lock);
-        if (--*j->left == 0)
+        if (!j->left) /* posted: nobody waits for it */
+            free(j);
+        else if (--*j->left == 0)
             pthread_cond_broadcast(j->done);
     }
     pthread_mutex_unlock(&f->lock);
@@ -118,21 +119,40 @@ void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), vo
     free(jobs);
 }
 
-static int fanout_create(struct gw_fanout **out)
+int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg, int i)
+{
+    struct fan_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    *j = (struct fan_job){fn, arg, i, NULL, NULL, NULL};
+    pthread_mutex_lock(&f->lock);
+    if (f->tail)
+        f->tail->next = j;
+    else
+        f->head = j;
+    f->tail = j;
+    pthread_cond_signal(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    return 0;
+}
+
+int gw_fanout_create(int nthreads, struct gw_fanout **out)
 {
     struct gw_fanout *f = calloc(1, sizeof(*f));
     if (!f)
         return -ENOMEM;
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
-    for (; f->nthreads < FAN_THREADS; f->nthreads++)
+    if (nthreads > FAN_THREADS)
+        nthreads = FAN_THREADS;
+    for (; f->nthreads < nthreads; f->nthreads++)
         if (pthread_create(&f->threads[f->nthreads], NULL, fan_main, f))
             break;
     *out = f;
     return f->nthreads ? 0 : -EAGAIN;
 }
 
-static void fanout_destroy(struct gw_fanout *f)
+void gw_fanout_destroy(struct gw_fanout *f)
 {
     if (!f)
         return;
@@ -151,18 +171,22 @@ static void fanout_destroy(struct gw_fanout *f)
 
 bool gw_transport_error(int rc)
 {
-    return rc == -EHOSTDOWN || rc == -ETIMEDOUT || rc == -ECONNREFUSED || rc == -ESHUTDOWN ||
-           rc == -EHOSTUNREACH || rc == -ECONNRESET;
-}
-
-bool gw_node_is_down(struct gw_objects *o, int node)
-{
-    return atomic_load(&o->nodes[node].down_until_ms) > gw_now_ms();
-}
-
-static void mark_down(struct gw_objects *o, int node)
-{
-    atomic_store(&o->nodes[node].down_until_ms, gw_now_ms() + DOWN_MS);
+    switch (rc) {
+    case -EHOSTDOWN:
+    case -ETIMEDOUT:
+    case -ECONNREFUSED:
+    case -ECONNRESET:
+    case -ECONNABORTED:
+    case -ESHUTDOWN:
+    case -EHOSTUNREACH:
+    case -ENETUNREACH:
+    case -ENETDOWN:
+    case -ENOTCONN:
+    case -EPIPE:
+        return true;
+    default:
+        return false;
+    }
 }
 
 int gw_client_get(struct gw_objects *o, int node, struct node_client **out)
@@ -175,9 +199,17 @@ int gw_client_get(struct gw_objects *o, int node, struct node_client **out)
         pthread_mutex_unlock(&nd->lock);
         return 0;
     }
+    pthread_mutex_unlock(&nd->lock);
+    return gw_client_open(o, node, o->timeout_ms, out);
+}
+
+int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_client **out)
+{
+    struct gw_node *nd = &o->nodes[node];
+    pthread_mutex_lock(&nd->lock);
     struct node_service *svc = nd->svc;
     pthread_mutex_unlock(&nd->lock);
-    struct node_client_opts co = {.timeout_ms = o->timeout_ms};
+    struct node_client_opts co = {.timeout_ms = timeout_ms};
     char err[256];
     int rc;
     if (o->embedded)
@@ -186,18 +218,23 @@ int gw_client_get(struct gw_objects *o, int node, struct node_client **out)
         rc = node_client_connect(o->dev, nd->address, &co, out, err, sizeof(err));
     if (rc) {
         *out = NULL;
-        mark_down(o, node);
+        gw_peer_failed(o, node, rc, true);
     }
     return rc;
 }
 
+static void drop_clients(struct gw_node *nd);
+
 void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc)
 {
     struct gw_node *nd = &o->nodes[node];
-    if (gw_transport_error(rc))
-        mark_down(o, node);
-    else if (rc == 0)
-        atomic_store(&nd->down_until_ms, 0);
+    if (gw_transport_error(rc)) {
+        gw_peer_failed(o, node, rc, false);
+        /* They share its connection: broken too, most likely. */
+        drop_clients(nd);
+    } else if (rc == 0) {
+        gw_peer_answered(o, node);
+    }
     if (!c)
         return;
     pthread_mutex_lock(&nd->lock);
@@ -346,19 +383,22 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     int tol = (o->meta_copies - 1) / 2;
     o->meta_wq = o->meta_copies - tol;
     o->meta_rq = tol + 1;
-    o->timeout_ms = opt_int(opts, "timeout_ms", 3000);
+    /* The map's failure detector is the one clock of every peer link. */
+    if (!o->embedded && json_object_get(opts, "timeout_ms"))
+        return snprintf(msg, msglen, "gateway.timeout_ms: set map.peer_timeout_ms instead"),
+               -EINVAL;
+    o->timeout_ms = o->map->peer_timeout_ms;
+    o->heartbeat_ms = o->map->heartbeat_ms;
     o->gc_delay_ms = opt_int(opts, "gc_delay_ms", 5000);
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r))
         r = (uint32_t)gw_realtime_ns() ^ (uint32_t)getpid();
     o->gw_id = r & 1023;
     pthread_mutex_init(&o->pool_lock, NULL);
-    pthread_mutex_init(&o->repair_lock, NULL);
     pthread_mutex_init(&o->gc_lock, NULL);
     pthread_cond_init(&o->gc_cond, NULL);
-    o->repair = json_array();
     o->gc = json_array();
-    if ((rc = fanout_create(&o->fan)))
+    if ((rc = gw_fanout_create(FAN_THREADS, &o->fan)))
         return snprintf(msg, msglen, "cannot start threads"), rc;
     if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
         o->gc_started = true;
@@ -385,11 +425,16 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
     if (rc == 0) {
         const char *host = json_string_value(json_object_get(opts, "deg_listen"));
         char devopts[300];
-        snprintf(devopts, sizeof(devopts), "transport=tcp,listen=%s:0,timeout_ms=%d",
-                 host ? host : "127.0.0.1", o->timeout_ms);
+        snprintf(devopts, sizeof(devopts),
+                 "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d",
+                 host ? host : "127.0.0.1", o->timeout_ms, o->heartbeat_ms);
         snprintf(o->deg_options, sizeof(o->deg_options), "%s", devopts);
         rc = open_device(o, devopts, msg, msglen);
     }
+    if (rc == 0 && (rc = gw_detector_start(o)))
+        snprintf(msg, msglen, "cannot start the failure detector");
+    if (rc == 0 && (rc = gw_repair_start(o, json_object_get(opts, "repair"))))
+        snprintf(msg, msglen, "the repair service did not start: bad \"repair\" options?");
     if (rc) {
         gw_objects_close(o);
         return rc;
@@ -411,8 +456,9 @@ static json_t *embedded_map(const json_t *opts)
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", 1 + i); /* never dialled: mem transport */
         json_array_append_new(nodes, json_pack("{s:s,s:s}", "id", id, "address", addr));
     }
-    return json_pack("{s:o,s:[{s:s,s:s,s:i}]}", "nodes", nodes, "pools", "name", "default",
-                     "profile", profile ? profile : "rs:k=6,m=3", "chunk_size",
+    return json_pack("{s:i,s:o,s:[{s:s,s:s,s:i}]}", "peer_timeout_ms",
+                     opt_int(opts, "timeout_ms", PLACE_PEER_TIMEOUT_MS), "nodes", nodes, "pools",
+                     "name", "default", "profile", profile ? profile : "rs:k=6,m=3", "chunk_size",
                      opt_int(opts, "chunk_size", 1 << 20));
 }
 
@@ -432,7 +478,7 @@ static int start_node(struct gw_objects *o, int i, char *msg, size_t msglen)
     pthread_mutex_lock(&o->nodes[i].lock);
     o->nodes[i].svc = svc;
     pthread_mutex_unlock(&o->nodes[i].lock);
-    atomic_store(&o->nodes[i].down_until_ms, 0);
+    gw_peer_answered(o, i);
     return 0;
 }
 
@@ -474,6 +520,10 @@ int gw_objects_open_embedded_opts(const char *dir, const json_t *opts, struct gw
         rc = start_node(o, i, msg, msglen);
     if (rc == 0 && fresh && (rc = save_embedded_map(o)))
         snprintf(msg, msglen, "%s: %s", path, strerror(-rc));
+    if (rc == 0 && (rc = gw_detector_start(o)))
+        snprintf(msg, msglen, "cannot start the failure detector");
+    if (rc == 0 && (rc = gw_repair_start(o, json_object_get(opts, "repair"))))
+        snprintf(msg, msglen, "the repair service did not start: bad \"repair\" options?");
     if (rc) {
         gw_objects_close(o);
         return rc;
@@ -514,6 +564,8 @@ void gw_objects_close(struct gw_objects *o)
 {
     if (!o)
         return;
+    gw_repair_stop(o);
+    gw_detector_stop(o);
     if (o->gc_started) {
         pthread_mutex_lock(&o->gc_lock);
         o->gc_stop = true;
@@ -523,7 +575,7 @@ void gw_objects_close(struct gw_objects *o)
     }
     if (o->fan && o->nodes)
         gw_gc_run(o, true); /* what is left of the garbage: deleted now, not lost */
-    fanout_destroy(o->fan);
+    gw_fanout_destroy(o->fan);
     gw_sessions_close(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
         drop_clients(&o->nodes[i]);
@@ -535,7 +587,6 @@ void gw_objects_close(struct gw_objects *o)
     int np = atomic_load(&o->npools);
     for (int i = 0; i < np; i++)
         codec_destroy(o->pools[i].codec);
-    json_decref(o->repair);
     json_decref(o->gc);
     free(o->nodes);
     place_map_destroy(o->map);
@@ -565,6 +616,7 @@ static void health_one(void *arg, int i)
         rc = node_client_stats(c, &st);
     gw_client_put(o, i, c, rc);
     json_object_set_new(j, "up", json_boolean(rc == 0));
+    json_object_update_new(j, gw_peer_json(o, i));
     if (rc == 0) {
         json_object_set_new(j, "capacity_bytes", json_integer((json_int_t)st.capacity));
         json_object_set_new(j, "used_bytes", json_integer((json_int_t)st.segment_bytes));
@@ -606,9 +658,7 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->failed_reads = atomic_load(&o->failed_reads);
     st->sessions_opened = atomic_load(&o->sessions_opened);
     st->degraded_writes = atomic_load(&o->degraded_writes);
-    pthread_mutex_lock(&o->repair_lock);
-    st->repair_queue = json_array_size(o->repair);
-    pthread_mutex_unlock(&o->repair_lock);
+    st->repair_queue = gw_repair_queue_length(o);
     return 0;
 }
 
@@ -627,13 +677,17 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
     gw_objects_pools_json(o, &pools);
     struct gw_objects_stats st;
     gw_objects_counters(o, &st);
-    *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i}}", "mode",
+    *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i}}", "mode",
                      o->embedded ? "embedded" : "tcp", "epoch", (json_int_t)o->map->epoch, "nodes",
                      a, "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
-                     "corrupt_chunks", (json_int_t)st.corrupt_chunks, "missing_chunks",
-                     (json_int_t)st.missing_chunks, "failed_reads", (json_int_t)st.failed_reads,
-                     "repair_queue", (json_int_t)st.repair_queue, "metadata", "copies",
-                     o->meta_copies, "write_quorum", o->meta_wq, "read_quorum", o->meta_rq);
+                     "degraded_writes", (json_int_t)st.degraded_writes, "corrupt_chunks",
+                     (json_int_t)st.corrupt_chunks, "missing_chunks", (json_int_t)st.missing_chunks,
+                     "failed_reads", (json_int_t)st.failed_reads, "repair_queue",
+                     (json_int_t)st.repair_queue, "metadata", "copies", o->meta_copies,
+                     "write_quorum", o->meta_wq, "read_quorum", o->meta_rq);
+    json_t *rep = NULL;
+    if (*out && gw_objects_repair_status(o, &rep) == 0)
+        json_object_set_new(*out, "repair", rep);
     return *out ? 0 : -ENOMEM;
 }
 

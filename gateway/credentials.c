@@ -38,6 +38,9 @@ static bool fill(char *dst, const char *src)
 
 /* Random characters from an alphabet: access keys look like AWS's (upper
  * case and digits, 20), secrets and tokens are base62 (40 and 48). */
+static const char upper[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+static const char base62[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
 static int generate(char *dst, size_t n, const char *alphabet)
 {
     unsigned char raw[64];
@@ -86,22 +89,19 @@ static int read_file(const char *path, struct gw_credentials *c, char *msg, size
     return 0;
 }
 
-/* Written to a temporary file created 0600, then renamed: a crash leaves
- * either no file or a whole one. */
-static int write_file(const char *dir, const char *path, const struct gw_credentials *c, char *msg,
-                      size_t msglen)
+int gw_credentials_write_private(const char *dir, const char *file, json_t *j, char *msg,
+                                 size_t msglen)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, GW_CREDENTIALS_FILE);
-    json_t *j = json_pack("{ssssss}", "access_key", c->access_key, "secret_key", c->secret_key,
-                          "admin_token", c->admin_token);
+    char tmp[4096], path[4096];
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, file);
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
     if (!j)
         return -ENOMEM;
     unlink(tmp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     int rc = 0;
-    if (fd < 0 || json_dumpfd(j, fd, JSON_INDENT(2)) != 0 || write(fd, "\n", 1) != 1 ||
-        fsync(fd) != 0)
+    if (fd < 0 || json_dumpfd(j, fd, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
+        write(fd, "\n", 1) != 1 || fsync(fd) != 0)
         rc = -errno;
     json_decref(j);
     if (fd >= 0 && close(fd) != 0 && rc == 0)
@@ -113,6 +113,31 @@ static int write_file(const char *dir, const char *path, const struct gw_credent
         snprintf(msg, msglen, "cannot store %s: %s", path, strerror(-rc));
     }
     return rc;
+}
+
+static int write_file(const char *dir, const struct gw_credentials *c, char *msg, size_t msglen)
+{
+    return gw_credentials_write_private(dir, GW_CREDENTIALS_FILE,
+                                        json_pack("{ssssss}", "access_key", c->access_key,
+                                                  "secret_key", c->secret_key, "admin_token",
+                                                  c->admin_token),
+                                        msg, msglen);
+}
+
+int gw_credentials_note_endpoints(const char *dir, const char *s3_url, const char *admin_url,
+                                  char *msg, size_t msglen)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, GW_CREDENTIALS_FILE) >= sizeof(path))
+        return snprintf(msg, msglen, "data directory path too long"), -ENAMETOOLONG;
+    json_t *j = json_load_file(path, 0, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return 0; /* credentials from elsewhere (environment, configuration) */
+    }
+    json_object_set_new(j, "s3_endpoint", json_string(s3_url));
+    json_object_set_new(j, "admin_endpoint", json_string(admin_url));
+    return gw_credentials_write_private(dir, GW_CREDENTIALS_FILE, j, msg, msglen);
 }
 
 int gw_credentials_load(const char *dir, struct gw_credentials *c, char *msg, size_t msglen)
@@ -133,8 +158,6 @@ int gw_credentials_load(const char *dir, struct gw_credentials *c, char *msg, si
     int rc = read_file(path, c, msg, msglen);
     if (rc)
         return rc;
-    static const char upper[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static const char base62[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     static const size_t lens[NFIELDS] = {20, 40, 48};
     for (size_t i = 0; i < NFIELDS; i++) {
         if (field(c, i)[0])
@@ -146,5 +169,11 @@ int gw_credentials_load(const char *dir, struct gw_credentials *c, char *msg, si
         }
         c->generated = true;
     }
-    return c->generated ? write_file(dir, path, c, msg, msglen) : 0;
+    return c->generated ? write_file(dir, c, msg, msglen) : 0;
+}
+
+int gw_credentials_generate_pair(char access[21], char secret[41])
+{
+    int rc = generate(access, 20, upper);
+    return rc ? rc : generate(secret, 40, base62);
 }

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #define GW_CREDENTIALS_FILE "credentials.json"
 
 struct gw_credentials {
@@ -29,5 +31,22 @@ struct gw_credentials {
  * (-EINVAL). Returns 0 or a negative errno with msg saying why.
  */
 int gw_credentials_load(const char *dir, struct gw_credentials *c, char *msg, size_t msglen);
+
+/*
+ * Records where this gateway serves (as "s3_endpoint" and "admin_endpoint",
+ * URLs) in dir's credentials.json, beside the keys, so `inec status` and
+ * `inec admin` find the control API and its token from the data directory
+ * alone. No file (credentials from elsewhere): nothing to do, returns 0.
+ */
+int gw_credentials_note_endpoints(const char *dir, const char *s3_url, const char *admin_url,
+                                  char *msg, size_t msglen);
+
+/* A new random S3 key pair, shaped as the generated first one (RAND_bytes). */
+int gw_credentials_generate_pair(char access[21], char secret[41]);
+
+/* Writes j (reference taken) to dir/file, created 0600 as a temporary file,
+ * synced, then renamed over the old one: a crash leaves one or the other. */
+int gw_credentials_write_private(const char *dir, const char *file, json_t *j, char *msg,
+                                 size_t msglen);
 
 #endif

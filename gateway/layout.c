@@ -20,9 +20,10 @@ int gw_layout_starts(const json_t *rec, uint64_t **out)
         const json_t *off = json_object_get(st, "off");
         json_int_t len = json_integer_value(json_object_get(st, "len"));
         start[s] = off ? (uint64_t)json_integer_value(off) : end;
-        /* Stripes follow each other, none overlaps the next, none is empty. */
-        if (len <= 0 || k <= 0 || json_integer_value(off) < 0 ||
-            start[s] < (s ? start[s - 1] : 0) || start[s] > end || (s == 0 && start[s] != 0) ||
+        /* Stripes follow each other, none overlaps the next, none is empty;
+         * k * len is bounded so that no sum below wraps. */
+        if (len <= 0 || len > NODE_CHUNK_MAX || k <= 0 || k > 255 || json_integer_value(off) < 0 ||
+            (s && start[s] <= start[s - 1]) || start[s] > end || (s == 0 && start[s] != 0) ||
             start[s] >= (uint64_t)size)
             goto bad;
         end = start[s] + (uint64_t)k * (uint64_t)len;

@@ -5,12 +5,13 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Latency bucket bounds in seconds: S3 requests range from sub-millisecond
  * HEADs to multi-second large PUTs. */
-static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                0.1,    0.25,  0.5,    1,     2.5,  5,     10};
-#define NBOUNDS (sizeof(bounds) / sizeof(bounds[0]))
+const double gw_metrics_bounds[GW_METRICS_NBUCKETS - 1] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+#define NBOUNDS (GW_METRICS_NBUCKETS - 1)
 
 /* The statuses the gateway answers with; anything else is counted as "other". */
 static const int statuses[] = {200, 204, 206, 304, 400, 403, 404, 405,
@@ -70,7 +71,7 @@ void gw_metrics_record(struct gw_metrics *m, size_t op, int status, uint64_t lat
     atomic_fetch_add_explicit(&o->by_status[s], 1, memory_order_relaxed);
     double secs = (double)latency_ns / 1e9;
     size_t b = 0;
-    while (b < NBOUNDS && secs > bounds[b])
+    while (b < NBOUNDS && secs > gw_metrics_bounds[b])
         b++;
     atomic_fetch_add_explicit(&o->buckets[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&o->latency_sum_ns, latency_ns, memory_order_relaxed);
@@ -81,6 +82,25 @@ void gw_metrics_record(struct gw_metrics *m, size_t op, int status, uint64_t lat
 static uint64_t load(const atomic_uint_fast64_t *a)
 {
     return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+void gw_metrics_totals(const struct gw_metrics *m, struct gw_metrics_totals *t)
+{
+    *t = (struct gw_metrics_totals){0};
+    for (size_t i = 0; i < m->nops; i++) {
+        const struct op_metrics *o = &m->ops[i];
+        for (size_t s = 0; s < NSTATUS; s++) {
+            uint64_t v = load(&o->by_status[s]);
+            t->requests += v;
+            if (statuses[s] >= 500)
+                t->server_errors += v;
+        }
+        for (size_t b = 0; b <= NBOUNDS; b++)
+            t->buckets[b] += load(&o->buckets[b]);
+        t->latency_sum_ns += load(&o->latency_sum_ns);
+        t->received_bytes += load(&o->bytes_in);
+        t->sent_bytes += load(&o->bytes_out);
+    }
 }
 
 /* Label values are escaped as the format requires: backslash, quote, newline. */
@@ -96,6 +116,50 @@ static void label(FILE *f, const char *v)
     }
 }
 
+/* The object layer's counters and gauges of the cluster document. */
+static void write_counters(const json_t *cluster, FILE *f)
+{
+    static const struct {
+        const char *metric, *field, *type, *help;
+    } counters[] = {
+        {"inec_degraded_reads_total", "degraded_reads", "counter", "stripes read through a decode"},
+        {"inec_degraded_writes_total", "degraded_writes", "counter",
+         "stripes committed with chunks missing (at or above the write quorum)"},
+        {"inec_corrupt_chunks_total", "corrupt_chunks", "counter",
+         "chunks that failed a checksum when read"},
+        {"inec_missing_chunks_total", "missing_chunks", "counter",
+         "chunks not found, or on a node that did not answer"},
+        {"inec_failed_reads_total", "failed_reads", "counter",
+         "stripes that could not be rebuilt (the read failed)"},
+        {"inec_repair_queue_chunks", "repair_queue", "gauge", "chunks waiting for repair"},
+        {"inec_cluster_map_epoch", "epoch", "gauge", "the epoch of the cluster map"},
+    };
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        json_t *v = json_object_get(cluster, counters[i].field);
+        if (json_is_number(v))
+            fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", counters[i].metric,
+                    counters[i].help, counters[i].metric, counters[i].type, counters[i].metric,
+                    json_number_value(v));
+    }
+    /* Free space only where a node has a capacity (0: unlimited). */
+    json_t *nodes = json_object_get(cluster, "nodes"), *n;
+    size_t i;
+    fputs("# HELP inec_node_free_bytes bytes the node can still store (capacity - used)\n"
+          "# TYPE inec_node_free_bytes gauge\n",
+          f);
+    json_array_foreach(nodes, i, n)
+    {
+        const char *id = json_string_value(json_object_get(n, "id"));
+        double cap = json_number_value(json_object_get(n, "capacity_bytes"));
+        double used = json_number_value(json_object_get(n, "used_bytes"));
+        if (!id || cap <= 0 || !json_is_true(json_object_get(n, "up")))
+            continue;
+        fputs("inec_node_free_bytes{node=\"", f);
+        label(f, id);
+        fprintf(f, "\"} %.17g\n", cap > used ? cap - used : 0.0);
+    }
+}
+
 static void write_cluster(const json_t *cluster, FILE *f)
 {
     json_t *nodes = json_object_get(cluster, "nodes");
@@ -106,6 +170,16 @@ static void write_cluster(const json_t *cluster, FILE *f)
             {"inec_node_up", "up", "1 when the node answers, 0 when it is down"},
             {"inec_node_capacity_bytes", "capacity_bytes", "bytes the node can store"},
             {"inec_node_used_bytes", "used_bytes", "bytes the node stores"},
+            {"inec_node_live_bytes", "live_bytes", "bytes of records the node's index points at"},
+            {"inec_node_chunks", "chunks", "chunks the node stores"},
+            {"inec_node_repair_list_chunks", "repair_list",
+             "chunks on the node's repair list (failed a checksum on read or scrub)"},
+            {"inec_node_suspect", "suspect",
+             "1 while the failure detector doubts the node (suspect or down)"},
+            {"inec_node_last_seen_age_seconds", "last_seen_age_seconds",
+             "seconds since the node last answered a call or a probe"},
+            {"inec_node_peer_failures_total", "peer_failures",
+             "calls and probes the node failed at the transport"},
         };
         for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
             fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].metric, gauges[g].help,
@@ -128,17 +202,60 @@ static void write_cluster(const json_t *cluster, FILE *f)
             }
         }
     }
-    json_t *dr = json_object_get(cluster, "degraded_reads");
-    if (json_is_integer(dr))
+    write_counters(cluster, f);
+}
+
+/* The repair service's gauges and counters (the "repair" of the cluster document). */
+static void write_repair(const json_t *rep, FILE *f)
+{
+    const json_t *by = json_object_get(json_object_get(rep, "scan"), "degraded_by_lost");
+    fputs("# HELP inec_stripes_degraded stripes missing chunks at the last scan, by chunks lost\n"
+          "# TYPE inec_stripes_degraded gauge\n",
+          f);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)by, k, v)
+    {
+        fprintf(f, "inec_stripes_degraded{lost=\"");
+        label(f, k);
+        fprintf(f, "\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(v));
+    }
+    const json_t *t = json_object_get(rep, "totals"), *q = json_object_get(rep, "queue");
+    static const struct {
+        const char *metric, *type, *help, *obj, *field;
+    } vals[] = {
+        {"inec_repair_bytes_total", "counter", "bytes rebuilt or moved by repair", "totals",
+         "bytes_repaired"},
+        {"inec_repair_stripes_total", "counter", "stripes repaired", "totals", "stripes_repaired"},
+        {"inec_repair_orphans_deleted_total", "counter", "orphan chunks collected", "totals",
+         "orphans_deleted"},
+        {"inec_repair_queue_length", "gauge", "degraded stripes in the repair queue", "queue",
+         "stripes"},
+        {"inec_repair_oldest_degraded_seconds", "gauge",
+         "age of the oldest stripe in the repair queue", "queue", "oldest_age_s"},
+    };
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        const json_t *x = json_object_get(strcmp(vals[i].obj, "totals") ? q : t, vals[i].field);
+        if (json_is_integer(x))
+            fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %" JSON_INTEGER_FORMAT "\n", vals[i].metric,
+                    vals[i].help, vals[i].metric, vals[i].type, vals[i].metric,
+                    json_integer_value(x));
+    }
+    const json_t *rate = json_object_get(json_object_get(rep, "progress"), "rate_bytes_per_s");
+    if (json_is_number(rate))
         fprintf(f,
-                "# HELP inec_degraded_reads_total stripes read through a decode\n"
-                "# TYPE inec_degraded_reads_total counter\n"
-                "inec_degraded_reads_total %" JSON_INTEGER_FORMAT "\n",
-                json_integer_value(dr));
+                "# HELP inec_repair_rate_bytes_per_second repair rate of the current run\n"
+                "# TYPE inec_repair_rate_bytes_per_second gauge\n"
+                "inec_repair_rate_bytes_per_second %.17g\n",
+                json_number_value(rate));
 }
 
 int gw_metrics_write(const struct gw_metrics *m, const json_t *cluster, FILE *f)
 {
+    fputs("# HELP inec_build_info the inec version serving, always 1\n"
+          "# TYPE inec_build_info gauge\n"
+          "inec_build_info{version=\"" INEC_VERSION "\"} 1\n",
+          f);
     fputs("# HELP inec_s3_requests_total S3 requests by operation and HTTP status\n"
           "# TYPE inec_s3_requests_total counter\n",
           f);
@@ -158,9 +275,9 @@ int gw_metrics_write(const struct gw_metrics *m, const json_t *cluster, FILE *f)
         const char *name, *help;
         size_t off;
     } bytes[] = {
-        {"inec_s3_bytes_in_total", "request body bytes received",
+        {"inec_s3_received_bytes_total", "request body bytes received",
          offsetof(struct op_metrics, bytes_in)},
-        {"inec_s3_bytes_out_total", "response body bytes sent",
+        {"inec_s3_sent_bytes_total", "response body bytes sent",
          offsetof(struct op_metrics, bytes_out)},
     };
     for (size_t b = 0; b < 2; b++) {
@@ -182,7 +299,7 @@ int gw_metrics_write(const struct gw_metrics *m, const json_t *cluster, FILE *f)
             if (b < NBOUNDS)
                 fprintf(
                     f, "inec_s3_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %" PRIu64 "\n",
-                    m->names[i], bounds[b], cum);
+                    m->names[i], gw_metrics_bounds[b], cum);
             else
                 fprintf(f,
                         "inec_s3_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %" PRIu64
@@ -196,5 +313,7 @@ int gw_metrics_write(const struct gw_metrics *m, const json_t *cluster, FILE *f)
     }
     if (cluster)
         write_cluster(cluster, f);
+    if (json_is_object(json_object_get(cluster, "repair")))
+        write_repair(json_object_get(cluster, "repair"), f);
     return ferror(f) ? -EIO : 0;
 }

@@ -27,6 +27,21 @@ void gw_metrics_record(struct gw_metrics *m, size_t op, int status, uint64_t lat
                        uint64_t bytes_in, uint64_t bytes_out);
 
 /*
+ * Sums over every operation, for the rates the control API computes
+ * (gateway/rates.h): requests, requests answered 5xx, body bytes, and the
+ * latency histogram (GW_METRICS_NBUCKETS bounds in gw_metrics_bounds, the
+ * last bucket +Inf).
+ */
+#define GW_METRICS_NBUCKETS 15
+extern const double gw_metrics_bounds[GW_METRICS_NBUCKETS - 1];
+struct gw_metrics_totals {
+    uint64_t requests, server_errors, received_bytes, sent_bytes;
+    uint64_t latency_sum_ns;
+    uint64_t buckets[GW_METRICS_NBUCKETS]; /* not cumulative */
+};
+void gw_metrics_totals(const struct gw_metrics *m, struct gw_metrics_totals *t);
+
+/*
  * Writes every metric to f. cluster may be NULL, else the object layer's
  * cluster document (gw_objects_cluster_json): its nodes become
  * inec_node_up / inec_node_capacity_bytes / inec_node_used_bytes gauges, its

@@ -108,7 +108,9 @@ int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
                   "content_type", attrs ? attrs->content_type : "", "user_meta", um);
     char k[KEYLEN];
     upload_key(k, bucket, upload_id);
-    rc = rec ? gw_meta_write(o, MPU_BUCKET, k, rec) : -ENOMEM;
+    rc = !rec ? -ENOMEM : gw_rec_set_extras(rec, attrs);
+    if (rc == 0)
+        rc = gw_meta_write(o, MPU_BUCKET, k, rec);
     json_decref(rec);
     return rc;
 }
@@ -303,7 +305,7 @@ static int build_record(struct gw_objects *o, const json_t *u, const char *key, 
                       um ? um : json_object(), "pool", pool->p.name, "profile", pool->p.profile,
                       "k", pool->p.k, "n", pool->p.n, "chunk_size", (json_int_t)pool->p.chunk_size,
                       "oid", uid, "upload", uid, "parts", (json_int_t)n, "stripes", stripes);
-        if (!*out)
+        if (!*out || gw_rec_copy_extras(*out, u))
             rc = -ENOMEM;
         else if (json_dumpb(*out, NULL, 0, JSON_COMPACT) > NODE_META_MAX - 4096)
             rc = -EFBIG;
@@ -314,6 +316,50 @@ static int build_record(struct gw_objects *o, const json_t *u, const char *key, 
     }
     json_decref(stripes);
     return rc;
+}
+
+/* A Complete sent again after it succeeded (its answer was lost): the upload
+ * is gone, but the object names it and has the ETag this part list makes (the
+ * MD5 of the parts' MD5s, "-N"), so the answer is the same 200. Otherwise the
+ * upload is simply unknown. */
+static int completed_before(struct gw_objects *o, const char *bucket, const char *key,
+                            const char *upload_id, const struct gw_part_info *parts, size_t n,
+                            struct gw_object_info *out)
+{
+    json_t *rec;
+    int rc = gw_meta_read(o, bucket, key, &rec);
+    if (rc)
+        return rc == -ENOENT ? -ESRCH : rc;
+    bool same = !gw_rec_deleted(rec) &&
+                strcmp(json_string_value(json_object_get(rec, "upload")) ?: "", upload_id) == 0;
+    EVP_MD_CTX *md5 = same ? EVP_MD_CTX_new() : NULL;
+    same = md5 && EVP_DigestInit_ex(md5, EVP_md5(), NULL);
+    for (size_t i = 0; i < n && same; i++) {
+        uint8_t bin[16];
+        int used = 0;
+        for (int b = 0; b < 16 && same; b++) {
+            unsigned v;
+            same = sscanf(parts[i].etag + 2 * b, "%2x%n", &v, &used) == 1 && used == 2;
+            bin[b] = (uint8_t)v;
+        }
+        same = same && parts[i].etag[32] == '\0' && EVP_DigestUpdate(md5, bin, sizeof(bin));
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char etag[64];
+    if (same && EVP_DigestFinal_ex(md5, md, &mdlen) && mdlen == 16) {
+        for (int b = 0; b < 16; b++)
+            snprintf(etag + 2 * b, 3, "%02x", md[b]);
+        snprintf(etag + 32, sizeof(etag) - 32, "-%zu", n);
+        same = strcmp(etag, json_string_value(json_object_get(rec, "etag")) ?: "") == 0;
+    } else {
+        same = false;
+    }
+    EVP_MD_CTX_free(md5);
+    if (same && out)
+        gw_rec_object_info(rec, out);
+    json_decref(rec);
+    return same ? 0 : -ESRCH;
 }
 
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
@@ -328,7 +374,7 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
     if (rc) {
         free(have);
         json_decref(keep);
-        return rc;
+        return rc == -ESRCH ? completed_before(o, bucket, key, upload_id, parts, n, out) : rc;
     }
     if ((rc = parts_of(o, bucket, upload_id, 0, &list)) == 0) {
         size_t i;

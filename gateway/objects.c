@@ -40,11 +40,11 @@
 
 #include "deg/deg.h"
 #include "gateway/objects_internal.h"
+#include "gateway/repair.h"
 #include "inec/log.h"
 
 #define MAX_STRIPES   6000 /* keeps a record within NODE_META_MAX */
-#define REPAIR_MAX    10000
-#define PROBE_STRIPES 16 /* stripes whose chunks gw_objects_object_json checks */
+#define PROBE_STRIPES 16   /* stripes whose chunks gw_objects_object_json checks */
 
 /* --- small helpers ---------------------------------------------------------- */
 
@@ -114,40 +114,28 @@ static bool chunk_missing(const json_t *stripe, int c)
     return false;
 }
 
-/* --- repair queue and garbage ---------------------------------------------------- */
-
-void gw_repair_queue(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
-                     uint64_t stripe, int chunk, const char *node, const char *reason)
+/* Routing around: which chunks of the stripe to leave unread because their
+ * node is suspect (not known down: it may answer, but late), as long as the
+ * chunks known lost plus those left stay within what the code tolerates.
+ * avoid[c] is set for them; already-lost chunks (lost[c]) count. */
+static void route_around(struct gw_objects *o, const json_t *stripe, int n, int m, const bool *lost,
+                         bool *avoid)
 {
-    pthread_mutex_lock(&o->repair_lock);
-    size_t i;
-    json_t *e;
-    bool dup = false;
-    json_array_foreach(o->repair, i, e)
-    {
-        if (strcmp(json_string_value(json_object_get(e, "object")), oid) == 0 &&
-            (uint64_t)json_integer_value(json_object_get(e, "stripe")) == stripe &&
-            json_integer_value(json_object_get(e, "chunk")) == chunk) {
-            dup = true;
-            break;
-        }
+    int gone = 0, doubt = 0;
+    bool suspect[PLACE_MAX_CHUNKS] = {false};
+    for (int c = 0; c < n; c++) {
+        int node = node_of(o, stripe, c);
+        enum gw_peer_state st = node < 0 ? GW_PEER_DOWN : gw_peer_state(o, node);
+        if (lost[c] || chunk_missing(stripe, c) || st == GW_PEER_DOWN)
+            gone++;
+        else if (st == GW_PEER_SUSPECT)
+            suspect[c] = true, doubt++;
     }
-    if (!dup && json_array_size(o->repair) < REPAIR_MAX)
-        json_array_append_new(o->repair,
-                              json_pack("{s:s,s:s,s:s,s:I,s:i,s:s,s:s,s:I}", "bucket", bucket,
-                                        "key", key, "object", oid, "stripe", (json_int_t)stripe,
-                                        "chunk", chunk, "node", node ? node : "?", "reason", reason,
-                                        "queued_ns", (json_int_t)gw_realtime_ns()));
-    pthread_mutex_unlock(&o->repair_lock);
+    for (int c = 0; c < n; c++)
+        avoid[c] = doubt > 0 && gone + doubt <= m && suspect[c];
 }
 
-int gw_objects_repair_json(struct gw_objects *o, json_t **out)
-{
-    pthread_mutex_lock(&o->repair_lock);
-    *out = json_deep_copy(o->repair);
-    pthread_mutex_unlock(&o->repair_lock);
-    return *out ? 0 : -ENOMEM;
-}
+/* --- garbage -------------------------------------------------------------------- */
 
 void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms)
 {
@@ -327,6 +315,26 @@ static void bucket_info(const char *name, const json_t *rec, struct gw_bucket_in
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", name);
     out->created_ns = json_integer_value(json_object_get(rec, "created"));
+    snprintf(out->acl, sizeof(out->acl), "%s",
+             json_string_value(json_object_get(rec, "acl")) ?: "");
+}
+
+int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
+{
+    json_t *prev;
+    int rc = bucket_rec(o, name, &prev);
+    if (rc)
+        return rc;
+    json_t *rec = json_deep_copy(prev);
+    if (!rec ||
+        json_object_set_new(rec, "version", json_integer((json_int_t)next_version(o, prev))) ||
+        json_object_set_new(rec, "acl", json_string(acl && strcmp(acl, "private") ? acl : "")))
+        rc = -ENOMEM;
+    else
+        rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+    json_decref(rec);
+    json_decref(prev);
+    return rc;
 }
 
 int gw_bucket_head(struct gw_objects *o, const char *name, struct gw_bucket_info *out)
@@ -366,7 +374,8 @@ void gw_object_info_clear(struct gw_object_info *info)
     if (!info)
         return;
     json_decref(info->user_meta);
-    info->user_meta = NULL;
+    json_decref(info->headers);
+    info->user_meta = info->headers = NULL;
 }
 
 static void object_info(const json_t *rec, struct gw_object_info *out)
@@ -381,6 +390,31 @@ static void object_info(const json_t *rec, struct gw_object_info *out)
              json_string_value(json_object_get(rec, "content_type")) ?: "");
     json_t *um = json_object_get(rec, "user_meta");
     out->user_meta = um ? json_deep_copy(um) : json_object();
+    json_t *h = json_object_get(rec, "headers");
+    out->headers = json_is_object(h) ? json_deep_copy(h) : NULL;
+    snprintf(out->acl, sizeof(out->acl), "%s",
+             json_string_value(json_object_get(rec, "acl")) ?: "");
+}
+
+int gw_rec_set_extras(json_t *rec, const struct gw_object_info *attrs)
+{
+    if (attrs && attrs->headers && json_object_size(attrs->headers) &&
+        json_object_set_new(rec, "headers", json_deep_copy(attrs->headers)))
+        return -ENOMEM;
+    if (attrs && attrs->acl[0] && json_object_set_new(rec, "acl", json_string(attrs->acl)))
+        return -ENOMEM;
+    return 0;
+}
+
+int gw_rec_copy_extras(json_t *dst, const json_t *src)
+{
+    static const char *const fields[] = {"headers", "acl"};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        json_t *v = json_object_get(src, fields[i]);
+        if (v && json_object_set(dst, fields[i], v))
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 /* The live record of an object; -ENOENT if it, or its bucket, does not exist. */
@@ -429,6 +463,55 @@ int gw_object_delete(struct gw_objects *o, const char *bucket, const char *key)
     json_decref(rec);
     json_decref(prev);
     return rc;
+}
+
+/* The ACL record of an object: "<bucket>/<key>" under GW_META_ACL. */
+static char *acl_key(const char *bucket, const char *key)
+{
+    char *k;
+    return asprintf(&k, "%s/%s", bucket, key) < 0 ? NULL : k;
+}
+
+int gw_object_acl_set(struct gw_objects *o, const char *bucket, const char *key, const char *acl)
+{
+    json_t *obj, *prev = NULL;
+    int rc = object_rec(o, bucket, key, &obj);
+    if (rc)
+        return rc;
+    char *k = acl_key(bucket, key);
+    rc = k ? gw_meta_read(o, GW_META_ACL, k, &prev) : -ENOMEM;
+    if (rc == 0 || rc == -ENOENT) {
+        /* The object id names the upload: repair rewrites a record, never it. */
+        json_t *rec =
+            json_pack("{s:I,s:b,s:s,s:s}", "version", (json_int_t)next_version(o, prev), "deleted",
+                      0, "oid", json_string_value(json_object_get(obj, "oid")) ?: "", "acl",
+                      acl && strcmp(acl, "private") ? acl : "");
+        rc = rec ? gw_meta_write(o, GW_META_ACL, k, rec) : -ENOMEM;
+        json_decref(rec);
+    }
+    free(k);
+    json_decref(prev);
+    json_decref(obj);
+    return rc;
+}
+
+int gw_object_acl_get(struct gw_objects *o, const char *bucket, const char *key,
+                      char acl[GW_ACL_MAX])
+{
+    json_t *obj, *rec = NULL;
+    int rc = object_rec(o, bucket, key, &obj);
+    if (rc)
+        return rc;
+    snprintf(acl, GW_ACL_MAX, "%s", json_string_value(json_object_get(obj, "acl")) ?: "");
+    char *k = acl_key(bucket, key);
+    rc = k ? gw_meta_read(o, GW_META_ACL, k, &rec) : -ENOMEM;
+    free(k);
+    const char *oid = json_string_value(json_object_get(obj, "oid"));
+    if (rc == 0 && oid && strcmp(json_string_value(json_object_get(rec, "oid")) ?: "", oid) == 0)
+        snprintf(acl, GW_ACL_MAX, "%s", json_string_value(json_object_get(rec, "acl")) ?: "");
+    json_decref(rec);
+    json_decref(obj);
+    return rc == -ENOENT ? 0 : rc;
 }
 
 struct olist {
@@ -492,7 +575,8 @@ struct gw_put {
     json_t *stripes;
     char content_type[256];
     json_t *user_meta;
-    int rc; /* sticky: a failed write fails the commit */
+    struct gw_object_info extras; /* headers and acl (gw_rec_set_extras) */
+    int rc;                       /* sticky: a failed write fails the commit */
 };
 
 int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
@@ -527,6 +611,9 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
         snprintf(p->content_type, sizeof(p->content_type), "%s", attrs->content_type);
         if (attrs->user_meta)
             p->user_meta = json_deep_copy(attrs->user_meta);
+        if (attrs->headers)
+            p->extras.headers = json_deep_copy(attrs->headers);
+        snprintf(p->extras.acl, sizeof(p->extras.acl), "%s", attrs->acl);
     }
     if (rc == 0 &&
         (!p->key || !p->stripes || !p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL)))
@@ -537,6 +624,13 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     }
     *out = p;
     return 0;
+}
+
+int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
+{
+    if (!p->extras.headers && !(p->extras.headers = json_object()))
+        return -ENOMEM;
+    return json_object_set_new(p->extras.headers, name, json_string(value)) ? -ENOMEM : 0;
 }
 
 /* --- encode sessions ---------------------------------------------------------------
@@ -838,23 +932,10 @@ struct probe_job {
     int node[PLACE_MAX_CHUNKS];
 };
 
-/* A health call: a node that does not answer is marked down. Idle clients
- * may be broken (their node restarted since): each failure closes one, the
- * last try connects afresh. */
 static void probe_one(void *arg, int i)
 {
     struct probe_job *j = arg;
-    for (int t = 0; t <= GW_NODE_CLIENTS; t++) {
-        struct node_client *cl = NULL;
-        struct node_health h;
-        int rc = gw_client_get(j->o, j->node[i], &cl);
-        if (rc)
-            return; /* no connection: marked down */
-        rc = node_client_health(cl, &h);
-        gw_client_put(j->o, j->node[i], cl, rc);
-        if (!gw_transport_error(rc))
-            return;
-    }
+    gw_probe_node(j->o, j->node[i]);
 }
 
 /* Probes the nodes of the chunks whose missing[c] equals `which`. */
@@ -879,8 +960,8 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     bool *down = calloc((size_t)o->nnodes, sizeof(bool));
     if (!down)
         return -ENOMEM;
-    for (int i = 0; i < o->nnodes; i++)
-        down[i] = gw_node_is_down(o, i);
+    for (int i = 0; i < o->nnodes; i++) /* set out or draining: no new chunks either */
+        down[i] = gw_node_is_down(o, i) || atomic_load(&o->nodes[i].admin) != PLACE_UP;
     int rc = place_stripe_write(o->map, p->oid, sizeof(p->oid), s, pp->n, down, place, missing);
     free(down);
     if (rc)
@@ -897,7 +978,8 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     bool fresh = false, probed = false, retried = false;
     for (int attempt = 0; attempt < 4; attempt++) {
         for (int c = 0; c < pp->n; c++) /* found down since (a failed connect marks them) */
-            missing[c] |= gw_node_is_down(o, place[c]);
+            missing[c] |=
+                gw_node_is_down(o, place[c]) || atomic_load(&o->nodes[place[c]].admin) != PLACE_UP;
         if ((rc = quorum_check(p->pool, missing, err, sizeof(err)))) {
             if (probed)
                 break;
@@ -906,8 +988,9 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
             probed = true;
             probe(o, place, missing, pp->n, true);
             for (int c = 0; c < pp->n; c++)
-                missing[c] &=
-                    gw_node_is_down(o, place[c]) || o->map->nodes[place[c]].state != PLACE_UP;
+                missing[c] &= gw_node_is_down(o, place[c]) ||
+                              o->map->nodes[place[c]].state != PLACE_UP ||
+                              atomic_load(&o->nodes[place[c]].admin) != PLACE_UP;
             continue;
         }
         bool was[PLACE_MAX_CHUNKS], reused;
@@ -1067,6 +1150,7 @@ static void put_free(struct gw_put *p)
     EVP_MD_CTX_free(p->md5);
     json_decref(p->stripes);
     json_decref(p->user_meta);
+    gw_object_info_clear(&p->extras);
     free(p);
 }
 
@@ -1087,24 +1171,36 @@ void gw_put_abort(struct gw_put *p)
     put_free(p);
 }
 
-/* The chunks a committed upload could not write go on the repair queue. */
-static void queue_missing(struct gw_put *p)
+/* The chunks a committed upload could not write go on the repair queue, on
+ * the nodes before the commit is acknowledged (a degraded write stays known
+ * even if this gateway dies next). `key` names the record that holds them;
+ * NULL (a multipart part, whose record the caller writes): only counted, the
+ * scanner finds them in the part's record. */
+static void queue_missing(struct gw_put *p, const char *bucket, const char *key)
 {
     size_t s, i;
     json_t *st, *c;
     json_array_foreach(p->stripes, s, st)
     {
         json_t *miss = json_object_get(st, "missing");
-        if (json_array_size(miss))
-            atomic_fetch_add(&p->o->degraded_writes, 1);
+        if (!json_array_size(miss))
+            continue;
+        atomic_fetch_add(&p->o->degraded_writes, 1);
+        int lost[PLACE_MAX_CHUNKS], n = 0;
+        const char *at[PLACE_MAX_CHUNKS], *reason[PLACE_MAX_CHUNKS];
         json_array_foreach(miss, i, c)
         {
-            int chunk = (int)json_integer_value(c);
-            gw_repair_queue(
-                p->o, p->bucket, p->key, p->oid_hex, s, chunk,
-                json_string_value(json_array_get(json_object_get(st, "nodes"), (size_t)chunk)),
-                "write-missing");
+            if (n == PLACE_MAX_CHUNKS)
+                break;
+            lost[n] = (int)json_integer_value(c);
+            at[n] =
+                json_string_value(json_array_get(json_object_get(st, "nodes"), (size_t)lost[n]));
+            reason[n++] = "write-missing";
         }
+        if (bucket)
+            gw_repair_note(p->o, bucket, key, p->oid_hex, s,
+                           (uint64_t)json_integer_value(json_object_get(st, "len")), lost, at,
+                           reason, n, true);
     }
 }
 
@@ -1155,7 +1251,7 @@ int gw_put_seal(struct gw_put *p, json_t **rec)
         rc = rc ? rc : -ENOMEM;
         put_discard(p, 0);
     } else {
-        queue_missing(p);
+        queue_missing(p, NULL, NULL);
     }
     put_free(p);
     return rc;
@@ -1181,7 +1277,9 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
             "user_meta", p->user_meta ? json_incref(p->user_meta) : json_object(), "pool",
             p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n, "chunk_size",
             (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
-        rc = rec ? gw_meta_write(o, p->bucket, p->key, rec) : -ENOMEM;
+        rc = !rec ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
+        if (rc == 0)
+            rc = gw_meta_write(o, p->bucket, p->key, rec);
     }
     if (rc) {
         put_discard(p, 0);
@@ -1193,7 +1291,7 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         else if (prev && !gw_rec_deleted(prev))
             gw_gc_queue(o, prev, o->gc_delay_ms);
         json_decref(now);
-        queue_missing(p);
+        queue_missing(p, p->bucket, p->key);
         if (out)
             object_info(rec, out);
     }
@@ -1362,8 +1460,14 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
         struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
         if (!cl)
             return -ENOMEM;
+        bool avoid[PLACE_MAX_CHUNKS];
+        route_around(o, stripe, g->n, m, lost, avoid);
         for (int c = 0; c < g->n; c++) {
             int node = node_of(o, stripe, c);
+            if (!lost[c] && avoid[c]) {
+                lost[c] = true;
+                why[c] = -EAGAIN;
+            }
             if (!lost[c] && chunk_missing(stripe, c)) {
                 lost[c] = true;
                 why[c] = -ENOENT;
@@ -1457,18 +1561,28 @@ static int load_stripe(struct gw_get *g)
             return -ENOMEM;
         }
     }
-    struct chunk_job j = {.g = g, .s = s, .L = L, .stripe = stripe, .keep = true};
-    for (int c = first; c <= last; c++)
-        j.chunks[c - first] = c;
-    gw_fanout_run(o, last - first + 1, read_chunk, &j);
-    bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0};
+    bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0}, avoid[PLACE_MAX_CHUNKS];
     int why[PLACE_MAX_CHUNKS] = {0};
+    route_around(o, stripe, g->n, g->n - g->k, lost, avoid);
+    struct chunk_job j = {.g = g, .s = s, .L = L, .stripe = stripe, .keep = true};
+    int nj = 0;
+    for (int c = first; c <= last; c++)
+        if (!avoid[c])
+            j.chunks[nj++] = c;
+    gw_fanout_run(o, nj, read_chunk, &j);
     bool any = false;
     for (int c = first; c <= last; c++) {
         need[c] = true;
-        if (j.rc[c - first]) {
+        if (avoid[c]) { /* -EAGAIN: not lost, left unread */
             lost[c] = true;
-            why[c] = j.rc[c - first];
+            why[c] = -EAGAIN;
+            any = true;
+        }
+    }
+    for (int i = 0; i < nj; i++) {
+        if (j.rc[i]) {
+            lost[j.chunks[i]] = true;
+            why[j.chunks[i]] = j.rc[i];
             any = true;
         }
     }
@@ -1478,14 +1592,20 @@ static int load_stripe(struct gw_get *g)
         rc = degraded(g, s, L, stripe, need, lost, why);
         char oid[2 * NODE_OBJECT_ID_BYTES + 1];
         hex(g->oid, sizeof(g->oid), oid);
+        int nl = 0, lc[PLACE_MAX_CHUNKS];
+        const char *at[PLACE_MAX_CHUNKS], *reason[PLACE_MAX_CHUNKS];
         for (int c = 0; c < g->n; c++) {
-            if (!lost[c])
+            if (!lost[c] || why[c] == -EAGAIN)
                 continue;
             atomic_fetch_add(why[c] == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
+            if (chunk_missing(stripe, c))
+                continue; /* the write that left it out queued it */
             int node = node_of(o, stripe, c);
-            gw_repair_queue(o, g->bucket, g->key, oid, g->cs, c,
-                            node >= 0 ? o->nodes[node].id : NULL, loss_reason(why[c]));
+            lc[nl] = c;
+            at[nl] = node >= 0 ? o->nodes[node].id : NULL;
+            reason[nl++] = loss_reason(why[c]);
         }
+        gw_repair_note(o, g->bucket, g->key, oid, g->cs, L, lc, at, reason, nl, false);
         if (rc)
             atomic_fetch_add(&o->failed_reads, 1);
     }

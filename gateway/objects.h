@@ -26,7 +26,9 @@
  *   -ENOENT   NoSuchBucket / NoSuchKey       -EEXIST  BucketAlreadyOwnedByYou
  *   -ENOTEMPTY BucketNotEmpty                -EINVAL  InvalidBucketName / InvalidArgument
  *   -ENAMETOOLONG KeyTooLong                 -EFBIG   EntityTooLarge
- *   -EIO, -EHOSTDOWN, -ETIMEDOUT  ServiceUnavailable (503): not enough nodes
+ *   -EIO, and every peer failure (gw_transport_error: -EHOSTDOWN, -ETIMEDOUT,
+ *   -ECONNREFUSED, -ECONNRESET, -ESHUTDOWN, ...)  ServiceUnavailable (503,
+ *   with Retry-After): not enough nodes answered, a transient condition
  *   -ENOSPC   the cluster is full (507/InsufficientStorage-like, as S3's 503)
  */
 #ifndef INEC_GATEWAY_OBJECTS_H
@@ -46,9 +48,12 @@ struct gw_objects;
 struct gw_put;
 struct gw_get;
 
+#define GW_ACL_MAX 32 /* bytes of a canned ACL's name, NUL included */
+
 struct gw_bucket_info {
     char name[GW_BUCKET_MAX + 1];
-    int64_t created_ns; /* CLOCK_REALTIME */
+    int64_t created_ns;   /* CLOCK_REALTIME */
+    char acl[GW_ACL_MAX]; /* canned ACL ("" = private); names are the front end's */
 };
 
 struct gw_object_info {
@@ -57,11 +62,17 @@ struct gw_object_info {
     int64_t mtime_ns; /* CLOCK_REALTIME of the commit */
     uint64_t version; /* grows with every overwrite */
     char content_type[256];
-    json_t *user_meta; /* {"name": "value"} from x-amz-meta-*; owned by the info */
+    json_t *user_meta;    /* {"name": "value"} from x-amz-meta-*; owned by the info */
+    json_t *headers;      /* {"Cache-Control": "value", ...}: response headers kept with the
+                             object (the front end names them); owned, NULL when none */
+    char acl[GW_ACL_MAX]; /* the canned ACL the object was written with ("" = private) */
 };
 
-/* Frees info->user_meta; the struct itself is the caller's. */
+/* Frees info->user_meta and headers; the struct itself is the caller's. */
 void gw_object_info_clear(struct gw_object_info *info);
+/* True for an errno that says a peer failed (down, refused, reset, timed out,
+ * shutting down, unreachable): a transient condition of the cluster. */
+bool gw_transport_error(int rc);
 
 /* Buckets. Names follow S3's rules (3..63 of [a-z0-9.-], ...). */
 int gw_bucket_create(struct gw_objects *o, const char *name);
@@ -70,10 +81,15 @@ int gw_bucket_head(struct gw_objects *o, const char *name, struct gw_bucket_info
 /* Calls cb for each bucket in name order; a non-zero return stops the walk. */
 int gw_bucket_list(struct gw_objects *o, int (*cb)(const struct gw_bucket_info *b, void *arg),
                    void *arg);
+/* Replaces the bucket's canned ACL ("" or "private": private). */
+int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl);
 
-/* PUT. `attrs` gives content_type and user_meta (borrowed); may be NULL. */
+/* PUT. `attrs` gives content_type, user_meta, headers and acl (borrowed); may be NULL. */
 int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
                  const struct gw_object_info *attrs, struct gw_put **out);
+/* Adds a header kept with the object (its headers) known only once the body
+ * was read, e.g. a verified x-amz-checksum-*; before gw_put_commit. */
+int gw_put_set_header(struct gw_put *p, const char *name, const char *value);
 int gw_put_write(struct gw_put *p, const void *buf, size_t len);
 /* Durable on the write quorum, then visible; fills `out` (may be NULL).
  * Frees the handle whatever it returns. */
@@ -91,6 +107,16 @@ void gw_get_end(struct gw_get *g);
 int gw_object_head(struct gw_objects *o, const char *bucket, const char *key,
                    struct gw_object_info *out);
 int gw_object_delete(struct gw_objects *o, const char *bucket, const char *key);
+/*
+ * Object ACLs. gw_object_acl_set gives the object as it is now (its upload,
+ * whatever repair later rewrites in its record) a canned ACL: it is kept
+ * beside the object's record (never a rewrite of it, so it cannot race an
+ * overwrite into pointing at freed chunks) and applies to that upload only; a
+ * later PUT brings its own. gw_object_acl_get: the object's ACL now.
+ */
+int gw_object_acl_set(struct gw_objects *o, const char *bucket, const char *key, const char *acl);
+int gw_object_acl_get(struct gw_objects *o, const char *bucket, const char *key,
+                      char acl[GW_ACL_MAX]);
 /* Keys of `bucket` after `start_after` (may be NULL or "") that begin with
  * `prefix`, in byte order; a non-zero return from cb stops the walk. */
 int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
@@ -191,11 +217,37 @@ struct gw_objects_stats {
     uint64_t degraded_writes; /* stripes committed with missing chunks (below n, >= write quorum) */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
-/* The repair queue: [{"bucket", "key", "object", "stripe", "chunk", "node", "reason"}],
- * reason "missing", "corrupt", "slow", "node-down" (found by reads) or
- * "write-missing" (a degraded write could not store it).
- * Repair itself (rebuilding the chunks through the repair DEG) is not done yet. */
+/*
+ * The repair service (repair.c, scanner.c; README "Repair"). Every open runs
+ * it unless its options say otherwise; the "repair" section of the options
+ * (cluster.json's "gateway", or the embedded opts):
+ *   {"paused": false, "throttle_mbps": 0 (unlimited), "scan_interval_ms": 60000
+ *    (0: no scanner), "down_out_ms": 600000, "orphan_grace_ms": 3600000,
+ *    "scheme": "auto" | "ppr" | "ecpipe" | "rs", "schemes": {"pool": "..."}}
+ * Pause and throttle set through gw_objects_repair_set, and node states, are
+ * kept on the nodes and win over the options.
+ *
+ * gw_objects_repair_json: the queue, one element per lost chunk:
+ *   [{"bucket", "key", "object", "stripe", "chunk", "node", "reason", "queued_ns"}],
+ *   reason "missing", "corrupt", "slow", "node-down" (found by reads),
+ *   "write-missing" (a degraded write could not store it) or "scan".
+ * gw_objects_repair_status: {"state": "idle" | "running" | "paused",
+ *   "throttle_mbps", "progress": {"stripes_done", "stripes_total", "bytes_done",
+ *   "bytes_total", "rate_bytes_per_s", "eta_s" (-1: unknown), "elapsed_s"},
+ *   "queue": {"stripes", "bytes", "waiting", "oldest_age_s"}, "totals": {...},
+ *   "scan": {"scans", "stripes", "degraded_by_lost": {"1": N, ...}, ...}, "nodes": [...]}
+ * gw_objects_repair_set: {"paused": bool, "throttle_mbps": MB/s (0 = unlimited),
+ *   "scan": true (walk now)}; -EINVAL with msg.
+ * gw_objects_node_state: state "out" (gone for good: every chunk rebuilt
+ *   elsewhere, its metadata moved), "draining" (its chunks move, then it may
+ *   leave) or "up"; -ENOENT unknown node, -EINVAL a state that would leave
+ *   fewer nodes than a pool's stripe needs.
+ */
 int gw_objects_repair_json(struct gw_objects *o, json_t **out);
+int gw_objects_repair_status(struct gw_objects *o, json_t **out);
+int gw_objects_repair_set(struct gw_objects *o, const json_t *settings, char *msg, size_t msglen);
+int gw_objects_node_state(struct gw_objects *o, const char *id, const char *state, char *msg,
+                          size_t msglen);
 
 /*
  * Queries for the control API (admin_server.c) and /metrics. Each returns 0

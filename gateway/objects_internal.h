@@ -22,7 +22,8 @@
 #define GW_NODE_CLIENTS  16  /* idle clients kept per node */
 #define GW_ALIGN         64  /* chunk length alignment of a short last stripe */
 #define GW_META_BUCKET   "." /* the store bucket of bucket records (no S3 name starts with '.') */
-#define GW_CHUNK_VERSION 1   /* chunks are unique per upload (object id), never overwritten */
+#define GW_META_ACL      ".acl" /* object ACLs set after the write: "<bucket>/<key>" */
+#define GW_CHUNK_VERSION 1      /* chunks are unique per upload (object id), never overwritten */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -31,8 +32,18 @@ struct gw_node {
     pthread_mutex_t lock;
     struct node_client *idle[GW_NODE_CLIENTS];
     int nidle;
-    _Atomic int64_t down_until_ms; /* failed recently: skip it until then */
+    /* The failure detector's evidence (detector.c). */
+    _Atomic int64_t last_seen_ms;   /* its last answer to a call or a probe */
+    _Atomic int64_t refused_ms;     /* its last refused connection */
+    _Atomic int64_t probe_since_ms; /* a probe out since then; 0: none */
+    _Atomic int misses;             /* failed calls and probes since its last answer */
+    _Atomic int verdict;            /* the last one logged (enum gw_peer_state) */
+    _Atomic uint64_t failures, suspicions, downs;
+    _Atomic int admin;     /* enum place_state set through the control API (repair.c) */
+    _Atomic bool meta_out; /* holds no metadata: its records moved (repair.c) */
 };
+
+enum gw_peer_state { GW_PEER_UP, GW_PEER_SUSPECT, GW_PEER_DOWN };
 
 struct gw_pool {
     struct place_pool p;
@@ -55,13 +66,21 @@ struct gw_objects {
     char node_devopts[128];  /* embedded node services */
     struct inec_device *dev; /* carries every RPC client */
     char deg_options[320];   /* devices of gateway DEG vertices */
-    int timeout_ms;          /* RPC bound */
+    int timeout_ms;          /* RPC bound and peer timeout (the map's peer_timeout_ms) */
+    int heartbeat_ms;        /* the map's: tcp pings, node probes */
     int gc_delay_ms;         /* old versions' chunks are deleted this long after a commit */
     uint32_t gw_id;          /* version tiebreak between gateways */
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (objmeta.c) */
 
     struct gw_fanout *fan;
+
+    /* The failure detector (detector.c): probes on their own threads. */
+    struct gw_fanout *det_fan;
+    pthread_mutex_t det_lock;
+    pthread_cond_t det_cond;
+    pthread_t det_thread;
+    bool det_started, det_stop;
 
     /* Idle encode sessions (objects.c), newest first. */
     pthread_mutex_t sess_lock;
@@ -70,8 +89,7 @@ struct gw_objects {
     _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
     _Atomic uint64_t sessions_opened, degraded_writes;
 
-    pthread_mutex_t repair_lock;
-    json_t *repair; /* array of queued chunks (the control API shows it) */
+    struct gw_repair *rep; /* the repair service (repair.c), NULL when not running */
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
@@ -85,13 +103,35 @@ int64_t gw_now_ms(void);
 int64_t gw_realtime_ns(void);
 
 /* cluster.c: clients, node health, parallel calls, pools. */
+/* A client of the node (an idle one, or a new connection); a failed connect
+ * is the failure detector's evidence. */
 int gw_client_get(struct gw_objects *o, int node, struct node_client **out);
-/* rc: the call's result; a transport failure marks the node down for a while. */
+/* A new connection of its own with another RPC bound (a scrub); the caller closes it. */
+int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_client **out);
+/* rc: the call's result, the detector's evidence (0: the node answered; a
+ * transport failure: it did not, and its idle clients are dropped). */
 void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc);
-bool gw_node_is_down(struct gw_objects *o, int node);
-bool gw_transport_error(int rc);
 /* Runs fn(arg, i) for i in [0, n) on the fan-out threads; returns when all are done. */
 void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), void *arg);
+int gw_fanout_create(int nthreads, struct gw_fanout **out);
+void gw_fanout_destroy(struct gw_fanout *f); /* after the jobs queued have run */
+/* Queues fn(arg, i) on f's threads and returns at once (0, or -ENOMEM). */
+int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg, int i);
+
+/* detector.c: the failure detector of the nodes (see there). */
+int gw_detector_start(struct gw_objects *o);
+void gw_detector_stop(struct gw_objects *o);
+enum gw_peer_state gw_peer_state(struct gw_objects *o, int node);
+const char *gw_peer_state_name(enum gw_peer_state s);
+bool gw_node_is_down(struct gw_objects *o, int node);
+void gw_peer_answered(struct gw_objects *o, int node);
+/* A call failed at the transport; connecting: while setting up a connection. */
+void gw_peer_failed(struct gw_objects *o, int node, int rc, bool connecting);
+/* A health call (retried once on a fresh connection); true if it answered. */
+bool gw_probe_node(struct gw_objects *o, int node);
+/* {"peer_state", "suspect", "last_seen_age_seconds", "misses", "peer_failures",
+ *  "suspicions", "down_verdicts"} for the control API. */
+json_t *gw_peer_json(struct gw_objects *o, int node);
 const struct gw_pool *gw_pool_find(struct gw_objects *o, const char *name);
 const struct gw_pool *gw_pool_default(struct gw_objects *o);
 struct deg_graph;
@@ -105,6 +145,17 @@ int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *hold
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
 /* Writes rec on the key's metadata nodes; 0 once meta_wq copies are durable. */
 int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec);
+/* Every record of `bucket`, tombstones too (what a migration copies). */
+int gw_meta_list_all(struct gw_objects *o, const char *bucket,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg);
+/* Writes rec to the key's homes among the nodes not excl[] (a membership
+ * change: the records move before the members change); 0 once meta_wq hold
+ * it or a newer version. */
+int gw_meta_copy(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
+                 const bool *excl);
+/* Removes the record from every copy, no tombstone: only for records whose
+ * coming back is harmless (the repair queue's). 0 once meta_wq are gone. */
+int gw_meta_remove(struct gw_objects *o, const char *bucket, const char *key);
 /* Every live (not deleted) record of `bucket` in key order, newest version of
  * each, merged across the nodes. cb returns non-zero to stop. */
 int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
@@ -117,8 +168,8 @@ bool gw_rec_deleted(const json_t *rec);
 void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms); /* borrows rec */
 void gw_gc_run(struct gw_objects *o, bool all);
 void *gw_gc_main(void *arg);
-void gw_repair_queue(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
-                     uint64_t stripe, int chunk, const char *node, const char *reason);
+/* repair.c: stripes waiting in the repair queue (as last listed, and reports not flushed yet). */
+uint64_t gw_repair_queue_length(struct gw_objects *o);
 /* Closes the idle encode sessions (before the clients and nodes go). */
 void gw_sessions_close(struct gw_objects *o);
 int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
@@ -130,6 +181,10 @@ int gw_put_seal(struct gw_put *p, json_t **rec);
 int gw_check_key(const char *bucket, const char *key);
 uint64_t gw_next_version(struct gw_objects *o, const json_t *prev);
 void gw_rec_object_info(const json_t *rec, struct gw_object_info *out);
+/* Stored headers and ACL of attrs (may be NULL) into a record, or copied from
+ * one record to another (an upload's to its object's); -ENOMEM. */
+int gw_rec_set_extras(json_t *rec, const struct gw_object_info *attrs);
+int gw_rec_copy_extras(json_t *dst, const json_t *src);
 
 /* layout.c: where an object's bytes are. A record's "stripes" are in object
  * order; stripe s holds k * len bytes (its data chunks, the last one zero

@@ -32,8 +32,19 @@ bool gw_rec_deleted(const json_t *rec)
     return json_is_true(json_object_get(rec, "deleted"));
 }
 
-/* The key's metadata nodes. */
+/* The key's metadata nodes: among the up nodes of the map that are members
+ * (a node set out, once its records moved, is not: gw_meta_migrated). */
+static int meta_nodes_excl(struct gw_objects *o, const char *bucket, const char *key,
+                           const bool *excl, int *out);
+
 static int meta_nodes(struct gw_objects *o, const char *bucket, const char *key, int *out)
+{
+    return meta_nodes_excl(o, bucket, key, NULL, out);
+}
+
+/* excl[i]: node i is not a member (NULL: the members as they are now). */
+static int meta_nodes_excl(struct gw_objects *o, const char *bucket, const char *key,
+                           const bool *excl, int *out)
 {
     size_t bl = strlen(bucket), kl = strlen(key);
     char *name = malloc(bl + kl + 2);
@@ -42,7 +53,16 @@ static int meta_nodes(struct gw_objects *o, const char *bucket, const char *key,
     memcpy(name, bucket, bl);
     name[bl] = '\0'; /* bucket and key cannot be confused: S3 buckets hold no NUL */
     memcpy(name + bl + 1, key, kl + 1);
-    int rc = place_stripe(o->map, name, bl + kl + 1, UINT64_MAX, o->meta_copies, out, NULL);
+    bool stack[64], *use = o->nnodes <= 64 ? stack : malloc((size_t)o->nnodes);
+    int rc = use ? 0 : -ENOMEM;
+    for (int i = 0; use && i < o->nnodes; i++)
+        use[i] = o->map->nodes[i].state == PLACE_UP &&
+                 !(excl ? excl[i] : atomic_load(&o->nodes[i].meta_out));
+    if (rc == 0)
+        rc = place_stripe_among(o->map, use, name, bl + kl + 1, UINT64_MAX, o->meta_copies, out,
+                                NULL);
+    if (use != stack)
+        free(use);
     free(name);
     return rc;
 }
@@ -69,10 +89,13 @@ static void write_one(void *arg, int i)
     j->rc[i] = rc;
 }
 
-int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec)
+/* rec to the key's homes (excl: as meta_nodes_excl); *ok copies are durable,
+ * *err the most telling failure. */
+static int write_homes(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
+                       const bool *excl, int *ok, int *err)
 {
     struct meta_job j = {.o = o, .bucket = bucket, .key = key};
-    int rc = meta_nodes(o, bucket, key, j.nodes);
+    int rc = meta_nodes_excl(o, bucket, key, excl, j.nodes);
     if (rc)
         return rc == -ENOSPC ? -EHOSTDOWN : rc;
     char *blob = json_dumps(rec, JSON_COMPACT);
@@ -82,16 +105,54 @@ int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, con
     j.len = strlen(blob);
     gw_fanout_run(o, o->meta_copies, write_one, &j);
     free(blob);
-    int ok = 0, err = 0;
+    *ok = *err = 0;
     for (int i = 0; i < o->meta_copies; i++) {
         if (j.rc[i] == 0)
-            ok++;
-        else if (!err || !gw_transport_error(j.rc[i]))
-            err = j.rc[i]; /* a store's own answer (-ENAMETOOLONG...) says more than "down" */
+            ++*ok;
+        else if (!*err || !gw_transport_error(j.rc[i]))
+            *err = j.rc[i]; /* a store's own answer (-ENAMETOOLONG...) says more than "down" */
     }
-    if (ok >= o->meta_wq)
-        return 0;
+    return 0;
+}
+
+int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec)
+{
+    int ok, err, rc = write_homes(o, bucket, key, rec, NULL, &ok, &err);
+    if (rc || ok >= o->meta_wq)
+        return rc;
     return err && !gw_transport_error(err) ? err : -EHOSTDOWN;
+}
+
+int gw_meta_copy(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
+                 const bool *excl)
+{
+    int ok, err, rc = write_homes(o, bucket, key, rec, excl, &ok, &err);
+    return rc ? rc : ok >= o->meta_wq ? 0 : -EHOSTDOWN;
+}
+
+static void remove_one(void *arg, int i)
+{
+    struct meta_job *j = arg;
+    int node = j->nodes[i];
+    struct node_client *c = NULL;
+    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
+    if (rc == 0)
+        rc = node_client_delete_meta(c, j->bucket, j->key);
+    gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
+    j->rc[i] = rc == -ENOENT ? 0 : rc;
+}
+
+int gw_meta_remove(struct gw_objects *o, const char *bucket, const char *key)
+{
+    struct meta_job j = {.o = o, .bucket = bucket, .key = key};
+    int rc = meta_nodes(o, bucket, key, j.nodes);
+    if (rc)
+        return rc == -ENOSPC ? -EHOSTDOWN : rc;
+    gw_fanout_run(o, o->meta_copies, remove_one, &j);
+    int ok = 0;
+    for (int i = 0; i < o->meta_copies; i++)
+        ok += j.rc[i] == 0;
+    return ok >= o->meta_wq ? 0 : -EHOSTDOWN;
 }
 
 static void read_one(void *arg, int i)
@@ -224,9 +285,26 @@ static void fetch_one(void *arg, int i)
     fetch(lj, &lj->cur[i]);
 }
 
+static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                     const char *start_after, bool tombstones,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg);
+
 int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
                  const char *start_after, int (*cb)(const char *key, json_t *rec, void *arg),
                  void *arg)
+{
+    return meta_list(o, bucket, prefix, start_after, false, cb, arg);
+}
+
+int gw_meta_list_all(struct gw_objects *o, const char *bucket,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
+{
+    return meta_list(o, bucket, NULL, NULL, true, cb, arg);
+}
+
+static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                     const char *start_after, bool tombstones,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
 {
     struct list_job lj = {o, bucket, prefix && *prefix ? prefix : NULL, NULL};
     lj.cur = calloc((size_t)o->nnodes, sizeof(*lj.cur));
@@ -236,7 +314,7 @@ int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
     for (int i = 0; i < o->nnodes; i++) {
         struct cursor *c = &lj.cur[i];
         c->node = i;
-        c->more = true;
+        c->more = !atomic_load(&o->nodes[i].meta_out); /* not a member: holds nothing live */
         c->e = malloc(PAGE * sizeof(*c->e));
         c->after = start_after && *start_after ? strdup(start_after) : NULL;
         if (!c->e || (start_after && *start_after && !c->after))
@@ -282,7 +360,7 @@ int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
         }
         if (!key)
             rc = -ENOMEM;
-        else if (best && !gw_rec_deleted(best) && cb(key, best, arg))
+        else if (best && (tombstones || !gw_rec_deleted(best)) && cb(key, best, arg))
             rc = 1;
         json_decref(best);
         free(key);

@@ -1,6 +1,9 @@
 /* The S3 error table: codes, statuses and messages as S3 documents them. */
 #include "gateway/s3_errors.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 static const struct gw_s3_error_info table[GW_S3_ERR_COUNT] = {
     [GW_S3_OK] = {"OK", 200, "OK"},
     [GW_S3_ACCESS_DENIED] = {"AccessDenied", 403, "Access Denied"},
@@ -81,4 +84,15 @@ const struct gw_s3_error_info *gw_s3_error(enum gw_s3_err e)
     if ((unsigned)e >= GW_S3_ERR_COUNT)
         return &table[GW_S3_INTERNAL_ERROR];
     return &table[e];
+}
+
+enum gw_s3_err gw_s3_errorf(enum gw_s3_err e, char *msg, size_t msglen, const char *fmt, ...)
+{
+    if (msg && msglen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, msglen, fmt, ap);
+        va_end(ap);
+    }
+    return e;
 }

@@ -5,6 +5,8 @@
 #ifndef INEC_GATEWAY_S3_ERRORS_H
 #define INEC_GATEWAY_S3_ERRORS_H
 
+#include <stddef.h>
+
 enum gw_s3_err {
     GW_S3_OK = 0,
     GW_S3_ACCESS_DENIED,
@@ -54,5 +56,10 @@ struct gw_s3_error_info {
 
 /* Never NULL: an out-of-range value reads as InternalError. */
 const struct gw_s3_error_info *gw_s3_error(enum gw_s3_err e);
+
+/* Formats the reason into msg (skipped when msg is NULL or msglen 0) and
+ * returns e: `return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, len, "...", ...);` */
+enum gw_s3_err gw_s3_errorf(enum gw_s3_err e, char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -233,9 +233,11 @@ static const char *const subresources[] = {"accelerate",
 
 static bool has_subresource(const struct gw_s3_query *q)
 {
-    for (const char *const *s = subresources; *s; s++)
-        if (gw_s3_query_get(q, *s))
+    for (const char *const *s = subresources; *s; s++) {
+        const char *v = gw_s3_query_get(q, *s);
+        if (v && !(strcmp(*s, "versionId") == 0 && strcmp(v, "null") == 0))
             return true;
+    }
     return false;
 }
 
@@ -263,6 +265,12 @@ static const struct route {
     {"GET", BUCKET, NULL, NULL, NULL, NULL, GW_OP_LIST_OBJECTS},
     {"POST", BUCKET, "delete", NULL, NULL, NULL, GW_OP_DELETE_OBJECTS},
     {"GET", OBJECT, "tagging", NULL, NULL, NULL, GW_OP_GET_OBJECT_TAGGING},
+    {"GET", BUCKET, "acl", NULL, NULL, NULL, GW_OP_GET_BUCKET_ACL},
+    {"PUT", BUCKET, "acl", NULL, NULL, NULL, GW_OP_PUT_BUCKET_ACL},
+    {"GET", OBJECT, "acl", NULL, NULL, NULL, GW_OP_GET_OBJECT_ACL},
+    {"PUT", OBJECT, "acl", NULL, NULL, NULL, GW_OP_PUT_OBJECT_ACL},
+    {"GET", BUCKET, "versions", NULL, NULL, NULL, GW_OP_LIST_OBJECT_VERSIONS},
+    {"GET", BUCKET, "versioning", NULL, NULL, NULL, GW_OP_GET_BUCKET_VERSIONING},
     {"GET", BUCKET, "uploads", NULL, NULL, NULL, GW_OP_LIST_MULTIPART_UPLOADS},
     {"POST", OBJECT, "uploads", NULL, NULL, NULL, GW_OP_CREATE_MULTIPART_UPLOAD},
     {"POST", OBJECT, "uploadId", NULL, NULL, NULL, GW_OP_COMPLETE_MULTIPART_UPLOAD},
@@ -299,6 +307,12 @@ const char *const gw_s3_op_names[GW_OP_COUNT] = {
     [GW_OP_LIST_PARTS] = "ListParts",
     [GW_OP_LIST_MULTIPART_UPLOADS] = "ListMultipartUploads",
     [GW_OP_GET_OBJECT_TAGGING] = "GetObjectTagging",
+    [GW_OP_GET_BUCKET_ACL] = "GetBucketAcl",
+    [GW_OP_PUT_BUCKET_ACL] = "PutBucketAcl",
+    [GW_OP_GET_OBJECT_ACL] = "GetObjectAcl",
+    [GW_OP_PUT_OBJECT_ACL] = "PutObjectAcl",
+    [GW_OP_LIST_OBJECT_VERSIONS] = "ListObjectVersions",
+    [GW_OP_GET_BUCKET_VERSIONING] = "GetBucketVersioning",
     [GW_OP_NOT_IMPLEMENTED] = "NotImplemented",
     [GW_OP_METHOD_NOT_ALLOWED] = "MethodNotAllowed",
 };

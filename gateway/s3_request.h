@@ -9,8 +9,9 @@
  *   - the operation, from a table of (method, level, sub-resource, header)
  *     rows: adding multipart or CopyObject later is adding rows.
  *
- * Anything S3 defines that the gateway does not serve (ACLs, tagging,
- * versioning, ...) routes to GW_OP_NOT_IMPLEMENTED.
+ * Anything S3 defines that the gateway does not serve (tagging writes,
+ * versioning, ...) routes to GW_OP_NOT_IMPLEMENTED. versionId=null names the
+ * one version an unversioned object has, so it is no sub-resource.
  */
 #ifndef INEC_GATEWAY_S3_REQUEST_H
 #define INEC_GATEWAY_S3_REQUEST_H
@@ -83,8 +84,14 @@ enum gw_s3_op {
     GW_OP_LIST_PARTS,
     GW_OP_LIST_MULTIPART_UPLOADS,
     GW_OP_GET_OBJECT_TAGGING, /* always an empty tag set: the gateway keeps no tags */
-    GW_OP_NOT_IMPLEMENTED,    /* S3 has it, the gateway does not (501) */
-    GW_OP_METHOD_NOT_ALLOWED, /* a known method on the wrong resource (405) */
+    GW_OP_GET_BUCKET_ACL,
+    GW_OP_PUT_BUCKET_ACL,
+    GW_OP_GET_OBJECT_ACL,
+    GW_OP_PUT_OBJECT_ACL,
+    GW_OP_LIST_OBJECT_VERSIONS,  /* unversioned: every object as its null version */
+    GW_OP_GET_BUCKET_VERSIONING, /* never enabled: an empty VersioningConfiguration */
+    GW_OP_NOT_IMPLEMENTED,       /* S3 has it, the gateway does not (501) */
+    GW_OP_METHOD_NOT_ALLOWED,    /* a known method on the wrong resource (405) */
     GW_OP_COUNT
 };
 

@@ -27,10 +27,13 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "gateway/s3_acl.h"
+#include "gateway/s3_checksum.h"
 #include "gateway/s3_list.h"
 #include "gateway/s3_range.h"
 #include "gateway/s3_request.h"
 #include "gateway/s3_xml.h"
+#include "gateway/s3_xml_parse.h"
 #include "gateway/sigv4.h"
 #include "inec/log.h"
 
@@ -45,6 +48,8 @@ struct gw_s3_server {
     struct gw_objects *objects;
     struct gw_metrics *metrics;
     char *base_domain, *region, *access_key, *secret_key;
+    struct gw_keys *keys; /* NULL: access_key/secret_key only */
+    char owner_id[65];    /* the canonical user id listings and ACLs name: hex SHA-256 of the key */
     uint16_t port;
     atomic_uint inflight;
     atomic_uint_fast64_t next_id;
@@ -79,7 +84,9 @@ struct req {
     struct gw_chunked *chunked;
     EVP_MD_CTX *md5;
     uint8_t md5_expect[16];
-    int64_t expect_len; /* decoded body bytes promised, -1 unknown */
+    struct gw_s3_checksum sum; /* x-amz-checksum-* */
+    const char *sum_value;     /* verified, once the body ended */
+    int64_t expect_len;        /* decoded body bytes promised, -1 unknown */
     uint64_t decoded;
     struct gw_put *put;
     int part; /* UploadPart's number */
@@ -172,6 +179,8 @@ static void header_each(void *arg, void (*cb)(void *, const char *, const char *
 static int secret_of(void *arg, const char *access_key, char *secret, size_t len)
 {
     struct gw_s3_server *s = arg;
+    if (s->keys)
+        return gw_keys_secret(s->keys, access_key, secret, len);
     if (strcmp(access_key, s->access_key) != 0)
         return -ENOENT;
     snprintf(secret, len, "%s", s->secret_key);
@@ -246,6 +255,8 @@ static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
     }
     if (r->content_range[0])
         MHD_add_response_header(resp, "Content-Range", r->content_range);
+    if (info->status == 503) /* a transient cluster condition: when to try again */
+        MHD_add_response_header(resp, "Retry-After", "1");
     queue(r, info->status, resp);
 }
 
@@ -280,13 +291,13 @@ static enum gw_s3_err map_errno(struct req *r, int rc)
     case -ERANGE:
         return GW_S3_ENTITY_TOO_SMALL;
     case -EIO:
-    case -EHOSTDOWN:
-    case -ETIMEDOUT:
     case -ENOSPC:
     case -EAGAIN:
         return GW_S3_SERVICE_UNAVAILABLE;
     default:
-        return GW_S3_INTERNAL_ERROR;
+        /* A peer's failure is the cluster's transient state, never the
+         * gateway's bug: clients retry a 503. */
+        return gw_transport_error(rc) ? GW_S3_SERVICE_UNAVAILABLE : GW_S3_INTERNAL_ERROR;
     }
 }
 
@@ -299,15 +310,106 @@ static void answer_errno(struct req *r, int rc, const char *what)
     answer_error(r, e, NULL);
 }
 
-static void object_headers(struct MHD_Response *resp, const struct gw_object_info *oi)
+/* Headers an object keeps from its PUT (the system metadata a client sets),
+ * and the GET/HEAD query parameters that override them for one response. */
+static const struct stored_header {
+    const char *name, *override;
+} stored_headers[] = {
+    {"Content-Type", "response-content-type"},
+    {"Cache-Control", "response-cache-control"},
+    {"Content-Disposition", "response-content-disposition"},
+    {"Content-Encoding", "response-content-encoding"},
+    {"Content-Language", "response-content-language"},
+    {"Expires", "response-expires"},
+};
+#define STORED_HEADER_MAX 1024 /* bytes of one stored header's value */
+
+/* Content-Encoding without aws-chunked, which only says how the body travelled. */
+static void strip_aws_chunked(char *v)
+{
+    char out[STORED_HEADER_MAX + 1] = "";
+    size_t n = 0;
+    for (char *tok = v; *tok;) {
+        size_t len = strcspn(tok, ",");
+        char *a = tok, *b = tok + len;
+        while (a < b && *a == ' ')
+            a++;
+        while (b > a && b[-1] == ' ')
+            b--;
+        if (b > a && !((size_t)(b - a) == 11 && strncasecmp(a, "aws-chunked", 11) == 0) &&
+            n + (size_t)(b - a) + 1 < sizeof(out))
+            n +=
+                (size_t)snprintf(out + n, sizeof(out) - n, "%s%.*s", n ? "," : "", (int)(b - a), a);
+        tok += len + (tok[len] == ',');
+    }
+    strcpy(v, out);
+}
+
+/* The stored headers of a PUT, CreateMultipartUpload or CopyObject (REPLACE). */
+static enum gw_s3_err request_headers(struct req *r, json_t **out)
+{
+    *out = json_object();
+    if (!*out)
+        return GW_S3_INTERNAL_ERROR;
+    for (size_t i = 1; i < sizeof(stored_headers) / sizeof(stored_headers[0]); i++) {
+        const char *v = header(r, stored_headers[i].name);
+        if (!v)
+            continue;
+        if (strlen(v) > STORED_HEADER_MAX)
+            return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, r->msg, sizeof(r->msg),
+                                "%s is longer than %d bytes", stored_headers[i].name,
+                                STORED_HEADER_MAX);
+        char val[STORED_HEADER_MAX + 1];
+        strcpy(val, v);
+        if (strcasecmp(stored_headers[i].name, "Content-Encoding") == 0)
+            strip_aws_chunked(val);
+        json_t *js = val[0] ? json_string(val) : NULL;
+        if (val[0] && !js)
+            return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, r->msg, sizeof(r->msg), "%s is not UTF-8",
+                                stored_headers[i].name);
+        if (js && json_object_set_new(*out, stored_headers[i].name, js))
+            return GW_S3_INTERNAL_ERROR;
+    }
+    return GW_S3_OK;
+}
+
+/* response-* overrides of a GET/HEAD: only signed requests may give them
+ * (as in S3), and no value may hold what would end a header line. */
+static enum gw_s3_err check_overrides(struct req *r)
+{
+    for (size_t i = 0; i < sizeof(stored_headers) / sizeof(stored_headers[0]); i++) {
+        const char *v = gw_s3_query_get(&r->q, stored_headers[i].override);
+        if (!v)
+            continue;
+        if (r->auth.anonymous)
+            return gw_s3_errorf(GW_S3_INVALID_REQUEST, r->msg, sizeof(r->msg),
+                                "Request specific response headers cannot be used for "
+                                "anonymous GET requests.");
+        for (const char *c = v; *c; c++)
+            if ((unsigned char)*c < 0x20 && *c != '\t')
+                return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, r->msg, sizeof(r->msg),
+                                    "%s holds a control character", stored_headers[i].override);
+    }
+    return GW_S3_OK;
+}
+
+static void object_headers(struct req *r, struct MHD_Response *resp,
+                           const struct gw_object_info *oi)
 {
     char v[64];
     snprintf(v, sizeof(v), "\"%s\"", oi->etag);
     MHD_add_response_header(resp, "ETag", v);
     gw_http_date(oi->mtime_ns, v);
     MHD_add_response_header(resp, "Last-Modified", v);
-    MHD_add_response_header(resp, "Content-Type",
-                            oi->content_type[0] ? oi->content_type : "binary/octet-stream");
+    for (size_t i = 0; i < sizeof(stored_headers) / sizeof(stored_headers[0]); i++) {
+        const char *val = gw_s3_query_get(&r->q, stored_headers[i].override);
+        if (!val && i == 0)
+            val = oi->content_type[0] ? oi->content_type : "binary/octet-stream";
+        if (!val)
+            val = json_string_value(json_object_get(oi->headers, stored_headers[i].name));
+        if (val && val[0])
+            MHD_add_response_header(resp, stored_headers[i].name, val);
+    }
     MHD_add_response_header(resp, "Accept-Ranges", "bytes");
     const char *name;
     json_t *val;
@@ -315,7 +417,25 @@ static void object_headers(struct MHD_Response *resp, const struct gw_object_inf
     {
         char h[300];
         snprintf(h, sizeof(h), "x-amz-meta-%s", name);
-        MHD_add_response_header(resp, h, json_string_value(val));
+        /* MHD refuses an empty value; a lone space is one (HTTP strips it) */
+        const char *v = json_string_value(val);
+        MHD_add_response_header(resp, h, v && v[0] ? v : " ");
+    }
+}
+
+/* The stored x-amz-checksum-* of a whole object, when the client asks with
+ * x-amz-checksum-mode: ENABLED (a range has no checksum of its own). */
+static void checksum_headers(struct req *r, struct MHD_Response *resp,
+                             const struct gw_object_info *oi)
+{
+    const char *mode = header(r, "x-amz-checksum-mode");
+    if (!mode || strcasecmp(mode, "ENABLED") != 0)
+        return;
+    for (int a = 0; a < GW_SUM_COUNT; a++) {
+        const char *name = gw_checksum_header((enum gw_checksum_algo)a);
+        const char *v = json_string_value(json_object_get(oi->headers, name));
+        if (v)
+            MHD_add_response_header(resp, name, v);
     }
 }
 
@@ -356,7 +476,7 @@ static void list_buckets(struct req *r)
     if (rc == 0) {
         for (size_t i = 0; i < w.n; i++)
             w.b[i].name = w.names[i];
-        rc = gw_xml_list_buckets(&b, r->srv->access_key, "inec", w.b, w.n);
+        rc = gw_xml_list_buckets(&b, r->srv->owner_id, "inec", w.b, w.n);
     }
     free(w.b);
     free(w.names);
@@ -445,15 +565,28 @@ static bool parse_max_keys(const char *s, int *out)
     return true;
 }
 
+/* A query parameter given a value (empty counts as absent), or NULL. */
+static const char *param(const struct gw_s3_query *q, const char *name)
+{
+    const char *v = gw_s3_query_get(q, name);
+    return v && *v ? v : NULL;
+}
+
+/* ListObjects (version 1), ListObjectsV2 (2) and ListObjectVersions (3):
+ * with no versioning, each object is its own "null" version. Empty
+ * parameters (delimiter=, continuation-token=, ...) count as absent. */
 static void list_objects(struct req *r, int version)
 {
     const struct gw_s3_query *q = &r->q;
-    const char *prefix = gw_s3_query_get(q, "prefix");
-    const char *delim = gw_s3_query_get(q, "delimiter");
+    const char *prefix = param(q, "prefix");
+    const char *delim = param(q, "delimiter");
     const char *enc = gw_s3_query_get(q, "encoding-type");
-    const char *token = version == 2 ? gw_s3_query_get(q, "continuation-token") : NULL;
-    const char *start_after = version == 2 ? gw_s3_query_get(q, "start-after") : NULL;
-    const char *marker = version == 1 ? gw_s3_query_get(q, "marker") : NULL;
+    const char *token = version == 2 ? param(q, "continuation-token") : NULL;
+    const char *start_after = version == 2 ? param(q, "start-after") : NULL;
+    const char *marker = version == 1   ? param(q, "marker")
+                         : version == 3 ? param(q, "key-marker")
+                                        : NULL;
+    const char *vid_marker = version == 3 ? param(q, "version-id-marker") : NULL;
     int max_keys;
     if (!parse_max_keys(gw_s3_query_get(q, "max-keys"), &max_keys)) {
         answer_error(r, GW_S3_INVALID_ARGUMENT, "max-keys must be a non-negative integer");
@@ -461,6 +594,11 @@ static void list_objects(struct req *r, int version)
     }
     if (enc && strcmp(enc, "url") != 0) {
         answer_error(r, GW_S3_INVALID_ARGUMENT, "Invalid Encoding Method specified in Request");
+        return;
+    }
+    if (vid_marker && !marker) {
+        answer_error(r, GW_S3_INVALID_ARGUMENT,
+                     "A version-id marker cannot be specified without a key marker.");
         return;
     }
     char token_key[GW_S3_KEY_MAX + 1];
@@ -476,12 +614,8 @@ static void list_objects(struct req *r, int version)
             after = token_key;
         }
     }
-    if (prefix && !prefix[0])
-        prefix = NULL;
-    if (delim && !delim[0])
-        delim = NULL;
-    if (after && !after[0])
-        after = NULL;
+    const char *fetch_owner = gw_s3_query_get(q, "fetch-owner");
+    bool with_owner = version != 2 || (fetch_owner && strcmp(fetch_owner, "true") == 0);
 
     struct list_walk *w = calloc(1, sizeof(*w));
     struct gw_buf b = {0};
@@ -505,12 +639,17 @@ static void list_objects(struct req *r, int version)
         .version = version,
         .bucket = r->t.bucket,
         .prefix = gw_s3_query_get(q, "prefix"),
-        .delimiter = gw_s3_query_get(q, "delimiter"),
+        .delimiter = delim,
         .max_keys = max_keys,
         .url_encode = enc != NULL,
+        .owner_id = with_owner ? r->srv->owner_id : NULL,
+        .owner_name = "inec",
         .marker = version == 1 ? (marker ? marker : "") : NULL,
         .start_after = start_after,
         .continuation_token = token,
+        .key_marker = version == 3 ? marker : NULL,
+        .version_id_marker = vid_marker,
+        .next_key_marker = version == 3 && w->l.truncated ? w->l.next : NULL,
         .truncated = w->l.truncated,
         .objects = w->objs,
         .nobjects = w->nobjs,
@@ -596,6 +735,11 @@ static void get_object(struct req *r, bool head)
     struct gw_range range;
     struct gw_get *g = NULL;
     int rc;
+    enum gw_s3_err oe = check_overrides(r);
+    if (oe) {
+        answer_error(r, oe, r->msg);
+        return;
+    }
     /* The range is clamped against the size HEAD saw; if an overwrite lands
      * between HEAD and the read, the read names another version: retry. */
     for (int attempt = 0;; attempt++) {
@@ -666,7 +810,9 @@ static void get_object(struct req *r, bool head)
         resp = buffer_response(NULL, 0, NULL);
     }
     if (resp) {
-        object_headers(resp, &oi);
+        object_headers(r, resp, &oi);
+        if (!range.partial)
+            checksum_headers(r, resp, &oi);
         if (range.partial) {
             snprintf(r->content_range, sizeof(r->content_range),
                      "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, range.first,
@@ -692,14 +838,22 @@ static enum gw_s3_err body_begin(struct req *r)
         if (!(r->md5 = EVP_MD_CTX_new()) || EVP_DigestInit_ex(r->md5, EVP_md5(), NULL) != 1)
             return GW_S3_INTERNAL_ERROR;
     }
+    enum gw_s3_err e =
+        gw_s3_checksum_begin(&r->sum, header_each, r, &r->auth, r->msg, sizeof(r->msg));
+    if (e)
+        return e;
     r->expect_len = -1;
     const char *cl = header(r, "Content-Length");
     if (cl) {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(cl, &end, 10);
-        if (!*cl || *end || errno)
+        if (!*cl || *end || (errno && errno != ERANGE) || *cl == '-')
             return GW_S3_INVALID_ARGUMENT;
+        /* beyond what an int64 holds is beyond every limit, never "unknown" */
+        if (errno == ERANGE || v > (unsigned long long)INT64_MAX)
+            return gw_s3_errorf(GW_S3_ENTITY_TOO_LARGE, r->msg, sizeof(r->msg),
+                                "Content-Length %.30s is too large", cl);
         r->expect_len = (int64_t)v;
     }
     if (r->auth.payload == GW_PAYLOAD_STREAMING ||
@@ -737,7 +891,11 @@ static enum gw_s3_err body_feed(struct req *r, const char **data, size_t *len)
     }
     if (r->md5)
         EVP_DigestUpdate(r->md5, *data, *len);
+    gw_s3_checksum_update(&r->sum, *data, *len);
     r->decoded += *len;
+    if (r->decoded > MAX_OBJECT_SIZE) /* whatever the headers said */
+        return gw_s3_errorf(GW_S3_ENTITY_TOO_LARGE, r->msg, sizeof(r->msg),
+                            "the body is larger than %llu bytes", MAX_OBJECT_SIZE);
     if (r->expect_len >= 0 && r->decoded > (uint64_t)r->expect_len) {
         snprintf(r->msg, sizeof(r->msg), "the body is longer than its declared length");
         return GW_S3_INVALID_REQUEST;
@@ -767,13 +925,38 @@ static enum gw_s3_err body_end(struct req *r)
             memcmp(got, r->md5_expect, 16) != 0)
             return GW_S3_BAD_DIGEST;
     }
-    return GW_S3_OK;
+    return gw_s3_checksum_end(&r->sum, r->chunked ? gw_chunked_trailer(r->chunked) : NULL,
+                              &r->sum_value, r->msg, sizeof(r->msg));
 }
 
-/* Content-Type and x-amz-meta-* of the request (user_meta is the caller's to free). */
+/* The canned ACL of x-amz-acl (private when absent) into acl ("" = private);
+ * x-amz-grant-* headers (ACLs beyond the canned ones) are not implemented. */
+static enum gw_s3_err request_acl(struct req *r, bool object, char acl[GW_ACL_MAX])
+{
+    static const char *const grants[] = {"x-amz-grant-read", "x-amz-grant-write",
+                                         "x-amz-grant-read-acp", "x-amz-grant-write-acp",
+                                         "x-amz-grant-full-control"};
+    for (size_t i = 0; i < sizeof(grants) / sizeof(grants[0]); i++)
+        if (header(r, grants[i]))
+            return gw_s3_errorf(GW_S3_NOT_IMPLEMENTED, r->msg, sizeof(r->msg),
+                                "%s is not implemented by inec: use a canned x-amz-acl", grants[i]);
+    enum gw_acl a;
+    enum gw_s3_err e = gw_acl_parse(header(r, "x-amz-acl"), object, &a, r->msg, sizeof(r->msg));
+    if (e == GW_S3_OK)
+        snprintf(acl, GW_ACL_MAX, "%s", a == GW_ACL_PRIVATE ? "" : gw_acl_name(a));
+    return e;
+}
+
+/* Content-Type, the other stored headers, x-amz-meta-* and x-amz-acl of the
+ * request (user_meta and headers are the caller's to free). */
 static enum gw_s3_err request_attrs(struct req *r, struct gw_object_info *attrs)
 {
-    const char *ct = header(r, "Content-Type");
+    enum gw_s3_err e = request_headers(r, &attrs->headers);
+    if (e == GW_S3_OK)
+        e = request_acl(r, true, attrs->acl);
+    if (e)
+        return e;
+    const char *ct = r->auth.unsigned_content_type ? NULL : header(r, "Content-Type");
     if (ct) {
         if (strlen(ct) >= sizeof(attrs->content_type)) {
             snprintf(r->msg, sizeof(r->msg), "Content-Type longer than %zu bytes",
@@ -787,13 +970,15 @@ static enum gw_s3_err request_attrs(struct req *r, struct gw_object_info *attrs)
 
 static enum gw_s3_err put_begin(struct req *r)
 {
-    if (!header(r, "Content-Length") && !header(r, "x-amz-decoded-content-length"))
-        return GW_S3_MISSING_CONTENT_LENGTH;
     enum gw_s3_err e = body_begin(r);
     if (e)
         return e;
-    if (r->expect_len < 0 && r->chunked) {
-        snprintf(r->msg, sizeof(r->msg), "x-amz-decoded-content-length is required");
+    /* The size must be known before the body is read, so the limit holds:
+     * a plain body needs Content-Length (not Transfer-Encoding: chunked), an
+     * aws-chunked one x-amz-decoded-content-length, which the decoder enforces. */
+    if (r->expect_len < 0) {
+        snprintf(r->msg, sizeof(r->msg), "%s is required",
+                 r->chunked ? "x-amz-decoded-content-length" : "Content-Length");
         return GW_S3_MISSING_CONTENT_LENGTH;
     }
     if (r->expect_len >= 0 && (uint64_t)r->expect_len > MAX_OBJECT_SIZE)
@@ -804,10 +989,12 @@ static enum gw_s3_err put_begin(struct req *r)
                                gw_s3_query_get(&r->q, "uploadId"), &r->put);
     } else {
         struct gw_object_info attrs = {0};
-        if ((e = request_attrs(r, &attrs)))
+        e = request_attrs(r, &attrs);
+        if (e == GW_S3_OK)
+            rc = gw_put_begin(r->srv->objects, r->t.bucket, r->t.key, &attrs, &r->put);
+        gw_object_info_clear(&attrs);
+        if (e)
             return e;
-        rc = gw_put_begin(r->srv->objects, r->t.bucket, r->t.key, &attrs, &r->put);
-        json_decref(attrs.user_meta);
     }
     if (rc)
         answer_errno(r, rc, gw_s3_op_name(r->op));
@@ -824,8 +1011,12 @@ static void put_end(struct req *r)
         return;
     }
     struct gw_object_info oi = {0};
-    int rc;
-    if (r->op == GW_OP_UPLOAD_PART) {
+    int rc = 0;
+    if (r->sum_value && r->op == GW_OP_PUT_OBJECT)
+        rc = gw_put_set_header(r->put, gw_checksum_header(r->sum.algo), r->sum_value);
+    if (rc) {
+        gw_put_abort(r->put);
+    } else if (r->op == GW_OP_UPLOAD_PART) {
         struct gw_part_info pi;
         rc = gw_mpu_part_commit(r->srv->objects, r->put, r->t.bucket, r->t.key,
                                 gw_s3_query_get(&r->q, "uploadId"), r->part, &pi);
@@ -843,6 +1034,8 @@ static void put_end(struct req *r)
         char v[64];
         snprintf(v, sizeof(v), "\"%s\"", oi.etag);
         MHD_add_response_header(resp, "ETag", v);
+        if (r->sum_value)
+            MHD_add_response_header(resp, gw_checksum_header(r->sum.algo), r->sum_value);
         queue(r, 200, resp);
     }
     gw_object_info_clear(&oi);
@@ -937,6 +1130,97 @@ static void complete_multipart(struct req *r)
     gw_object_info_clear(&oi);
 }
 
+/* ---- ACLs ---- */
+
+/* The canned ACL of the bucket (and, for an object request, of the object);
+ * -ENOENT names which is missing through answer_errno. */
+static int current_acl(struct req *r, bool object, enum gw_acl *out)
+{
+    struct gw_objects *o = r->srv->objects;
+    char name[GW_ACL_MAX];
+    int rc;
+    if (object) {
+        rc = gw_object_acl_get(o, r->t.bucket, r->t.key, name);
+    } else {
+        struct gw_bucket_info bi;
+        rc = gw_bucket_head(o, r->t.bucket, &bi);
+        snprintf(name, sizeof(name), "%s", rc == 0 ? bi.acl : "");
+    }
+    if (rc == 0 && gw_acl_parse(name, object, out, NULL, 0) != GW_S3_OK)
+        *out = GW_ACL_PRIVATE; /* a name this gateway does not know grants nothing */
+    return rc;
+}
+
+static void get_acl(struct req *r)
+{
+    enum gw_acl a;
+    int rc = current_acl(r, r->op == GW_OP_GET_OBJECT_ACL, &a);
+    struct gw_buf b = {0};
+    if (rc)
+        answer_errno(r, rc, gw_s3_op_name(r->op));
+    else if (gw_xml_acl(&b, r->srv->owner_id, "inec", a) == 0)
+        answer_xml(r, 200, &b);
+    else
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(&b);
+}
+
+/* Put{Bucket,Object}Acl: x-amz-acl or an AccessControlPolicy body, not both. */
+static void put_acl(struct req *r)
+{
+    bool object = r->op == GW_OP_PUT_OBJECT_ACL;
+    char acl[GW_ACL_MAX];
+    enum gw_s3_err e = GW_S3_OK;
+    if (header(r, "x-amz-acl") && r->body_len) {
+        e = gw_s3_errorf(GW_S3_INVALID_REQUEST, r->msg, sizeof(r->msg),
+                         "give x-amz-acl or an AccessControlPolicy body, not both");
+    } else if (r->body_len) {
+        enum gw_acl a;
+        e = gw_acl_parse_policy(r->body, r->body_len, r->srv->owner_id, &a, r->msg, sizeof(r->msg));
+        snprintf(acl, sizeof(acl), "%s", a == GW_ACL_PRIVATE ? "" : gw_acl_name(a));
+    } else if (header(r, "x-amz-acl") || header(r, "x-amz-grant-read") ||
+               header(r, "x-amz-grant-full-control") || header(r, "x-amz-grant-write") ||
+               header(r, "x-amz-grant-read-acp") || header(r, "x-amz-grant-write-acp")) {
+        e = request_acl(r, object, acl);
+    } else {
+        e = gw_s3_errorf(GW_S3_MALFORMED_XML, r->msg, sizeof(r->msg),
+                         "neither x-amz-acl nor an AccessControlPolicy body");
+    }
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    int rc = object ? gw_object_acl_set(r->srv->objects, r->t.bucket, r->t.key, acl)
+                    : gw_bucket_acl_set(r->srv->objects, r->t.bucket, acl);
+    if (rc)
+        answer_errno(r, rc, gw_s3_op_name(r->op));
+    else
+        answer_empty(r, 200);
+}
+
+/* An unsigned request: GET/HEAD of an object whose ACL lets anyone read it,
+ * or a listing of (or HEAD on) a bucket whose ACL does; anything else stays
+ * AccessDenied. A missing key of a bucket anyone may list is a 404 (its
+ * absence is public); otherwise 403, saying nothing about what exists. */
+static bool anonymous_allowed(struct req *r)
+{
+    enum gw_acl a;
+    switch (r->op) {
+    case GW_OP_GET_OBJECT:
+    case GW_OP_HEAD_OBJECT:
+        if (current_acl(r, true, &a) == 0)
+            return gw_acl_anonymous_read(a);
+        return current_acl(r, false, &a) == 0 && gw_acl_anonymous_read(a);
+    case GW_OP_LIST_OBJECTS:
+    case GW_OP_LIST_OBJECTS_V2:
+    case GW_OP_LIST_OBJECT_VERSIONS:
+    case GW_OP_HEAD_BUCKET:
+        return current_acl(r, false, &a) == 0 && gw_acl_anonymous_read(a);
+    default:
+        return false;
+    }
+}
+
 static void small_body_end(struct req *r)
 {
     enum gw_s3_err e = body_end(r);
@@ -952,9 +1236,25 @@ static void small_body_end(struct req *r)
         complete_multipart(r);
         return;
     }
+    if (r->op == GW_OP_PUT_BUCKET_ACL || r->op == GW_OP_PUT_OBJECT_ACL) {
+        put_acl(r);
+        return;
+    }
     /* CreateBucket: the configuration's LocationConstraint is accepted and
-     * ignored, the gateway has one region. */
+     * ignored, the gateway has one region. Creating a bucket one owns again
+     * is a success that keeps its contents in us-east-1 (S3's legacy rule),
+     * BucketAlreadyOwnedByYou elsewhere; either way x-amz-acl sets its ACL. */
+    char acl[GW_ACL_MAX];
+    enum gw_s3_err ae = request_acl(r, false, acl);
+    if (ae) {
+        answer_error(r, ae, r->msg);
+        return;
+    }
     int rc = gw_bucket_create(r->srv->objects, r->t.bucket);
+    if (rc == -EEXIST && strcmp(r->srv->region, "us-east-1") == 0)
+        rc = 0;
+    if (rc == 0 && (acl[0] || header(r, "x-amz-acl")))
+        rc = gw_bucket_acl_set(r->srv->objects, r->t.bucket, acl);
     if (rc) {
         answer_errno(r, rc, "CreateBucket");
         return;
@@ -1078,13 +1378,13 @@ static void create_multipart(struct req *r)
     struct gw_object_info attrs = {0};
     enum gw_s3_err e = request_attrs(r, &attrs);
     if (e) {
-        json_decref(attrs.user_meta);
+        gw_object_info_clear(&attrs);
         answer_error(r, e, r->msg);
         return;
     }
     char uid[GW_UPLOAD_ID_LEN + 1];
     int rc = gw_mpu_create(r->srv->objects, r->t.bucket, r->t.key, &attrs, uid);
-    json_decref(attrs.user_meta);
+    gw_object_info_clear(&attrs);
     if (rc) {
         answer_errno(r, rc, "CreateMultipartUpload");
         return;
@@ -1120,7 +1420,10 @@ static void copy_object(struct req *r)
     const char *src = header(r, "x-amz-copy-source");
     char path[GW_BUCKET_MAX + 3 * GW_KEY_MAX + 8];
     snprintf(path, sizeof(path), "/%s", src[0] == '/' ? src + 1 : src);
-    if (strchr(path, '?')) { /* ?versionId=: the gateway keeps one version */
+    char *version = strchr(path, '?');
+    if (version && strcmp(version, "?versionId=null") == 0) {
+        *version = '\0'; /* the one version an object has */
+    } else if (version) {
         answer_error(r, GW_S3_NOT_IMPLEMENTED, "copying a version is not implemented");
         return;
     }
@@ -1162,9 +1465,11 @@ static void copy_object(struct req *r)
         e = GW_S3_ENTITY_TOO_LARGE;
     else if (replace && !part)
         e = request_attrs(r, &attrs);
+    else if (!part)
+        e = request_acl(r, true, si.acl); /* a copy has its own ACL, never the source's */
     if (e) {
         gw_object_info_clear(&si);
-        json_decref(attrs.user_meta);
+        gw_object_info_clear(&attrs);
         answer_error(r, e, r->msg);
         return;
     }
@@ -1172,7 +1477,7 @@ static void copy_object(struct req *r)
     struct gw_put *p = NULL;
     rc = part ? gw_mpu_part_begin(o, r->t.bucket, r->t.key, uid, &p)
               : gw_put_begin(o, r->t.bucket, r->t.key, replace ? &attrs : &si, &p);
-    json_decref(attrs.user_meta);
+    gw_object_info_clear(&attrs);
     struct gw_get *g = NULL;
     struct gw_object_info gi = {0};
     if (rc == 0 && len > 0) {
@@ -1383,10 +1688,11 @@ static void begin(struct req *r, const char *method)
     }
     r->op = gw_s3_route(method, &r->t, &r->q, header, r);
 
-    struct gw_sigv4_request sreq = {method, r->uri, r->raw_query, header, r};
+    struct gw_sigv4_request sreq = {method, r->uri, r->raw_query, header, r, header_each};
     struct gw_sigv4_config scfg = {s->region, secret_of, s, now_ns(CLOCK_REALTIME) / 1000000000};
     e = gw_sigv4_verify(&sreq, &scfg, &r->auth, r->msg, sizeof(r->msg));
-    if (e) {
+    if (e &&
+        !(e == GW_S3_ACCESS_DENIED && r->auth.anonymous && !s->floor && anonymous_allowed(r))) {
         answer_error(r, e, r->msg);
         return;
     }
@@ -1477,12 +1783,33 @@ static void begin(struct req *r, const char *method)
         gw_buf_free(&b);
         return;
     }
+    case GW_OP_GET_BUCKET_ACL:
+    case GW_OP_GET_OBJECT_ACL:
+        get_acl(r);
+        return;
+    case GW_OP_LIST_OBJECT_VERSIONS:
+        list_objects(r, 3);
+        return;
+    case GW_OP_GET_BUCKET_VERSIONING: {
+        struct gw_buf b = {0};
+        if ((rc = gw_bucket_head(o, r->t.bucket, &bi)))
+            answer_errno(r, rc, "GetBucketVersioning");
+        else if (gw_xml_versioning_off(&b) == 0)
+            answer_xml(r, 200, &b);
+        else
+            answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+        gw_buf_free(&b);
+        return;
+    }
     case GW_OP_CREATE_BUCKET:
     case GW_OP_DELETE_OBJECTS:
     case GW_OP_COMPLETE_MULTIPART_UPLOAD:
+    case GW_OP_PUT_BUCKET_ACL:
+    case GW_OP_PUT_OBJECT_ACL:
         r->body_max = r->op == GW_OP_DELETE_OBJECTS              ? GW_S3_DELETE_MAX_BODY
                       : r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD ? GW_S3_COMPLETE_MAX_BODY
-                                                                 : SMALL_BODY_MAX;
+                      : r->op == GW_OP_CREATE_BUCKET             ? SMALL_BODY_MAX
+                                                                 : GW_ACL_MAX_BODY;
         e = body_begin(r);
         if (e)
             answer_error(r, e, r->msg);
@@ -1585,6 +1912,7 @@ static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
         return NULL;
     }
     r->srv = s;
+    r->sum.algo = r->sum.sum.algo = GW_SUM_NONE;
     r->t0 = now_ns(CLOCK_MONOTONIC);
     r->op = GW_OP_NOT_IMPLEMENTED;
     snprintf(r->id, sizeof(r->id), "%016" PRIxFAST64,
@@ -1613,6 +1941,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     gw_payload_destroy(r->payload);
     gw_chunked_destroy(r->chunked);
     EVP_MD_CTX_free(r->md5);
+    gw_s3_checksum_free(&r->sum);
     free(r->scratch);
     free(r->body);
     for (size_t i = 0; i < r->njoined; i++)
@@ -1655,6 +1984,12 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
     s->access_key = strdup(cfg->access_key);
     s->secret_key = strdup(cfg->secret_key);
     s->floor = cfg->floor;
+    s->keys = cfg->keys;
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_Digest(cfg->access_key, strlen(cfg->access_key), md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < mdlen && i < 32; i++)
+        snprintf(s->owner_id + 2 * i, 3, "%02x", md[i]);
     pthread_mutex_init(&s->floor_lock, NULL);
     s->floor_sizes = json_object();
     atomic_init(&s->inflight, 0);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gateway/keys.h"
 #include "gateway/metrics.h"
 #include "gateway/objects.h"
 
@@ -32,6 +33,9 @@ struct gw_s3_config {
      * gw_s3_floor_bytes from memory; CreateBucket succeeds; nothing else is
      * served. The object layer is never called (o may be NULL). */
     bool floor;
+    /* More key pairs than access_key/secret_key (gateway/keys.h); NULL: that
+     * pair only. Borrowed: must outlive the server. */
+    struct gw_keys *keys;
 };
 
 struct gw_s3_server;

@@ -1,4 +1,4 @@
-/* S3 XML writers and the DeleteObjects parser (see s3_xml.h). */
+/* S3 XML writers (see s3_xml.h); the request parsers are in s3_xml_parse.c. */
 #include "gateway/s3_xml.h"
 
 #include <ctype.h>
@@ -149,14 +149,33 @@ int gw_xml_list_buckets(struct gw_buf *out, const char *owner_id, const char *ow
     return finish(&w);
 }
 
+static void owner(struct w *w, const struct gw_list_page *p)
+{
+    if (!p->owner_id)
+        return;
+    puts_(w, "<Owner>");
+    element(w, "ID", p->owner_id, false);
+    element(w, "DisplayName", p->owner_name ? p->owner_name : "", false);
+    puts_(w, "</Owner>");
+}
+
 int gw_xml_list_objects(struct gw_buf *out, const struct gw_list_page *p)
 {
     struct w w = {out, false};
     bool url = p->url_encode;
-    puts_(&w, DECL "<ListBucketResult xmlns=\"" XMLNS "\">");
+    const char *root = p->version == 3 ? "ListVersionsResult" : "ListBucketResult";
+    printf_(&w, DECL "<%s xmlns=\"" XMLNS "\">", root);
     element(&w, "Name", p->bucket, false);
-    element(&w, "Prefix", p->prefix ? p->prefix : "", url);
-    if (p->version == 2) {
+    /* V1 echoes the prefix as sent even with encoding-type=url, as S3 does */
+    element(&w, "Prefix", p->prefix ? p->prefix : "", url && p->version != 1);
+    if (p->version == 3) {
+        element(&w, "KeyMarker", p->key_marker ? p->key_marker : "", url);
+        element(&w, "VersionIdMarker", p->version_id_marker ? p->version_id_marker : "", false);
+        if (p->truncated && p->next_key_marker) {
+            element(&w, "NextKeyMarker", p->next_key_marker, url);
+            element(&w, "NextVersionIdMarker", "null", false);
+        }
+    } else if (p->version == 2) {
         if (p->start_after)
             element(&w, "StartAfter", p->start_after, url);
         if (p->continuation_token)
@@ -177,22 +196,25 @@ int gw_xml_list_objects(struct gw_buf *out, const struct gw_list_page *p)
         puts_(&w, "<EncodingType>url</EncodingType>");
     for (size_t i = 0; i < p->nobjects; i++) {
         const struct gw_xml_object *o = &p->objects[i];
-        puts_(&w, "<Contents>");
+        puts_(&w, p->version == 3 ? "<Version>" : "<Contents>");
         element(&w, "Key", o->key, url);
+        if (p->version == 3)
+            puts_(&w, "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
         timestamp(&w, "LastModified", o->modified_ms);
         puts_(&w, "<ETag>&quot;");
         escaped(&w, o->etag ? o->etag : "");
         puts_(&w, "&quot;</ETag>");
         printf_(&w, "<Size>%" PRIu64 "</Size>", o->size);
+        owner(&w, p);
         element(&w, "StorageClass", o->storage_class ? o->storage_class : "STANDARD", false);
-        puts_(&w, "</Contents>");
+        puts_(&w, p->version == 3 ? "</Version>" : "</Contents>");
     }
     for (size_t i = 0; i < p->nprefixes; i++) {
         puts_(&w, "<CommonPrefixes>");
         element(&w, "Prefix", p->prefixes[i], url);
         puts_(&w, "</CommonPrefixes>");
     }
-    puts_(&w, "</ListBucketResult>\n");
+    printf_(&w, "</%s>\n", root);
     return finish(&w);
 }
 
@@ -233,497 +255,6 @@ int gw_xml_error(struct gw_buf *out, enum gw_s3_err err, const char *message, co
     element(&w, "RequestId", request_id ? request_id : "", false);
     puts_(&w, "</Error>\n");
     return finish(&w);
-}
-
-/* ---- the DeleteObjects parser ---- */
-
-struct p {
-    const char *s;
-    size_t len, at;
-    char *msg;
-    size_t msglen;
-    enum gw_s3_err err;
-};
-
-static bool bad(struct p *p, enum gw_s3_err err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool bad(struct p *p, enum gw_s3_err err, const char *fmt, ...)
-{
-    if (p->err)
-        return false;
-    p->err = err;
-    if (p->msg && p->msglen) {
-        int n = snprintf(p->msg, p->msglen, "at byte %zu: ", p->at);
-        if (n >= 0 && (size_t)n < p->msglen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->msg + n, p->msglen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return false;
-}
-
-static bool starts(struct p *p, const char *lit)
-{
-    size_t n = strlen(lit);
-    return p->len - p->at >= n && memcmp(p->s + p->at, lit, n) == 0;
-}
-
-static void skip_space(struct p *p)
-{
-    while (p->at < p->len && strchr(" \t\r\n", p->s[p->at]) && p->s[p->at])
-        p->at++;
-}
-
-static bool name_char(char c)
-{
-    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' || c == ':';
-}
-
-/* Reads "<Name" [attributes] ">" of an opening tag into name; attributes
- * (only xmlns ones) are allowed when `attrs`. */
-static bool open_tag(struct p *p, char *name, size_t cap, bool attrs)
-{
-    if (!starts(p, "<") || starts(p, "</"))
-        return bad(p, GW_S3_MALFORMED_XML, "expected an opening tag");
-    if (starts(p, "<!") || starts(p, "<?"))
-        return bad(p, GW_S3_MALFORMED_XML,
-                   "DTDs, comments, CDATA and processing "
-                   "instructions are not accepted");
-    p->at++;
-    size_t n = 0;
-    while (p->at < p->len && name_char(p->s[p->at])) {
-        if (n + 1 >= cap)
-            return bad(p, GW_S3_MALFORMED_XML, "element name too long");
-        name[n++] = p->s[p->at++];
-    }
-    name[n] = '\0';
-    if (!n)
-        return bad(p, GW_S3_MALFORMED_XML, "missing element name");
-    for (;;) {
-        skip_space(p);
-        if (starts(p, ">")) {
-            p->at++;
-            return true;
-        }
-        if (starts(p, "/>"))
-            return bad(p, GW_S3_MALFORMED_XML, "empty element <%s/>", name);
-        if (!attrs || !starts(p, "xmlns"))
-            return bad(p, GW_S3_MALFORMED_XML, "unexpected attribute in <%s>", name);
-        while (p->at < p->len && name_char(p->s[p->at]))
-            p->at++;
-        skip_space(p);
-        if (!starts(p, "="))
-            return bad(p, GW_S3_MALFORMED_XML, "attribute without a value");
-        p->at++;
-        skip_space(p);
-        if (p->at >= p->len || (p->s[p->at] != '"' && p->s[p->at] != '\''))
-            return bad(p, GW_S3_MALFORMED_XML, "attribute value must be quoted");
-        const char *end = memchr(p->s + p->at + 1, p->s[p->at], p->len - p->at - 1);
-        if (!end || memchr(p->s + p->at + 1, '<', (size_t)(end - (p->s + p->at + 1))))
-            return bad(p, GW_S3_MALFORMED_XML, "unterminated attribute value");
-        p->at = (size_t)(end - p->s) + 1;
-    }
-}
-
-static bool close_tag(struct p *p, const char *name)
-{
-    size_t n = strlen(name);
-    if (!starts(p, "</") || p->len - p->at < n + 3 || memcmp(p->s + p->at + 2, name, n) != 0)
-        return bad(p, GW_S3_MALFORMED_XML, "expected </%s>", name);
-    p->at += 2 + n;
-    skip_space(p);
-    if (!starts(p, ">"))
-        return bad(p, GW_S3_MALFORMED_XML, "expected </%s>", name);
-    p->at++;
-    return true;
-}
-
-static void put_utf8(char *out, size_t *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        out[(*o)++] = (char)cp;
-    } else if (cp < 0x800) {
-        out[(*o)++] = (char)(0xc0 | cp >> 6);
-        out[(*o)++] = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out[(*o)++] = (char)(0xe0 | cp >> 12);
-        out[(*o)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[(*o)++] = (char)(0x80 | (cp & 0x3f));
-    } else {
-        out[(*o)++] = (char)(0xf0 | cp >> 18);
-        out[(*o)++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        out[(*o)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[(*o)++] = (char)(0x80 | (cp & 0x3f));
-    }
-}
-
-/* Character data up to the next '<', entities decoded, at most `max` bytes
- * once decoded. Returns a malloc'd string or NULL (with p->err set). */
-static char *text(struct p *p, size_t max, enum gw_s3_err too_long)
-{
-    const char *lt = memchr(p->s + p->at, '<', p->len - p->at);
-    if (!lt)
-        return bad(p, GW_S3_MALFORMED_XML, "unterminated text"), NULL;
-    size_t end = (size_t)(lt - p->s);
-    /* A decoded entity is never longer than its text, so the raw length bounds the output. */
-    char *out = malloc(end - p->at + 1);
-    if (!out)
-        return bad(p, GW_S3_INTERNAL_ERROR, "out of memory"), NULL;
-    size_t o = 0;
-    while (p->at < end) {
-        char c = p->s[p->at];
-        if (c == '&') {
-            const char *semi = memchr(p->s + p->at, ';', end - p->at);
-            size_t n = semi ? (size_t)(semi - (p->s + p->at)) + 1 : 0;
-            static const struct {
-                const char *name;
-                char c;
-            } named[] = {
-                {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-            bool done = false;
-            for (size_t i = 0; semi && i < 5 && !done; i++)
-                if (n == strlen(named[i].name) && memcmp(p->s + p->at, named[i].name, n) == 0) {
-                    out[o++] = named[i].c;
-                    done = true;
-                }
-            if (!done && semi && n >= 4 && p->s[p->at + 1] == '#') {
-                bool hexa = p->s[p->at + 2] == 'x';
-                size_t i = p->at + 2 + hexa;
-                uint32_t cp = 0;
-                bool any = false;
-                for (; i < p->at + n - 1; i++, any = true) {
-                    unsigned char ch = (unsigned char)p->s[i];
-                    int d = isdigit(ch)            ? ch - '0'
-                            : hexa && isxdigit(ch) ? tolower(ch) - 'a' + 10
-                                                   : -1;
-                    if (d < 0 || cp > 0x10FFFF)
-                        break;
-                    cp = cp * (hexa ? 16 : 10) + (uint32_t)d;
-                }
-                /* XML 1.0 characters only: no NUL, no surrogates, nothing past U+10FFFF. */
-                if (any && i == p->at + n - 1 && cp >= 1 && cp <= 0x10FFFF &&
-                    !(cp >= 0xD800 && cp <= 0xDFFF) && cp != 0xFFFE && cp != 0xFFFF) {
-                    put_utf8(out, &o, cp);
-                    done = true;
-                }
-            }
-            if (!done) {
-                free(out);
-                return bad(p, GW_S3_MALFORMED_XML, "bad entity or character reference"), NULL;
-            }
-            p->at += n;
-        } else if (c == '\0') {
-            free(out);
-            return bad(p, GW_S3_MALFORMED_XML, "NUL in text"), NULL;
-        } else {
-            out[o++] = c;
-            p->at++;
-        }
-        if (o > max) {
-            free(out);
-            return bad(p, too_long, "text longer than %zu bytes", max), NULL;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* <Name>text</Name> where the opening tag was already read. */
-static char *text_element(struct p *p, const char *name, size_t max, enum gw_s3_err too_long)
-{
-    char *t = text(p, max, too_long);
-    if (t && !close_tag(p, name)) {
-        free(t);
-        return NULL;
-    }
-    return t;
-}
-
-static bool parse_object(struct p *p, struct gw_delete_key *k)
-{
-    char name[32];
-    for (;;) {
-        skip_space(p);
-        if (starts(p, "</"))
-            break;
-        if (!open_tag(p, name, sizeof(name), false))
-            return false;
-        if (strcmp(name, "Key") == 0 || strcmp(name, "VersionId") == 0) {
-            char **dst = name[0] == 'K' ? &k->key : &k->version_id;
-            if (*dst)
-                return bad(p, GW_S3_MALFORMED_XML, "<%s> given twice in one <Object>", name);
-            *dst = text_element(p, name, name[0] == 'K' ? GW_S3_KEY_MAX : 1024,
-                                name[0] == 'K' ? GW_S3_KEY_TOO_LONG : GW_S3_MALFORMED_XML);
-            if (!*dst)
-                return false;
-        } else if (strcmp(name, "ETag") == 0 || strcmp(name, "LastModifiedTime") == 0 ||
-                   strcmp(name, "Size") == 0) {
-            char *ignored = text_element(p, name, 1024, GW_S3_MALFORMED_XML);
-            if (!ignored)
-                return false;
-            free(ignored);
-        } else {
-            return bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <Object>", name);
-        }
-    }
-    if (!close_tag(p, "Object"))
-        return false;
-    if (!k->key || !k->key[0])
-        return bad(p, GW_S3_MALFORMED_XML, "an <Object> without a non-empty <Key>");
-    return true;
-}
-
-/* [<?xml ...?>] <root [attributes]> */
-static bool open_root(struct p *p, const char *root)
-{
-    skip_space(p);
-    if (starts(p, "<?xml")) {
-        const char *end = NULL;
-        for (size_t i = p->at; i + 1 < p->len && !end; i++)
-            if (p->s[i] == '?' && p->s[i + 1] == '>')
-                end = p->s + i;
-        if (!end)
-            return bad(p, GW_S3_MALFORMED_XML, "unterminated XML declaration");
-        p->at = (size_t)(end - p->s) + 2;
-        skip_space(p);
-    }
-    char name[40];
-    if (!open_tag(p, name, sizeof(name), true))
-        return false;
-    if (strcmp(name, root) != 0)
-        return bad(p, GW_S3_MALFORMED_XML, "the root element is <%s>, not <%s>", name, root);
-    return true;
-}
-
-/* </root> and nothing after it. */
-static bool close_root(struct p *p, const char *root)
-{
-    if (!close_tag(p, root))
-        return false;
-    skip_space(p);
-    if (p->at != p->len)
-        return bad(p, GW_S3_MALFORMED_XML, "content after </%s>", root);
-    return true;
-}
-
-/* A request document's size checks, then parse(p, r). */
-static enum gw_s3_err parse_doc(const char *xml, size_t len, size_t max, char *msg, size_t msglen,
-                                bool (*parse)(struct p *p, void *r), void *r)
-{
-    struct p p = {xml, len, 0, msg, msglen, GW_S3_OK};
-    if (msg && msglen)
-        msg[0] = '\0';
-    if (!xml || len == 0)
-        return bad(&p, GW_S3_MALFORMED_XML, "empty body"), p.err;
-    if (len > max)
-        return bad(&p, GW_S3_MALFORMED_XML, "body larger than %zu bytes", max), p.err;
-    if (!parse(&p, r))
-        return p.err ? p.err : GW_S3_MALFORMED_XML;
-    return GW_S3_OK;
-}
-
-static bool parse_delete(struct p *p, void *arg)
-{
-    struct gw_delete_request *r = arg;
-    char name[32];
-    if (!open_root(p, "Delete"))
-        return false;
-    bool quiet_seen = false;
-    size_t cap = 0;
-    for (;;) {
-        skip_space(p);
-        if (starts(p, "</"))
-            break;
-        if (!open_tag(p, name, sizeof(name), false))
-            return false;
-        if (strcmp(name, "Quiet") == 0) {
-            if (quiet_seen)
-                return bad(p, GW_S3_MALFORMED_XML, "<Quiet> given twice");
-            quiet_seen = true;
-            char *v = text_element(p, "Quiet", 8, GW_S3_MALFORMED_XML);
-            if (!v)
-                return false;
-            bool t = strcmp(v, "true") == 0, f = strcmp(v, "false") == 0;
-            free(v);
-            if (!t && !f)
-                return bad(p, GW_S3_MALFORMED_XML, "<Quiet> must be true or false");
-            r->quiet = t;
-        } else if (strcmp(name, "Object") == 0) {
-            if (r->n == GW_S3_DELETE_MAX_KEYS)
-                return bad(p, GW_S3_MALFORMED_XML, "more than %d objects", GW_S3_DELETE_MAX_KEYS);
-            if (r->n == cap) {
-                cap = cap ? 2 * cap : 16;
-                struct gw_delete_key *k = realloc(r->keys, cap * sizeof(*k));
-                if (!k)
-                    return bad(p, GW_S3_INTERNAL_ERROR, "out of memory");
-                r->keys = k;
-            }
-            r->keys[r->n] = (struct gw_delete_key){NULL, NULL};
-            r->n++; /* counted now so that gw_delete_request_free frees a partial key */
-            if (!parse_object(p, &r->keys[r->n - 1]))
-                return false;
-        } else {
-            return bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <Delete>", name);
-        }
-    }
-    if (!close_root(p, "Delete"))
-        return false;
-    if (r->n == 0)
-        return bad(p, GW_S3_MALFORMED_XML, "<Delete> names no <Object>");
-    return true;
-}
-
-enum gw_s3_err gw_xml_parse_delete(const char *xml, size_t len, struct gw_delete_request **out,
-                                   char *msg, size_t msglen)
-{
-    *out = NULL;
-    struct gw_delete_request *r = calloc(1, sizeof(*r));
-    if (!r)
-        return GW_S3_INTERNAL_ERROR;
-    enum gw_s3_err e = parse_doc(xml, len, GW_S3_DELETE_MAX_BODY, msg, msglen, parse_delete, r);
-    if (e) {
-        gw_delete_request_free(r);
-        return e;
-    }
-    *out = r;
-    return GW_S3_OK;
-}
-
-void gw_delete_request_free(struct gw_delete_request *r)
-{
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->n; i++) {
-        free(r->keys[i].key);
-        free(r->keys[i].version_id);
-    }
-    free(r->keys);
-    free(r);
-}
-
-/* ---- multipart ---- */
-
-static bool parse_part(struct p *p, struct gw_complete_part *part)
-{
-    char name[32];
-    char *num = NULL;
-    for (;;) {
-        skip_space(p);
-        if (starts(p, "</"))
-            break;
-        if (!open_tag(p, name, sizeof(name), false))
-            goto fail;
-        if (strcmp(name, "PartNumber") == 0 || strcmp(name, "ETag") == 0) {
-            bool isnum = name[0] == 'P';
-            if (isnum ? num != NULL : part->etag[0] != '\0') {
-                bad(p, GW_S3_MALFORMED_XML, "<%s> given twice in one <Part>", name);
-                goto fail;
-            }
-            char *t =
-                text_element(p, name, isnum ? 8 : sizeof(part->etag) - 1, GW_S3_MALFORMED_XML);
-            if (!t)
-                goto fail;
-            if (isnum)
-                num = t;
-            else {
-                strcpy(part->etag, t);
-                free(t);
-                if (!part->etag[0]) {
-                    bad(p, GW_S3_MALFORMED_XML, "an empty <ETag>");
-                    goto fail;
-                }
-            }
-        } else if (strncmp(name, "Checksum", 8) == 0) {
-            char *ignored = text_element(p, name, 1024, GW_S3_MALFORMED_XML);
-            if (!ignored)
-                goto fail;
-            free(ignored);
-        } else {
-            bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <Part>", name);
-            goto fail;
-        }
-    }
-    if (!close_tag(p, "Part"))
-        goto fail;
-    if (!num || !part->etag[0]) {
-        bad(p, GW_S3_MALFORMED_XML, "a <Part> needs <PartNumber> and <ETag>");
-        goto fail;
-    }
-    char *end;
-    long v = strtol(num, &end, 10);
-    if (!num[0] || *end || v < 1 || v > GW_S3_MAX_PARTS) {
-        bad(p, GW_S3_INVALID_ARGUMENT, "<PartNumber> must be 1..%d", GW_S3_MAX_PARTS);
-        goto fail;
-    }
-    part->number = (int)v;
-    free(num);
-    return true;
-fail:
-    free(num);
-    return false;
-}
-
-static bool parse_complete(struct p *p, void *arg)
-{
-    struct gw_complete_request *r = arg;
-    if (!open_root(p, "CompleteMultipartUpload"))
-        return false;
-    size_t cap = 0;
-    char name[32];
-    for (;;) {
-        skip_space(p);
-        if (starts(p, "</"))
-            break;
-        if (!open_tag(p, name, sizeof(name), false))
-            return false;
-        if (strcmp(name, "Part") != 0)
-            return bad(p, GW_S3_MALFORMED_XML, "unexpected <%s> in <CompleteMultipartUpload>",
-                       name);
-        if (r->n == GW_S3_MAX_PARTS)
-            return bad(p, GW_S3_MALFORMED_XML, "more than %d parts", GW_S3_MAX_PARTS);
-        if (r->n == cap) {
-            cap = cap ? 2 * cap : 16;
-            struct gw_complete_part *np = realloc(r->parts, cap * sizeof(*np));
-            if (!np)
-                return bad(p, GW_S3_INTERNAL_ERROR, "out of memory");
-            r->parts = np;
-        }
-        r->parts[r->n] = (struct gw_complete_part){0};
-        if (!parse_part(p, &r->parts[r->n]))
-            return false;
-        r->n++;
-    }
-    if (!close_root(p, "CompleteMultipartUpload"))
-        return false;
-    if (r->n == 0)
-        return bad(p, GW_S3_MALFORMED_XML, "<CompleteMultipartUpload> names no <Part>");
-    return true;
-}
-
-enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_complete_request **out,
-                                     char *msg, size_t msglen)
-{
-    *out = NULL;
-    struct gw_complete_request *r = calloc(1, sizeof(*r));
-    if (!r)
-        return GW_S3_INTERNAL_ERROR;
-    enum gw_s3_err e = parse_doc(xml, len, GW_S3_COMPLETE_MAX_BODY, msg, msglen, parse_complete, r);
-    if (e) {
-        gw_complete_request_free(r);
-        return e;
-    }
-    *out = r;
-    return GW_S3_OK;
-}
-
-void gw_complete_request_free(struct gw_complete_request *r)
-{
-    if (!r)
-        return;
-    free(r->parts);
-    free(r);
 }
 
 static void quoted(struct w *w, const char *name, const char *etag)
@@ -824,5 +355,40 @@ int gw_xml_empty_tagging(struct gw_buf *out)
 {
     struct w w = {out, false};
     puts_(&w, DECL "<Tagging xmlns=\"" XMLNS "\"><TagSet></TagSet></Tagging>");
+    return finish(&w);
+}
+
+int gw_xml_access_policy(struct gw_buf *out, const char *owner_id, const char *owner_name,
+                         const struct gw_xml_grant *grants, size_t n)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<AccessControlPolicy xmlns=\"" XMLNS "\"><Owner>");
+    element(&w, "ID", owner_id, false);
+    element(&w, "DisplayName", owner_name, false);
+    puts_(&w, "</Owner><AccessControlList>");
+    for (size_t i = 0; i < n; i++) {
+        bool group = grants[i].group_uri != NULL;
+        printf_(&w,
+                "<Grant><Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+                "xsi:type=\"%s\">",
+                group ? "Group" : "CanonicalUser");
+        if (group) {
+            element(&w, "URI", grants[i].group_uri, false);
+        } else {
+            element(&w, "ID", owner_id, false);
+            element(&w, "DisplayName", owner_name, false);
+        }
+        puts_(&w, "</Grantee>");
+        element(&w, "Permission", grants[i].permission, false);
+        puts_(&w, "</Grant>");
+    }
+    puts_(&w, "</AccessControlList></AccessControlPolicy>");
+    return finish(&w);
+}
+
+int gw_xml_versioning_off(struct gw_buf *out)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<VersioningConfiguration xmlns=\"" XMLNS "\"/>");
     return finish(&w);
 }

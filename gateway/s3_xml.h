@@ -1,8 +1,7 @@
 /*
  * S3 XML: the response documents (ListAllMyBucketsResult, ListBucketResult
- * V1 and V2, DeleteResult, Error, the multipart and copy results) and the two
- * request documents the gateway reads, DeleteObjects' <Delete> and
- * <CompleteMultipartUpload>.
+ * V1 and V2, DeleteResult, Error, the multipart and copy results, ACLs). The
+ * request documents the gateway reads are parsed in s3_xml_parse.h.
  *
  * Writers append to a gw_buf and return 0 or -ENOMEM. Text is escaped for
  * XML (& < > " ' and control characters as character references); listings
@@ -17,9 +16,7 @@
 
 #include "gateway/s3_errors.h"
 
-#define GW_S3_KEY_MAX         1024 /* bytes of UTF-8, S3's limit */
-#define GW_S3_DELETE_MAX_KEYS 1000
-#define GW_S3_DELETE_MAX_BODY (2u << 20)
+#define GW_S3_KEY_MAX 1024 /* bytes of UTF-8, S3's limit */
 
 struct gw_buf {
     char *data; /* NUL-terminated */
@@ -44,17 +41,22 @@ struct gw_xml_object {
     const char *storage_class; /* NULL: STANDARD */
 };
 
-/* One page of ListObjects (version 1) or ListObjectsV2 (version 2). */
+/* One page of ListObjects (version 1), ListObjectsV2 (version 2) or
+ * ListObjectVersions (version 3: ListVersionsResult, each object as its one
+ * "null" version, the latest). */
 struct gw_list_page {
     int version;
     const char *bucket;
-    const char *prefix, *delimiter; /* NULL when not given */
+    const char *prefix, *delimiter; /* NULL when not given (an empty delimiter is none) */
     int max_keys;
-    bool url_encode; /* encoding-type=url */
+    bool url_encode; /* encoding-type=url (V1 still returns the top-level Prefix as sent) */
+    const char *owner_id, *owner_name; /* each entry's Owner; NULL: none */
     /* V1 */
     const char *marker, *next_marker; /* next_marker: only with a delimiter, when truncated */
     /* V2 */
     const char *start_after, *continuation_token, *next_continuation_token;
+    /* versions */
+    const char *key_marker, *version_id_marker, *next_key_marker;
     bool truncated;
     const struct gw_xml_object *objects;
     size_t nobjects;
@@ -79,53 +81,7 @@ int gw_xml_delete_result(struct gw_buf *out, const struct gw_delete_outcome *r, 
 int gw_xml_error(struct gw_buf *out, enum gw_s3_err err, const char *message, const char *resource,
                  const char *request_id);
 
-struct gw_delete_request {
-    bool quiet;
-    size_t n;
-    struct gw_delete_key {
-        char *key;        /* decoded, NUL-terminated (a key cannot hold NUL) */
-        char *version_id; /* NULL when absent */
-    } * keys;
-};
-
-/*
- * Parses a DeleteObjects body strictly:
- *   [<?xml ...?>] <Delete [xmlns=...]> (<Object><Key>k</Key>[<VersionId>v</VersionId>]
- *   </Object>)+ [<Quiet>true|false</Quiet>] </Delete>
- * ETag, LastModifiedTime and Size inside Object are accepted and ignored.
- * No DTDs, CDATA, comments or processing instructions besides the
- * declaration; the five predefined entities and numeric character references
- * are decoded. Errors: MalformedXML (with a message saying where),
- * KeyTooLongError, or InternalError when out of memory.
- */
-enum gw_s3_err gw_xml_parse_delete(const char *xml, size_t len, struct gw_delete_request **out,
-                                   char *msg, size_t msglen);
-void gw_delete_request_free(struct gw_delete_request *r);
-
 /* ---- multipart and copy ---- */
-
-#define GW_S3_MAX_PARTS         10000
-#define GW_S3_COMPLETE_MAX_BODY (2u << 20)
-
-struct gw_complete_request {
-    size_t n;
-    struct gw_complete_part {
-        int number;    /* 1..GW_S3_MAX_PARTS */
-        char etag[48]; /* as given (quotes included, if sent) */
-    } * parts;
-};
-
-/*
- * Parses a CompleteMultipartUpload body as strictly as <Delete>:
- *   [<?xml ...?>] <CompleteMultipartUpload [xmlns=...]> (<Part><PartNumber>n
- *   </PartNumber><ETag>e</ETag></Part>)+ </CompleteMultipartUpload>
- * Checksum* elements inside Part are accepted and ignored. The order is kept
- * (the object layer judges it). Errors: MalformedXML, InvalidArgument (a part
- * number outside 1..10000), InternalError.
- */
-enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_complete_request **out,
-                                     char *msg, size_t msglen);
-void gw_complete_request_free(struct gw_complete_request *r);
 
 int gw_xml_initiate_multipart(struct gw_buf *out, const char *bucket, const char *key,
                               const char *upload_id);
@@ -159,6 +115,16 @@ struct gw_uploads_page {
     size_t n;
 };
 int gw_xml_list_uploads(struct gw_buf *out, const struct gw_uploads_page *page);
+
+/* AccessControlPolicy: the owner, then each grant (group_uri NULL: to the owner). */
+struct gw_xml_grant {
+    const char *group_uri, *permission;
+};
+int gw_xml_access_policy(struct gw_buf *out, const char *owner_id, const char *owner_name,
+                         const struct gw_xml_grant *grants, size_t n);
+
+/* <VersioningConfiguration/>: versioning was never enabled (GetBucketVersioning). */
+int gw_xml_versioning_off(struct gw_buf *out);
 
 /* <Tagging><TagSet/></Tagging>: what GetObjectTagging answers (the AWS CLI
  * asks before a multipart copy). */

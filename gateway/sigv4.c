@@ -1,6 +1,8 @@
 /* AWS Signature Version 4 verification for S3 (see sigv4.h). */
 #include "gateway/sigv4.h"
 
+#include "gateway/checksum.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -14,8 +16,6 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include <isa-l/crc.h>
-
 #define ALGORITHM                "AWS4-HMAC-SHA256"
 #define UNSIGNED                 "UNSIGNED-PAYLOAD"
 #define STREAMING                "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
@@ -25,19 +25,6 @@
 #define MAX_CANONICAL            (256 * 1024) /* bounds every buffer a hostile request can grow */
 #define MAX_QUERY_PARAMS         1024
 #define MAX_CHUNK_HEADER         160
-
-static enum gw_s3_err fail(enum gw_s3_err e, char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static enum gw_s3_err fail(enum gw_s3_err e, char *msg, size_t msglen, const char *fmt, ...)
-{
-    if (msg && msglen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
-    return e;
-}
 
 /* ---- crypto and hex ---- */
 
@@ -330,6 +317,51 @@ static bool signs(const char *signed_headers, const char *name)
     return false;
 }
 
+struct unsigned_walk {
+    const char *signed_headers;
+    bool presigned;
+    bool content_type; /* a Content-Type is present but not signed */
+    char first[64];    /* the first header present but not signed that must be */
+};
+
+static void unsigned_one(void *arg, const char *name, const char *value)
+{
+    (void)value;
+    struct unsigned_walk *w = arg;
+    if (w->first[0])
+        return;
+    bool must = strncasecmp(name, "x-amz-", 6) == 0 || strcasecmp(name, "content-md5") == 0 ||
+                strcasecmp(name, "content-type") == 0;
+    char lower[128];
+    size_t n = strlen(name);
+    if (!must || n >= sizeof(lower)) {
+        if (must)
+            snprintf(w->first, sizeof(w->first), "%.60s", name);
+        return;
+    }
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)tolower((unsigned char)name[i]);
+    if (signs(w->signed_headers, lower))
+        return;
+    /* Browsers and HTTP libraries add a Content-Type to a presigned PUT on
+     * their own (S3 accepts that); it is then ignored, not refused. */
+    if (w->presigned && strcmp(lower, "content-type") == 0)
+        w->content_type = true;
+    else
+        snprintf(w->first, sizeof(w->first), "%.60s", lower);
+}
+
+/* The first header that must be signed but is not, or "" (unsigned_one). */
+static void first_unsigned(const struct gw_sigv4_request *req, const char *signed_headers,
+                           struct gw_sigv4_auth *auth, char out[64])
+{
+    struct unsigned_walk w = {signed_headers, auth->presigned, false, ""};
+    if (req->each)
+        req->each(req->header_arg, unsigned_one, &w);
+    auth->unsigned_content_type = w.content_type;
+    memcpy(out, w.first, sizeof(w.first));
+}
+
 static int canonical_request(const struct gw_sigv4_request *req, struct query *q, bool presigned,
                              const char *signed_headers, const char *payload, struct buf *b)
 {
@@ -418,21 +450,6 @@ static bool http_date_to_amz(const char *s, char out[17])
     return true;
 }
 
-/* ---- trailing checksums ---- */
-
-enum checksum { SUM_CRC32, SUM_CRC32C, SUM_SHA1, SUM_SHA256 };
-
-/* The algorithm of an x-amz-checksum-* trailer name, or -1. */
-static int checksum_algo(const char *name)
-{
-    static const char *const names[] = {"x-amz-checksum-crc32", "x-amz-checksum-crc32c",
-                                        "x-amz-checksum-sha1", "x-amz-checksum-sha256"};
-    for (int i = 0; i < 4; i++)
-        if (strcasecmp(name, names[i]) == 0)
-            return i;
-    return -1;
-}
-
 /* ---- the verdict ---- */
 
 struct sig_parts {
@@ -447,8 +464,8 @@ static enum gw_s3_err parse_authorization(const char *h, struct sig_parts *sp, c
 {
     size_t alen = strlen(ALGORITHM);
     if (strncmp(h, ALGORITHM, alen) != 0 || (h[alen] != ' ' && h[alen] != '\t'))
-        return fail(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen,
-                    "the authorization header must use " ALGORITHM);
+        return gw_s3_errorf(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen,
+                            "the authorization header must use " ALGORITHM);
     bool have[3] = {false, false, false};
     const char *p = h + alen;
     while (*p) {
@@ -468,22 +485,23 @@ static enum gw_s3_err parse_authorization(const char *h, struct sig_parts *sp, c
             if (strncmp(p, keys[i], strlen(keys[i])) == 0)
                 k = i;
         if (k < 0 || have[k])
-            return fail(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen,
-                        "the authorization header has an unexpected or repeated component "
-                        "\"%.*s\"",
-                        (int)(n > 40 ? 40 : n), p);
+            return gw_s3_errorf(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen,
+                                "the authorization header has an unexpected or repeated component "
+                                "\"%.*s\"",
+                                (int)(n > 40 ? 40 : n), p);
         size_t klen = strlen(keys[k]);
         if (n - klen >= cap[k])
-            return fail(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen, "%.*s is too long", (int)klen - 1,
-                        keys[k]);
+            return gw_s3_errorf(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen, "%.*s is too long",
+                                (int)klen - 1, keys[k]);
         memcpy(dst[k], p + klen, n - klen);
         dst[k][n - klen] = '\0';
         have[k] = true;
         p += n;
     }
     if (!have[0] || !have[1] || !have[2])
-        return fail(GW_S3_AUTH_HEADER_MALFORMED, msg, msglen,
-                    "the authorization header needs Credential, SignedHeaders and Signature");
+        return gw_s3_errorf(
+            GW_S3_AUTH_HEADER_MALFORMED, msg, msglen,
+            "the authorization header needs Credential, SignedHeaders and Signature");
     return GW_S3_OK;
 }
 
@@ -499,28 +517,31 @@ static enum gw_s3_err parse_credential(const char *cred, enum gw_s3_err malforme
     for (int i = 0; i < 5; i++) {
         const char *slash = i < 4 ? strchr(p, '/') : NULL;
         if (i < 4 && !slash)
-            return fail(malformed, msg, msglen,
-                        "the credential \"%.64s\" is not key/date/region/s3/aws4_request", cred);
+            return gw_s3_errorf(malformed, msg, msglen,
+                                "the credential \"%.64s\" is not key/date/region/s3/aws4_request",
+                                cred);
         parts[i] = p;
         lens[i] = slash ? (size_t)(slash - p) : strlen(p);
         p = slash ? slash + 1 : p;
     }
     if (lens[0] == 0 || lens[0] >= sizeof(auth->access_key))
-        return fail(malformed, msg, msglen, "the access key in the credential is empty or long");
+        return gw_s3_errorf(malformed, msg, msglen,
+                            "the access key in the credential is empty or long");
     if (lens[1] != 8 || strspn(parts[1], "0123456789") < 8)
-        return fail(malformed, msg, msglen, "the credential date \"%.*s\" is not YYYYMMDD",
-                    (int)(lens[1] > 16 ? 16 : lens[1]), parts[1]);
+        return gw_s3_errorf(malformed, msg, msglen, "the credential date \"%.*s\" is not YYYYMMDD",
+                            (int)(lens[1] > 16 ? 16 : lens[1]), parts[1]);
     if (lens[3] != 2 || strncmp(parts[3], "s3", 2) != 0)
-        return fail(malformed, msg, msglen, "the credential is for service \"%.*s\", not s3",
-                    (int)(lens[3] > 32 ? 32 : lens[3]), parts[3]);
+        return gw_s3_errorf(malformed, msg, msglen,
+                            "the credential is for service \"%.*s\", not s3",
+                            (int)(lens[3] > 32 ? 32 : lens[3]), parts[3]);
     if (strcmp(parts[4], "aws4_request") != 0)
-        return fail(malformed, msg, msglen, "the credential must end in aws4_request");
+        return gw_s3_errorf(malformed, msg, msglen, "the credential must end in aws4_request");
     if (lens[2] == 0 || lens[2] >= 64)
-        return fail(malformed, msg, msglen, "the credential region is empty or long");
+        return gw_s3_errorf(malformed, msg, msglen, "the credential region is empty or long");
     if (cfg->region &&
         (lens[2] != strlen(cfg->region) || strncmp(parts[2], cfg->region, lens[2]) != 0))
-        return fail(malformed, msg, msglen, "the region '%.*s' is wrong; expecting '%s'",
-                    (int)(lens[2] > 32 ? 32 : lens[2]), parts[2], cfg->region);
+        return gw_s3_errorf(malformed, msg, msglen, "the region '%.*s' is wrong; expecting '%s'",
+                            (int)(lens[2] > 32 ? 32 : lens[2]), parts[2], cfg->region);
     memcpy(auth->access_key, parts[0], lens[0]);
     auth->access_key[lens[0]] = '\0';
     memcpy(date, parts[1], 8);
@@ -579,10 +600,10 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
     const char *authz = req->header(req->header_arg, "authorization");
     const char *algo = query_get(q, "X-Amz-Algorithm");
     if (authz && algo)
-        return fail(GW_S3_INVALID_ARGUMENT, msg, msglen, "only one auth mechanism allowed");
+        return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen, "only one auth mechanism allowed");
     if (!authz && !algo) {
         auth->anonymous = true;
-        return fail(GW_S3_ACCESS_DENIED, msg, msglen, "the request is not signed");
+        return gw_s3_errorf(GW_S3_ACCESS_DENIED, msg, msglen, "the request is not signed");
     }
     auth->presigned = algo != NULL;
     enum gw_s3_err malformed = algo ? GW_S3_AUTH_QUERY_ERROR : GW_S3_AUTH_HEADER_MALFORMED;
@@ -597,13 +618,13 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
                                            "X-Amz-SignedHeaders", "X-Amz-Signature"};
         for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
             if (!query_get(q, need[i]))
-                return fail(malformed, msg, msglen,
-                            "the query is missing %s (X-Amz-Algorithm, X-Amz-Credential, "
-                            "X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders and "
-                            "X-Amz-Expires are required)",
-                            need[i]);
+                return gw_s3_errorf(malformed, msg, msglen,
+                                    "the query is missing %s (X-Amz-Algorithm, X-Amz-Credential, "
+                                    "X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders and "
+                                    "X-Amz-Expires are required)",
+                                    need[i]);
         if (strcmp(algo, ALGORITHM) != 0)
-            return fail(malformed, msg, msglen, "X-Amz-Algorithm must be " ALGORITHM);
+            return gw_s3_errorf(malformed, msg, msglen, "X-Amz-Algorithm must be " ALGORITHM);
         const char *fields[3] = {query_get(q, "X-Amz-Credential"),
                                  query_get(q, "X-Amz-SignedHeaders"),
                                  query_get(q, "X-Amz-Signature")};
@@ -611,17 +632,21 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
         size_t cap[3] = {sizeof(sp.credential), sizeof(sp.signed_headers), sizeof(sp.signature)};
         for (int i = 0; i < 3; i++) {
             if (strlen(fields[i]) >= cap[i])
-                return fail(malformed, msg, msglen, "a signature parameter is too long");
+                return gw_s3_errorf(malformed, msg, msglen, "a signature parameter is too long");
             strcpy(dst[i], fields[i]);
         }
         const char *ex = query_get(q, "X-Amz-Expires");
         char *end;
         errno = 0;
         long long v = strtoll(ex, &end, 10);
-        if (!isdigit((unsigned char)*ex) || *end || errno || v < 1 || v > GW_SIGV4_MAX_EXPIRES)
-            return fail(malformed, msg, msglen,
-                        "X-Amz-Expires must be a number of seconds from 1 to %d",
-                        GW_SIGV4_MAX_EXPIRES);
+        if (!isdigit((unsigned char)*ex) || *end)
+            return gw_s3_errorf(malformed, msg, msglen,
+                                "X-Amz-Expires must be a number of seconds");
+        /* a URL that never was valid, or valid too long, is refused as S3 does: 403 */
+        if (errno || v < 1 || v > GW_SIGV4_MAX_EXPIRES)
+            return gw_s3_errorf(GW_S3_ACCESS_DENIED, msg, msglen,
+                                "X-Amz-Expires must be from 1 to %d seconds (a week)",
+                                GW_SIGV4_MAX_EXPIRES);
         expires = v;
         snprintf(auth->amz_date, sizeof(auth->amz_date), "%s", query_get(q, "X-Amz-Date"));
         if (strlen(query_get(q, "X-Amz-Date")) != 16)
@@ -639,60 +664,71 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
             if (strlen(d) != 16)
                 auth->amz_date[0] = '\0';
         } else if (!http_date_to_amz(req->header(req->header_arg, "date"), auth->amz_date)) {
-            return fail(GW_S3_ACCESS_DENIED, msg, msglen,
-                        "AWS authentication requires a valid Date or x-amz-date header");
+            return gw_s3_errorf(GW_S3_ACCESS_DENIED, msg, msglen,
+                                "AWS authentication requires a valid Date or x-amz-date header");
         }
         payload = req->header(req->header_arg, "x-amz-content-sha256");
         if (!payload)
-            return fail(GW_S3_INVALID_REQUEST, msg, msglen,
-                        "missing required header for this request: x-amz-content-sha256");
+            return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen,
+                                "missing required header for this request: x-amz-content-sha256");
     }
 
     if (!is_hex64(sp.signature, strlen(sp.signature)))
-        return fail(malformed, msg, msglen, "the signature must be 64 lowercase hex digits");
+        return gw_s3_errorf(malformed, msg, msglen,
+                            "the signature must be 64 lowercase hex digits");
     if (!valid_signed_headers(sp.signed_headers))
-        return fail(malformed, msg, msglen,
-                    "SignedHeaders \"%.64s\" is not a ;-list of "
-                    "lowercase header names",
-                    sp.signed_headers);
+        return gw_s3_errorf(malformed, msg, msglen,
+                            "SignedHeaders \"%.64s\" is not a ;-list of "
+                            "lowercase header names",
+                            sp.signed_headers);
     if (!signs(sp.signed_headers, "host"))
-        return fail(malformed, msg, msglen, "SignedHeaders must include host");
+        return gw_s3_errorf(malformed, msg, msglen, "SignedHeaders must include host");
     char date[9];
     if ((e = parse_credential(sp.credential, malformed, cfg, auth, date, region, msg, msglen)))
         return e;
+    char unsigned_name[64];
+    first_unsigned(req, sp.signed_headers, auth, unsigned_name);
+    if (unsigned_name[0])
+        return gw_s3_errorf(GW_S3_ACCESS_DENIED, msg, msglen,
+                            "There were headers present in the request which were not signed: %s",
+                            unsigned_name);
 
     int64_t t = parse_amz_date(auth->amz_date);
     if (t < 0)
-        return fail(algo ? malformed : GW_S3_ACCESS_DENIED, msg, msglen,
-                    "X-Amz-Date must be YYYYMMDDTHHMMSSZ");
+        return gw_s3_errorf(algo ? malformed : GW_S3_ACCESS_DENIED, msg, msglen,
+                            "X-Amz-Date must be YYYYMMDDTHHMMSSZ");
     if (strncmp(auth->amz_date, date, 8) != 0)
-        return fail(malformed, msg, msglen,
-                    "the credential date %s does not match the request date %.8s", date,
-                    auth->amz_date);
+        return gw_s3_errorf(malformed, msg, msglen,
+                            "the credential date %s does not match the request date %.8s", date,
+                            auth->amz_date);
     if (algo) {
         if (t > cfg->now + GW_SIGV4_MAX_SKEW)
-            return fail(GW_S3_ACCESS_DENIED, msg, msglen, "Request is not valid yet");
+            return gw_s3_errorf(GW_S3_ACCESS_DENIED, msg, msglen, "Request is not valid yet");
         if (cfg->now > t + expires)
-            return fail(GW_S3_REQUEST_EXPIRED, msg, msglen, "Request has expired");
+            return gw_s3_errorf(GW_S3_REQUEST_EXPIRED, msg, msglen, "Request has expired");
     } else if (t > cfg->now + GW_SIGV4_MAX_SKEW || t < cfg->now - GW_SIGV4_MAX_SKEW) {
-        return fail(GW_S3_REQUEST_TIME_TOO_SKEWED, msg, msglen,
-                    "the request time %s is more than %d s from the server time", auth->amz_date,
-                    GW_SIGV4_MAX_SKEW);
+        return gw_s3_errorf(GW_S3_REQUEST_TIME_TOO_SKEWED, msg, msglen,
+                            "the request time %s is more than %d s from the server time",
+                            auth->amz_date, GW_SIGV4_MAX_SKEW);
     }
 
     size_t plen = strlen(payload);
     bool streaming = strcmp(payload, STREAMING) == 0,
-         unsigned_streaming = strcmp(payload, STREAMING_UNSIGNED) == 0;
+         unsigned_streaming = strcmp(payload, STREAMING_UNSIGNED) == 0,
+         signed_trailer = strcmp(payload, STREAMING_SIGNED_TRAILER) == 0;
     if (strcmp(payload, UNSIGNED) == 0) {
         auth->payload = GW_PAYLOAD_UNSIGNED;
-    } else if ((streaming || unsigned_streaming) && !algo) {
-        auth->payload = streaming ? GW_PAYLOAD_STREAMING : GW_PAYLOAD_STREAMING_UNSIGNED;
+    } else if ((streaming || unsigned_streaming || signed_trailer) && !algo) {
+        auth->payload = unsigned_streaming ? GW_PAYLOAD_STREAMING_UNSIGNED : GW_PAYLOAD_STREAMING;
         const char *tr = req->header(req->header_arg, "x-amz-trailer");
-        if (tr && (strlen(tr) >= sizeof(auth->trailer) || checksum_algo(tr) < 0 || streaming))
-            return fail(GW_S3_NOT_IMPLEMENTED, msg, msglen,
-                        "x-amz-trailer \"%.40s\" is not supported (crc32, crc32c, sha1 or "
-                        "sha256 checksums with " STREAMING_UNSIGNED " are)",
-                        tr);
+        if ((tr && (strlen(tr) >= sizeof(auth->trailer) || gw_checksum_from_header(tr) < 0 ||
+                    streaming)) ||
+            (!tr && signed_trailer))
+            return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen,
+                                "x-amz-trailer \"%.40s\" is not supported (an x-amz-checksum-* "
+                                "trailer with " STREAMING_UNSIGNED " or " STREAMING_SIGNED_TRAILER
+                                " is)",
+                                tr ? tr : "");
         if (tr)
             for (size_t i = 0; tr[i]; i++)
                 auth->trailer[i] = (char)tolower((unsigned char)tr[i]);
@@ -701,26 +737,23 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
         errno = 0;
         long long v = dl ? strtoll(dl, &end, 10) : -1;
         if (!dl || !isdigit((unsigned char)*dl) || *end || errno || v < 0)
-            return fail(GW_S3_MISSING_CONTENT_LENGTH, msg, msglen,
-                        "a streaming upload needs x-amz-decoded-content-length");
+            return gw_s3_errorf(GW_S3_MISSING_CONTENT_LENGTH, msg, msglen,
+                                "a streaming upload needs x-amz-decoded-content-length");
         auth->decoded_length = v;
     } else if (is_hex64(payload, plen)) {
         auth->payload = GW_PAYLOAD_SHA256;
         unhex32(payload, auth->payload_sha256);
-    } else if (strcmp(payload, STREAMING_SIGNED_TRAILER) == 0) {
-        return fail(GW_S3_NOT_IMPLEMENTED, msg, msglen,
-                    STREAMING_SIGNED_TRAILER " is not supported; use " STREAMING
-                                             " or " STREAMING_UNSIGNED);
     } else {
-        return fail(GW_S3_INVALID_ARGUMENT, msg, msglen,
-                    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, " STREAMING
-                    ", " STREAMING_UNSIGNED " or a lowercase hex SHA-256");
+        return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen,
+                            "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, " STREAMING
+                            ", " STREAMING_SIGNED_TRAILER ", " STREAMING_UNSIGNED
+                            " or a lowercase hex SHA-256");
     }
 
     char secret[GW_SIGV4_SECRET_MAX];
     if (!cfg->secret || cfg->secret(cfg->secret_arg, auth->access_key, secret, sizeof(secret)))
-        return fail(GW_S3_INVALID_ACCESS_KEY_ID, msg, msglen,
-                    "the access key \"%s\" does not exist", auth->access_key);
+        return gw_s3_errorf(GW_S3_INVALID_ACCESS_KEY_ID, msg, msglen,
+                            "the access key \"%s\" does not exist", auth->access_key);
     secret[sizeof(secret) - 1] = '\0';
 
     snprintf(auth->scope, sizeof(auth->scope), "%s/%s/s3/aws4_request", date, region);
@@ -728,11 +761,11 @@ static enum gw_s3_err verify(const struct gw_sigv4_request *req, const struct gw
                        secret, auth->signing_key, auth->seed_signature);
     OPENSSL_cleanse(secret, sizeof(secret));
     if (rc)
-        return fail(GW_S3_INVALID_REQUEST, msg, msglen, "the request is too large to sign");
+        return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen, "the request is too large to sign");
     if (!same_signature(auth->seed_signature, sp.signature))
-        return fail(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
-                    "the request signature we calculated does not match the signature you "
-                    "provided");
+        return gw_s3_errorf(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
+                            "the request signature we calculated does not match the signature you "
+                            "provided");
     return GW_S3_OK;
 }
 
@@ -745,15 +778,15 @@ enum gw_s3_err gw_sigv4_verify(const struct gw_sigv4_request *req,
     if (msg && msglen)
         msg[0] = '\0';
     if (!req || !req->method || !req->header || !cfg)
-        return fail(GW_S3_INTERNAL_ERROR, msg, msglen, "gw_sigv4_verify: missing argument");
+        return gw_s3_errorf(GW_S3_INTERNAL_ERROR, msg, msglen, "gw_sigv4_verify: missing argument");
     struct query q;
     int rc = query_parse(req->query, &q);
     enum gw_s3_err e;
     if (rc == -E2BIG)
-        e = fail(GW_S3_INVALID_ARGUMENT, msg, msglen, "more than %d query parameters",
-                 MAX_QUERY_PARAMS);
+        e = gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen, "more than %d query parameters",
+                         MAX_QUERY_PARAMS);
     else if (rc)
-        e = fail(GW_S3_INTERNAL_ERROR, msg, msglen, "out of memory");
+        e = gw_s3_errorf(GW_S3_INTERNAL_ERROR, msg, msglen, "out of memory");
     else
         e = verify(req, cfg, auth, &q, msg, msglen);
     query_free(&q);
@@ -872,10 +905,9 @@ struct gw_chunked {
     char scope[128];
     /* checksum trailer */
     char trailer[32];
-    int algo; /* enum checksum, or -1 */
-    uint32_t crc;
-    EVP_MD_CTX *sum;
-    char got[96]; /* the trailer's value */
+    struct gw_checksum sum; /* algo GW_SUM_NONE without a trailer */
+    char got[96];           /* the trailer's value */
+    char got_signature[65]; /* signed: x-amz-trailer-signature */
     int trailer_lines;
 };
 
@@ -891,9 +923,8 @@ int gw_chunked_create(const struct gw_sigv4_auth *auth, struct gw_chunked **out)
         return -ENOMEM;
     c->sign = sign;
     c->decoded_length = auth->decoded_length;
-    c->algo = auth->trailer[0] ? checksum_algo(auth->trailer) : -1;
     memcpy(c->trailer, auth->trailer, sizeof(c->trailer));
-    c->crc = c->algo == SUM_CRC32C ? 0xFFFFFFFFu : 0;
+    c->sum.algo = GW_SUM_NONE;
     bool ok = true;
     if (sign) {
         memcpy(c->prev, auth->seed_signature, sizeof(c->prev));
@@ -902,9 +933,8 @@ int gw_chunked_create(const struct gw_sigv4_auth *auth, struct gw_chunked **out)
         memcpy(c->scope, auth->scope, sizeof(c->scope));
         ok = (c->md = EVP_MD_CTX_new()) != NULL;
     }
-    if (ok && (c->algo == SUM_SHA1 || c->algo == SUM_SHA256))
-        ok = (c->sum = EVP_MD_CTX_new()) &&
-             EVP_DigestInit_ex(c->sum, c->algo == SUM_SHA1 ? EVP_sha1() : EVP_sha256(), NULL);
+    if (ok && c->trailer[0])
+        ok = gw_checksum_init(&c->sum, gw_checksum_from_header(c->trailer)) == 0;
     if (!ok) {
         gw_chunked_destroy(c);
         return -ENOMEM;
@@ -918,7 +948,7 @@ void gw_chunked_destroy(struct gw_chunked *c)
     if (!c)
         return;
     EVP_MD_CTX_free(c->md);
-    EVP_MD_CTX_free(c->sum);
+    gw_checksum_free(&c->sum);
     OPENSSL_cleanse(c->key, sizeof(c->key));
     free(c);
 }
@@ -926,6 +956,11 @@ void gw_chunked_destroy(struct gw_chunked *c)
 bool gw_chunked_done(const struct gw_chunked *c)
 {
     return c->state == CH_DONE;
+}
+
+const char *gw_chunked_trailer(const struct gw_chunked *c)
+{
+    return c->state == CH_DONE && c->trailer[0] ? c->got : NULL;
 }
 
 /* "<hex size>;chunk-signature=<64 hex>", or "<hex size>" without signatures. */
@@ -971,35 +1006,32 @@ static bool chunk_signature_ok(struct gw_chunked *c)
     return true;
 }
 
-static void checksum_update(struct gw_chunked *c, const uint8_t *p, size_t n)
-{
-    while (n) {
-        int part = n > (1u << 30) ? 1 << 30 : (int)n; /* ISA-L takes an int length */
-        if (c->algo == SUM_CRC32)
-            c->crc = crc32_gzip_refl(c->crc, p, (uint64_t)part);
-        else if (c->algo == SUM_CRC32C)
-            c->crc = crc32_iscsi((unsigned char *)p, part, c->crc);
-        else if (c->sum)
-            EVP_DigestUpdate(c->sum, p, (size_t)part);
-        p += part;
-        n -= (size_t)part;
-    }
-}
-
 static bool checksum_ok(struct gw_chunked *c)
 {
-    uint8_t digest[32];
-    unsigned int n = 4;
-    uint32_t crc = c->algo == SUM_CRC32C ? ~c->crc : c->crc;
-    if (c->sum) {
-        EVP_DigestFinal_ex(c->sum, digest, &n);
-    } else {
-        for (int i = 0; i < 4; i++)
-            digest[i] = (uint8_t)(crc >> (24 - 8 * i)); /* big-endian, as the SDKs encode it */
-    }
-    char b64[48];
-    EVP_EncodeBlock((unsigned char *)b64, digest, (int)n);
+    uint8_t digest[GW_CHECKSUM_MAX];
+    char b64[GW_CHECKSUM_B64_MAX];
+    gw_checksum_base64(digest, gw_checksum_final(&c->sum, digest), b64);
     return strcmp(b64, c->got) == 0;
+}
+
+/* Signed with a trailer: x-amz-trailer-signature chains from the final
+ * chunk's signature over the SHA-256 of the trailer as "name:value\n". */
+static bool trailer_signature_ok(struct gw_chunked *c)
+{
+    char line[160];
+    int n = snprintf(line, sizeof(line), "%s:%s\n", c->trailer, c->got);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return false;
+    uint8_t h[32], sig[32];
+    char hh[65], got[65];
+    sha256(line, (size_t)n, h);
+    hex(h, 32, hh);
+    char sts[512];
+    int len = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256-TRAILER\n%s\n%s\n%s\n%s", c->amz_date,
+                       c->scope, c->prev, hh);
+    hmac(c->key, 32, sts, (size_t)len, sig);
+    hex(sig, 32, got);
+    return same_signature(got, c->got_signature);
 }
 
 /* The body ended: lengths and the trailer must agree. */
@@ -1007,15 +1039,19 @@ static enum gw_s3_err finish(struct gw_chunked *c, char *msg, size_t msglen)
 {
     c->state = CH_FAILED;
     if (c->decoded_length >= 0 && c->total != (uint64_t)c->decoded_length)
-        return fail(GW_S3_INCOMPLETE_BODY, msg, msglen,
-                    "the chunks hold %llu bytes, x-amz-decoded-content-length says %lld",
-                    (unsigned long long)c->total, (long long)c->decoded_length);
-    if (c->algo >= 0 && !c->got[0])
-        return fail(GW_S3_INVALID_REQUEST, msg, msglen, "the body ends without its %s trailer",
-                    c->trailer);
-    if (c->algo >= 0 && !checksum_ok(c))
-        return fail(GW_S3_BAD_DIGEST, msg, msglen, "the %s trailer does not match the payload",
-                    c->trailer);
+        return gw_s3_errorf(GW_S3_INCOMPLETE_BODY, msg, msglen,
+                            "the chunks hold %llu bytes, x-amz-decoded-content-length says %lld",
+                            (unsigned long long)c->total, (long long)c->decoded_length);
+    if (c->trailer[0] && !c->got[0])
+        return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen,
+                            "the body ends without its %s trailer", c->trailer);
+    if (c->trailer[0] && c->sign && !trailer_signature_ok(c))
+        return gw_s3_errorf(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
+                            "the trailer signature does not match");
+    if (c->trailer[0] && !checksum_ok(c))
+        return gw_s3_errorf(GW_S3_BAD_DIGEST, msg, msglen,
+                            "The %s you specified did not match the calculated checksum.",
+                            c->trailer);
     c->state = CH_DONE;
     return GW_S3_OK;
 }
@@ -1027,18 +1063,27 @@ static bool trailer_line(struct gw_chunked *c)
     if (!colon || colon == c->line || ++c->trailer_lines > 8)
         return false;
     *colon = '\0';
-    if (c->algo < 0 || strcasecmp(c->line, c->trailer) != 0)
+    char *dst;
+    size_t cap;
+    if (c->trailer[0] && strcasecmp(c->line, c->trailer) == 0) {
+        dst = c->got;
+        cap = sizeof(c->got);
+    } else if (c->sign && strcasecmp(c->line, "x-amz-trailer-signature") == 0) {
+        dst = c->got_signature;
+        cap = sizeof(c->got_signature);
+    } else {
         return true;
+    }
     const char *v = colon + 1;
     while (*v == ' ' || *v == '\t')
         v++;
     size_t n = strlen(v);
     while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
         n--;
-    if (c->got[0] || n == 0 || n >= sizeof(c->got))
+    if (dst[0] || n == 0 || n >= cap)
         return false;
-    memcpy(c->got, v, n);
-    c->got[n] = '\0';
+    memcpy(dst, v, n);
+    dst[n] = '\0';
     return true;
 }
 
@@ -1048,7 +1093,7 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
     size_t o = 0;
     *out_len = 0;
     if (c->state == CH_FAILED)
-        return fail(GW_S3_INVALID_REQUEST, msg, msglen, "the chunked body already failed");
+        return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen, "the chunked body already failed");
     for (size_t i = 0; i < len;) {
         switch (c->state) {
         case CH_HEADER:
@@ -1079,18 +1124,30 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
             if (c->size > (uint64_t)INT64_MAX - c->total ||
                 (c->decoded_length >= 0 && c->total + c->size > (uint64_t)c->decoded_length)) {
                 c->state = CH_FAILED;
-                return fail(GW_S3_INCOMPLETE_BODY, msg, msglen,
-                            "the chunks hold more than x-amz-decoded-content-length bytes");
+                return gw_s3_errorf(GW_S3_INCOMPLETE_BODY, msg, msglen,
+                                    "the chunks hold more than x-amz-decoded-content-length bytes");
             }
-            /* Signed, the final chunk is framed like the others; unsigned, the
-             * trailer section follows its header directly. */
-            c->state = c->size ? CH_DATA : c->sign ? CH_CR : CH_TRAILER;
+            /* Signed without a trailer, the final chunk is framed like the
+             * others; otherwise the trailer section follows its header directly
+             * (the final chunk's signature, over no data, is checked first). */
+            if (c->size) {
+                c->state = CH_DATA;
+            } else if (c->sign && !c->trailer[0]) {
+                c->state = CH_CR;
+            } else {
+                if (c->sign && !chunk_signature_ok(c)) {
+                    c->state = CH_FAILED;
+                    return gw_s3_errorf(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
+                                        "the signature of the final chunk does not match");
+                }
+                c->state = CH_TRAILER;
+            }
             break;
         case CH_DATA: {
             size_t n = len - i < c->remaining ? len - i : (size_t)c->remaining;
             if (c->sign)
                 EVP_DigestUpdate(c->md, buf + i, n);
-            checksum_update(c, buf + i, n);
+            gw_checksum_update(&c->sum, buf + i, n);
             memmove(buf + o, buf + i, n);
             o += n;
             i += n;
@@ -1110,9 +1167,9 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
                 goto malformed;
             if (c->sign && !chunk_signature_ok(c)) {
                 c->state = CH_FAILED;
-                return fail(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
-                            "the signature of the chunk ending at byte %llu does not match",
-                            (unsigned long long)c->total);
+                return gw_s3_errorf(GW_S3_SIGNATURE_DOES_NOT_MATCH, msg, msglen,
+                                    "the signature of the chunk ending at byte %llu does not match",
+                                    (unsigned long long)c->total);
             }
             if (c->size == 0) {
                 enum gw_s3_err e = finish(c, msg, msglen);
@@ -1124,8 +1181,8 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
             break;
         case CH_DONE:
             c->state = CH_FAILED;
-            return fail(GW_S3_INVALID_REQUEST, msg, msglen,
-                        "bytes after the final chunk of the body");
+            return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen,
+                                "bytes after the final chunk of the body");
         case CH_FAILED:
             goto malformed;
         }
@@ -1134,7 +1191,7 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
     return GW_S3_OK;
 malformed:
     c->state = CH_FAILED;
-    return fail(GW_S3_INVALID_REQUEST, msg, msglen,
-                "malformed aws-chunked framing after %llu payload bytes",
-                (unsigned long long)c->total);
+    return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen,
+                        "malformed aws-chunked framing after %llu payload bytes",
+                        (unsigned long long)c->total);
 }

@@ -8,8 +8,9 @@
  *     Signature=..., with x-amz-content-sha256 naming the payload: a hex SHA-256
  *     (checked with gw_payload_*), UNSIGNED-PAYLOAD, or
  *     STREAMING-AWS4-HMAC-SHA256-PAYLOAD (an aws-chunked body with chunk signatures,
- *     gw_chunked_*), or STREAMING-UNSIGNED-PAYLOAD-TRAILER (aws-chunked without
- *     signatures, ending in a checksum trailer named by x-amz-trailer, which
+ *     gw_chunked_*), STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (the same ending
+ *     in a checksum trailer and its x-amz-trailer-signature), or STREAMING-UNSIGNED-PAYLOAD-TRAILER
+ * (aws-chunked without signatures, ending in a checksum trailer named by x-amz-trailer, which
  *     gw_chunked_* verifies: what SDKs send over TLS);
  *   - presigned URLs: X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date, X-Amz-Expires,
  *     X-Amz-SignedHeaders, X-Amz-Signature in the query; the payload is unsigned.
@@ -39,6 +40,9 @@
 /* Value of a request header, matched case-insensitively, or NULL. With
  * repeated headers, the caller returns them joined by "," (as HTTP allows). */
 typedef const char *(*gw_header_fn)(void *arg, const char *name);
+/* Calls cb once per request header (name as sent, value). */
+typedef void (*gw_header_each_fn)(void *arg, void (*cb)(void *, const char *, const char *),
+                                  void *cbarg);
 
 /* Copies the secret key of `access_key` into secret (NUL-terminated);
  * returns 0, or -ENOENT for an unknown key. */
@@ -50,6 +54,14 @@ struct gw_sigv4_request {
     const char *query; /* raw, without '?'; NULL or "" when absent */
     gw_header_fn header;
     void *header_arg;
+    /* Every header, to refuse those the signature does not cover: each
+     * x-amz-*, Content-MD5 and Content-Type that is present must be signed
+     * (AccessDenied otherwise, as S3 answers), or an added header could change
+     * what a presigned URL does. One exception: the Content-Type HTTP
+     * libraries add to a presigned PUT is let through, flagged
+     * (unsigned_content_type) for the caller to ignore. NULL only for callers
+     * that check signatures of requests they built themselves (tests, fuzzers). */
+    gw_header_each_fn each;
 };
 
 struct gw_sigv4_config {
@@ -62,7 +74,8 @@ struct gw_sigv4_config {
 enum gw_payload {
     GW_PAYLOAD_UNSIGNED,           /* UNSIGNED-PAYLOAD (and every presigned URL) */
     GW_PAYLOAD_SHA256,             /* body must hash to payload_sha256 */
-    GW_PAYLOAD_STREAMING,          /* aws-chunked body with chained chunk signatures */
+    GW_PAYLOAD_STREAMING,          /* aws-chunked body with chained chunk signatures
+                                      (and a signed trailer when trailer[0]) */
     GW_PAYLOAD_STREAMING_UNSIGNED, /* aws-chunked body with a checksum trailer */
 };
 
@@ -70,11 +83,12 @@ enum gw_payload {
 struct gw_sigv4_auth {
     bool anonymous; /* no signature at all (the verdict is then AccessDenied) */
     bool presigned;
+    bool unsigned_content_type; /* presigned: a Content-Type the URL did not sign (ignore it) */
     char access_key[GW_SIGV4_ACCESS_KEY_MAX];
     enum gw_payload payload;
     uint8_t payload_sha256[32];
     int64_t decoded_length; /* streaming: x-amz-decoded-content-length, else -1 */
-    char trailer[32];       /* unsigned streaming: the x-amz-checksum-* trailer, or "" */
+    char trailer[32];       /* streaming: the x-amz-checksum-* trailer, or "" */
     /* the chunk signature chain starts from these */
     uint8_t signing_key[32];
     char seed_signature[65];
@@ -101,8 +115,8 @@ struct gw_sigv4_signer {
     const char *signed_headers;
     const char *amz_date; /* "YYYYMMDDTHHMMSSZ", gw_sigv4_amz_date */
 };
-int gw_sigv4_sign(const struct gw_sigv4_request *req, const struct gw_sigv4_signer *s,
-                  char *authz, size_t len);
+int gw_sigv4_sign(const struct gw_sigv4_request *req, const struct gw_sigv4_signer *s, char *authz,
+                  size_t len);
 /* Unix seconds as x-amz-date wants them. */
 void gw_sigv4_amz_date(int64_t t, char out[17]);
 
@@ -121,7 +135,9 @@ void gw_payload_destroy(struct gw_payload_check *p);
  *   <hex size>;chunk-signature=<64 hex>\r\n<data>\r\n ... 0;chunk-signature=<sig>\r\n\r\n
  * or GW_PAYLOAD_STREAMING_UNSIGNED:
  *   <hex size>\r\n<data>\r\n ... 0\r\nx-amz-checksum-crc32:<base64>\r\n\r\n
- * (crc32, crc32c, sha1 and sha256 trailers are checked: BadDigest on a mismatch).
+ * or signed with a trailer: ... 0;chunk-signature=<sig>\r\nx-amz-checksum-crc32:<base64>\r\n
+ *   x-amz-trailer-signature:<sig>\r\n\r\n
+ * (every checksum.h algorithm: BadDigest on a mismatch).
  * gw_chunked_feed decodes in place: it consumes all `len` bytes of buf and
  * moves the payload bytes among them to buf[0, *out_len). A chunk's bytes are
  * released as they arrive, before its signature (which follows the data) can
@@ -134,6 +150,8 @@ enum gw_s3_err gw_chunked_feed(struct gw_chunked *c, uint8_t *buf, size_t len, s
                                char *msg, size_t msglen);
 /* True once the final chunk was verified and the decoded length matched. */
 bool gw_chunked_done(const struct gw_chunked *c);
+/* The verified value of the checksum trailer once done, else NULL. */
+const char *gw_chunked_trailer(const struct gw_chunked *c);
 void gw_chunked_destroy(struct gw_chunked *c);
 
 #endif

@@ -91,6 +91,9 @@ struct inec_device_stats {
  *   engine_threads=N    share a process-wide pool of N engine threads instead
  *                       of one engine thread per device
  *   timeout_ms=N        tcp: a silent peer is declared dead after N ms (5000)
+ *   heartbeat_ms=N      tcp: each side pings every N ms whatever the traffic and
+ *                       the peer answers at once; silent for 2 beats: suspect
+ *                       (logged), for timeout_ms: dead (min(timeout/10, 1000))
  */
 int inec_device_open(const char *provider, const char *options, struct inec_device **out);
 void inec_device_close(struct inec_device *dev);

@@ -466,6 +466,59 @@ int node_client_list_meta(struct node_client *c, const char *bucket, const char 
 
 /* ---- node state ---------------------------------------------------------------------- */
 
+int node_client_list_chunks(struct node_client *c, const struct node_chunk_id *after, size_t limit,
+                            node_chunk_cb cb, void *arg, int *more)
+{
+    uint8_t head[8 + RPC_CHUNK_HEAD];
+    rpc_put64(head, limit);
+    if (after)
+        rpc_chunk_head_encode(head + 8, after, 0);
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_LIST_CHUNKS, head, after ? sizeof(head) : 8, NULL, 0, &m);
+    if (rc == 0 && (m.len < 1 || (m.len - 1) % NODE_INVENTORY_ENTRY))
+        rc = cfail(c, -EPROTO, "node %s: bad inventory response", c->addr);
+    int n = 0;
+    for (size_t off = 1; rc == 0 && off < m.len; off += NODE_INVENTORY_ENTRY, n++) {
+        struct node_chunk_id id;
+        uint64_t version;
+        const uint8_t *p = m.data + off;
+        rpc_chunk_head_decode(p, &id, &version);
+        uint32_t len = (uint32_t)p[RPC_CHUNK_HEAD] | (uint32_t)p[RPC_CHUNK_HEAD + 1] << 8 |
+                       (uint32_t)p[RPC_CHUNK_HEAD + 2] << 16 |
+                       (uint32_t)p[RPC_CHUNK_HEAD + 3] << 24;
+        if (cb(&id, version, len, arg)) {
+            n++;
+            break;
+        }
+    }
+    if (rc == 0 && more)
+        *more = m.data[0];
+    free(m.data);
+    return rc ? rc : n;
+}
+
+int node_client_list_repair(struct node_client *c, node_repair_cb cb, void *arg, int *more)
+{
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_LIST_REPAIR, NULL, 0, NULL, 0, &m);
+    if (rc == 0 && (m.len < 1 || (m.len - 1) % RPC_CHUNK_HEAD))
+        rc = cfail(c, -EPROTO, "node %s: bad repair list response", c->addr);
+    int n = 0;
+    for (size_t off = 1; rc == 0 && off < m.len; off += RPC_CHUNK_HEAD, n++) {
+        struct node_chunk_id id;
+        uint64_t version;
+        rpc_chunk_head_decode(m.data + off, &id, &version);
+        if (cb(&id, version, arg)) {
+            n++;
+            break;
+        }
+    }
+    if (rc == 0 && more)
+        *more = m.data[0];
+    free(m.data);
+    return rc ? rc : n;
+}
+
 int node_client_health(struct node_client *c, struct node_health *h)
 {
     struct rpc_msg m = {0};

@@ -76,6 +76,21 @@ int node_client_list_meta(struct node_client *c, const char *bucket, const char 
                           const char *start_after, size_t limit, node_meta_cb cb, void *arg,
                           int *more);
 
+/* --- chunk inventory (the repair scanner's view of a node) ------------------ */
+
+#define NODE_INVENTORY_PAGE  4096 /* chunks of one page, at most */
+#define NODE_INVENTORY_ENTRY 40   /* bytes of one chunk on the wire: head + u32 length */
+
+/* Chunks stored on the node in id order (object bytes, then stripe, then
+ * index) after `after` (NULL: from the first), at most `limit` (0 or more
+ * than NODE_INVENTORY_PAGE: a page). cb returns non-zero to stop. Returns the
+ * number listed or -errno; *more says whether chunks follow the page. */
+int node_client_list_chunks(struct node_client *c, const struct node_chunk_id *after, size_t limit,
+                            node_chunk_cb cb, void *arg, int *more);
+/* The node's repair list (chunks found corrupt by reads or scrub), at most
+ * NODE_INVENTORY_PAGE of them; *more when the list is longer. */
+int node_client_list_repair(struct node_client *c, node_repair_cb cb, void *arg, int *more);
+
 /* --- node state ------------------------------------------------------------ */
 
 struct node_health {

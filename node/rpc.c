@@ -40,10 +40,7 @@ struct rpc_ep {
     pthread_mutex_t lock; /* pending sends */
     struct rpc_out *pending;
     bool broken;
-    /* reassembly (one completing thread at a time) */
-    struct rpc_msg rx;
-    size_t got;
-    bool receiving, skipping;
+    struct rpc_rx rx; /* reassembly (one completing thread at a time) */
 };
 
 static _Atomic uint64_t serials = 1;
@@ -134,7 +131,7 @@ void rpc_ep_close(struct rpc_ep *ep)
     }
     inec_mr_dereg(ep->rmr);
     free(ep->rbuf);
-    free(ep->rx.data);
+    rpc_rx_clear(&ep->rx);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -185,6 +182,57 @@ static void send_done(struct rpc_ep *ep, uint64_t serial)
         out_free(o);
 }
 
+int rpc_rx_feed(struct rpc_rx *rx, const uint8_t *p, size_t len, struct rpc_msg *msg)
+{
+    struct rpc_msg h;
+    uint32_t total, offset;
+    if (len < RPC_HDR_BYTES || hdr_decode(p, &h, &total, &offset) ||
+        offset + (uint64_t)(len - RPC_HDR_BYTES) > total) {
+        rx->receiving = rx->skipping = false; /* garbage: drop it and what it belonged to */
+        return 0;
+    }
+    size_t flen = len - RPC_HDR_BYTES;
+    if (offset == 0) {
+        free(rx->msg.data);
+        rx->msg = h;
+        rx->msg.data = NULL;
+        rx->msg.len = total;
+        rx->got = 0;
+        rx->receiving = true;
+        rx->skipping = total > NODE_RPC_MAX_MSG;
+        if (rx->skipping) {
+            *msg = h;
+            msg->data = NULL;
+            msg->len = total;
+            return -EMSGSIZE;
+        }
+        if (total && !(rx->msg.data = malloc(total))) {
+            rx->skipping = true; /* the sender learns it by timeout; the node lives on */
+            return 0;
+        }
+    } else if (!rx->receiving || rx->skipping || h.req_id != rx->msg.req_id || offset != rx->got ||
+               total != rx->msg.len) {
+        /* total too: the buffer was sized by the first fragment's, and a later
+         * one claiming more would write past it */
+        return 0;
+    }
+    if (flen)
+        memcpy(rx->msg.data + offset, p + RPC_HDR_BYTES, flen);
+    rx->got += flen;
+    if (rx->got < rx->msg.len)
+        return 0;
+    *msg = rx->msg;
+    rx->msg.data = NULL;
+    rx->receiving = false;
+    return 1;
+}
+
+void rpc_rx_clear(struct rpc_rx *rx)
+{
+    free(rx->msg.data);
+    *rx = (struct rpc_rx){0};
+}
+
 int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg *msg)
 {
     if (wc->opcode != INEC_WC_RECV) {
@@ -201,47 +249,7 @@ int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg 
         return -EHOSTDOWN;
     }
     int i = (int)(wc->wr_id & 0xff);
-    const uint8_t *p = ep->rbuf + (size_t)i * NODE_RPC_FRAG;
-    struct rpc_msg h;
-    uint32_t total, offset, flen = wc->byte_len - RPC_HDR_BYTES;
-    int rc = 0;
-    if (wc->byte_len < RPC_HDR_BYTES || hdr_decode(p, &h, &total, &offset) ||
-        offset + (uint64_t)flen > total) {
-        ep->receiving = ep->skipping = false; /* garbage: drop it and what it belonged to */
-        goto repost;
-    }
-    if (offset == 0) {
-        free(ep->rx.data);
-        ep->rx = h;
-        ep->rx.data = NULL;
-        ep->rx.len = total;
-        ep->got = 0;
-        ep->receiving = true;
-        ep->skipping = total > NODE_RPC_MAX_MSG;
-        if (ep->skipping) {
-            *msg = h;
-            msg->data = NULL;
-            msg->len = total;
-            rc = -EMSGSIZE;
-            goto repost;
-        }
-        if (total && !(ep->rx.data = malloc(total))) {
-            ep->skipping = true; /* the sender learns it by timeout; the node lives on */
-            goto repost;
-        }
-    } else if (!ep->receiving || ep->skipping || h.req_id != ep->rx.req_id || offset != ep->got) {
-        goto repost;
-    }
-    if (flen)
-        memcpy(ep->rx.data + offset, p + RPC_HDR_BYTES, flen);
-    ep->got += flen;
-    if (ep->got == ep->rx.len) {
-        *msg = ep->rx;
-        ep->rx.data = NULL;
-        ep->receiving = false;
-        rc = 1;
-    }
-repost:
+    int rc = rpc_rx_feed(&ep->rx, ep->rbuf + (size_t)i * NODE_RPC_FRAG, wc->byte_len, msg);
     if (post_recv(ep, i))
         ep->broken = true;
     return rc;

@@ -38,6 +38,8 @@ enum node_rpc_type {
     NODE_RPC_VERTEX_CONNECT,
     NODE_RPC_VERTEX_RUN,
     NODE_RPC_VERTEX_CLOSE,
+    NODE_RPC_LIST_CHUNKS,
+    NODE_RPC_LIST_REPAIR,
     NODE_RPC_NTYPES,
 };
 
@@ -51,6 +53,23 @@ struct rpc_msg {
     uint8_t *data; /* malloc'ed payload (NULL when len is 0) */
     size_t len;
 };
+
+/*
+ * Reassembly of fragments into messages, apart from any QP (fuzzed on its
+ * own: fuzz/fuzz_rpc_frame.c). rpc_rx_feed takes one received fragment (header
+ * and payload slice, as one SEND delivered it) and returns 1 with a whole
+ * message in *msg (the caller frees msg->data), 0 when more is needed or the
+ * fragment was garbage (dropped with the message it claimed to continue),
+ * -EMSGSIZE with msg's header filled (no data) for a message over
+ * NODE_RPC_MAX_MSG (its other fragments are then dropped).
+ */
+struct rpc_rx {
+    struct rpc_msg msg;
+    size_t got;
+    bool receiving, skipping;
+};
+int rpc_rx_feed(struct rpc_rx *rx, const uint8_t *frag, size_t len, struct rpc_msg *msg);
+void rpc_rx_clear(struct rpc_rx *rx); /* frees a message half received */
 
 struct rpc_ep;
 

@@ -71,7 +71,7 @@ struct node_service {
     char id[NODE_ID_MAX], domain[NODE_ID_MAX];
     char listen[300];
     char dev_options[400];
-    int timeout_ms;
+    int timeout_ms, heartbeat_ms;
     struct timespec started;
     struct node_store *store;
     struct inec_device *dev;
@@ -373,6 +373,82 @@ static void h_scrub(struct req *r)
     rpc_put64(out + 8, res.bytes);
     rpc_put64(out + 16, res.corrupt);
     reply_data(r, 0, out, sizeof(out), NULL, 0, NULL, NULL);
+}
+
+/* A page of the chunk inventory. Request: u64 limit, then nothing (from the
+ * start) or a chunk head to list after. Response: u8 more, then per chunk its
+ * head (id, version) and u32 length. */
+struct inventory {
+    uint8_t *buf;
+    size_t len;
+};
+
+static int inventory_add(const struct node_chunk_id *id, uint64_t version, uint32_t len, void *arg)
+{
+    struct inventory *inv = arg;
+    uint8_t *p = inv->buf + inv->len;
+    rpc_chunk_head_encode(p, id, version);
+    p[RPC_CHUNK_HEAD] = (uint8_t)len;
+    p[RPC_CHUNK_HEAD + 1] = (uint8_t)(len >> 8);
+    p[RPC_CHUNK_HEAD + 2] = (uint8_t)(len >> 16);
+    p[RPC_CHUNK_HEAD + 3] = (uint8_t)(len >> 24);
+    inv->len += NODE_INVENTORY_ENTRY;
+    return 0;
+}
+
+static void h_list_chunks(struct req *r)
+{
+    if (r->msg.len != 8 && r->msg.len != 8 + RPC_CHUNK_HEAD)
+        return reply(r, -EPROTO);
+    uint64_t limit = rpc_get64(r->msg.data);
+    if (limit == 0 || limit > NODE_INVENTORY_PAGE)
+        limit = NODE_INVENTORY_PAGE;
+    struct node_chunk_id after;
+    uint64_t v;
+    if (r->msg.len > 8)
+        rpc_chunk_head_decode(r->msg.data + 8, &after, &v);
+    /* One more than asked for says whether more follow. */
+    struct inventory inv = {.buf = malloc(1 + (limit + 1) * NODE_INVENTORY_ENTRY), .len = 1};
+    if (!inv.buf)
+        return reply(r, -ENOMEM);
+    int n = node_store_list_chunks(r->svc->store, r->msg.len > 8 ? &after : NULL, limit + 1,
+                                   inventory_add, &inv);
+    if (n < 0) {
+        free(inv.buf);
+        return reply(r, n);
+    }
+    inv.buf[0] = (uint64_t)n > limit;
+    if (inv.buf[0])
+        inv.len -= NODE_INVENTORY_ENTRY;
+    reply_data(r, 0, NULL, 0, inv.buf, inv.len, free, inv.buf);
+}
+
+/* The repair list (chunks found corrupt), at most NODE_INVENTORY_PAGE:
+ * u8 more, then chunk heads. */
+static int repair_add(const struct node_chunk_id *id, uint64_t version, void *arg)
+{
+    struct inventory *inv = arg;
+    if ((inv->len - 1) / RPC_CHUNK_HEAD >= NODE_INVENTORY_PAGE) {
+        inv->buf[0] = 1;
+        return 1;
+    }
+    rpc_chunk_head_encode(inv->buf + inv->len, id, version);
+    inv->len += RPC_CHUNK_HEAD;
+    return 0;
+}
+
+static void h_list_repair(struct req *r)
+{
+    struct inventory inv = {.buf = calloc(1, 1 + (size_t)NODE_INVENTORY_PAGE * RPC_CHUNK_HEAD),
+                            .len = 1};
+    if (!inv.buf)
+        return reply(r, -ENOMEM);
+    int n = node_store_list_repair(r->svc->store, repair_add, &inv);
+    if (n < 0) {
+        free(inv.buf);
+        return reply(r, n);
+    }
+    reply_data(r, 0, NULL, 0, inv.buf, inv.len, free, inv.buf);
 }
 
 /* ---- DEG vertices ------------------------------------------------------------------ */
@@ -724,6 +800,8 @@ static const struct {
     [NODE_RPC_VERTEX_CONNECT] = {h_vertex_connect, false},
     [NODE_RPC_VERTEX_RUN] = {h_vertex_run, true},
     [NODE_RPC_VERTEX_CLOSE] = {h_vertex_close, false},
+    [NODE_RPC_LIST_CHUNKS] = {h_list_chunks, true},
+    [NODE_RPC_LIST_REPAIR] = {h_list_repair, true},
 };
 
 static void *worker_main(void *arg)
@@ -958,8 +1036,11 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
     getsockname(fd, (struct sockaddr *)&sa, &sl);
     snprintf(s->listen, sizeof(s->listen), "%s:%d", host, ntohs(sa.sin_port));
     s->cm_fd = fd;
-    snprintf(s->dev_options, sizeof(s->dev_options), "transport=tcp,listen=%s:0,timeout_ms=%d",
-             host, s->timeout_ms);
+    int n = snprintf(s->dev_options, sizeof(s->dev_options),
+                     "transport=tcp,listen=%s:0,timeout_ms=%d", host, s->timeout_ms);
+    if (s->heartbeat_ms > 0 && n > 0 && (size_t)n < sizeof(s->dev_options))
+        snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",heartbeat_ms=%d",
+                 s->heartbeat_ms);
     return 0;
 }
 
@@ -974,6 +1055,7 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     snprintf(s->id, sizeof(s->id), "%s", cfg->id ? cfg->id : "node");
     snprintf(s->domain, sizeof(s->domain), "%s", cfg->domain ? cfg->domain : s->id);
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    s->heartbeat_ms = cfg->heartbeat_ms;
     s->cm_fd = -1;
     clock_gettime(CLOCK_MONOTONIC, &s->started);
     pthread_mutex_init(&s->lock, NULL);

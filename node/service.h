@@ -43,6 +43,7 @@ struct node_service_config {
         *device_options; /* inec soft options; NULL: "transport=mem" or tcp on listen's host */
     uint64_t capacity;   /* store capacity in bytes, 0 = unlimited */
     int timeout_ms;      /* bound of DEG vertex runs and of peers; 0 = 10000 */
+    int heartbeat_ms;    /* tcp peers are pinged this often; 0 = the transport's default */
 };
 
 struct node_service;

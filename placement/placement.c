@@ -66,6 +66,8 @@ const char *place_state_name(enum place_state s)
         return "down";
     case PLACE_DRAINING:
         return "draining";
+    case PLACE_OUT:
+        return "out";
     }
     return "?";
 }
@@ -178,8 +180,10 @@ static int parse_node(json_t *j, struct place_node *nd, int i, char *err, size_t
         nd->state = PLACE_DOWN;
     else if (strcmp(state, "draining") == 0)
         nd->state = PLACE_DRAINING;
+    else if (strcmp(state, "out") == 0)
+        nd->state = PLACE_OUT;
     else
-        return fail(err, errlen, "%s.state: \"%s\" is not up, down or draining", where, state);
+        return fail(err, errlen, "%s.state: \"%s\" is not up, down, draining or out", where, state);
     nd->hash = place_hash(nd->id, strlen(nd->id), 0x6e6f6465ull /* "node" */);
     return 0;
 }
@@ -221,7 +225,8 @@ static int parse_pool(json_t *j, struct place_pool *p, int i, char *err, size_t 
 
 static int parse_root(json_t *root, struct place_map *m, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"epoch", "nodes", "pools", NULL};
+    static const char *const keys[] = {"epoch", "heartbeat_ms", "peer_timeout_ms",
+                                       "nodes", "pools",        NULL};
     if (!json_is_object(root))
         return fail(err, errlen, "map: must be a JSON object");
     int rc = check_keys(root, keys, "map", err, errlen);
@@ -231,6 +236,20 @@ static int parse_root(json_t *root, struct place_map *m, char *err, size_t errle
     if (epoch && (!json_is_integer(epoch) || json_integer_value(epoch) < 0))
         return fail(err, errlen, "epoch: must be an integer >= 0");
     m->epoch = epoch ? (uint64_t)json_integer_value(epoch) : 0;
+    json_t *tmo = json_object_get(root, "peer_timeout_ms"),
+           *hb = json_object_get(root, "heartbeat_ms");
+    if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 100 ||
+                json_integer_value(tmo) > 3600000))
+        return fail(err, errlen, "peer_timeout_ms: must be an integer in [100, 3600000]");
+    m->peer_timeout_ms = tmo ? (int)json_integer_value(tmo) : PLACE_PEER_TIMEOUT_MS;
+    if (hb && (!json_is_integer(hb) || json_integer_value(hb) < 10 ||
+               json_integer_value(hb) > m->peer_timeout_ms / 2))
+        return fail(err, errlen,
+                    "heartbeat_ms: must be an integer in [10, peer_timeout_ms / 2 = %d]",
+                    m->peer_timeout_ms / 2);
+    m->heartbeat_ms = hb ? (int)json_integer_value(hb)
+                         : (PLACE_HEARTBEAT_MS < m->peer_timeout_ms / 2 ? PLACE_HEARTBEAT_MS
+                                                                        : m->peer_timeout_ms / 2);
 
     json_t *nodes = json_object_get(root, "nodes");
     if (!json_is_array(nodes))
@@ -326,8 +345,9 @@ char *place_map_format(const struct place_map *m)
                                                p->profile, "chunk_size", (json_int_t)p->chunk_size,
                                                "write_quorum", p->write_quorum));
     }
-    json_t *root =
-        json_pack("{s:I, s:o, s:o}", "epoch", (json_int_t)m->epoch, "nodes", nodes, "pools", pools);
+    json_t *root = json_pack("{s:I, s:i, s:i, s:o, s:o}", "epoch", (json_int_t)m->epoch,
+                             "heartbeat_ms", m->heartbeat_ms, "peer_timeout_ms", m->peer_timeout_ms,
+                             "nodes", nodes, "pools", pools);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     return text;
@@ -419,6 +439,12 @@ int place_stripe(const struct place_map *m, const void *object, size_t object_le
     return place_among(m, NULL, object, object_len, stripe, n, out, max_per_domain);
 }
 
+int place_stripe_among(const struct place_map *m, const bool *use, const void *object,
+                       size_t object_len, uint64_t stripe, int n, int *out, int *max_per_domain)
+{
+    return place_among(m, use, object, object_len, stripe, n, out, max_per_domain);
+}
+
 int place_stripe_write(const struct place_map *m, const void *object, size_t object_len,
                        uint64_t stripe, int n, const bool *down, int *out, bool *missing)
 {
@@ -428,7 +454,7 @@ int place_stripe_write(const struct place_map *m, const void *object, size_t obj
         return -ENOMEM;
     bool *up = m->nnodes <= 64 ? stack[1] : home + m->nnodes;
     for (int i = 0; i < m->nnodes; i++) {
-        home[i] = m->nodes[i].state != PLACE_DRAINING;
+        home[i] = m->nodes[i].state != PLACE_DRAINING && m->nodes[i].state != PLACE_OUT;
         up[i] = m->nodes[i].state == PLACE_UP && !(down && down[i]);
     }
     int alt[PLACE_MAX_CHUNKS], home_spread = 0, up_spread = 0;
@@ -444,4 +470,34 @@ int place_stripe_write(const struct place_map *m, const void *object, size_t obj
     if (home != stack[0])
         free(home);
     return rc;
+}
+
+int place_replacement(const struct place_map *m, const void *object, size_t object_len,
+                      uint64_t stripe, const int *taken, int ntaken, const bool *usable)
+{
+    uint64_t key = mix64(place_hash(object, object_len, 0x6f626a /* "obj" */) +
+                         stripe * 0x9e3779b97f4a7c15ull);
+    int best = -ENOSPC, best_fresh = 0;
+    double best_score = 0;
+    for (int i = 0; i < m->nnodes; i++) {
+        bool in_stripe = false, fresh = true;
+        for (int t = 0; t < ntaken; t++) {
+            if (taken[t] < 0)
+                continue;
+            in_stripe |= taken[t] == i;
+            fresh &= m->nodes[taken[t]].domain_index != m->nodes[i].domain_index;
+        }
+        if (!usable[i] || in_stripe)
+            continue;
+        double u = ((double)(mix64(key ^ m->nodes[i].hash) >> 11) + 0.5) * 0x1p-53;
+        double score = -m->nodes[i].weight / log(u);
+        /* A fresh failure domain beats any score. */
+        if (best < 0 || (int)fresh > best_fresh ||
+            ((int)fresh == best_fresh && score > best_score)) {
+            best = i;
+            best_fresh = fresh;
+            best_score = score;
+        }
+    }
+    return best;
 }

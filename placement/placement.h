@@ -3,11 +3,18 @@
  *
  * The map is JSON:
  *
- *   {"epoch": 7,
+ *   {"epoch": 7, "heartbeat_ms": 500, "peer_timeout_ms": 5000,
  *    "nodes": [{"id": "n1", "address": "10.0.0.1:7001", "domain": "rack1",
  *               "weight": 1.0, "state": "up"}, ...],
  *    "pools": [{"name": "default", "profile": "rs:k=6,m=3",
  *               "chunk_size": 1048576, "write_quorum": 9}, ...]}
+ *
+ * heartbeat_ms and peer_timeout_ms are the one source of every peer link's
+ * failure detector (gateway <-> node, node <-> node): each side pings every
+ * heartbeat_ms whatever the traffic, a peer silent for 2 heartbeats is
+ * suspect, one silent for peer_timeout_ms is down, and a call to a node is
+ * bounded by peer_timeout_ms. Defaults 500 and 5000; heartbeat_ms in
+ * [10, peer_timeout_ms / 2], peer_timeout_ms in [100, 3600000].
  *
  * Defaults: epoch 0, domain = the node id (every node its own failure domain),
  * weight 1, state "up", chunk_size 1 MiB, write_quorum min(k + 1, n). Unknown
@@ -26,8 +33,9 @@
  * a stripe goes to the n best-scoring nodes, taking at most one node per
  * failure domain while the up nodes span at least n domains. Otherwise it
  * spreads as evenly as it can (first the best node of each domain, then the
- * second best, ...) and says so through max_per_domain. Down and draining
- * nodes take no new stripes.
+ * second best, ...) and says so through max_per_domain. Down, draining and
+ * out nodes take no new stripes; an out node (removed for good) is not even
+ * a stripe's home.
  *
  * A map change therefore moves only the stripes that involved the node that
  * joined or left. The chunk index of a chosen node is its rank, so a change can
@@ -53,6 +61,7 @@ enum place_state {
     PLACE_UP,
     PLACE_DOWN,
     PLACE_DRAINING,
+    PLACE_OUT, /* gone for good: holds nothing, its chunks are rebuilt elsewhere */
 };
 
 struct place_node {
@@ -75,8 +84,12 @@ struct place_pool {
     int write_quorum;           /* chunks that must be durable before a PUT is acknowledged */
 };
 
+#define PLACE_HEARTBEAT_MS    500
+#define PLACE_PEER_TIMEOUT_MS 5000
+
 struct place_map {
     uint64_t epoch;
+    int heartbeat_ms, peer_timeout_ms; /* the failure detector's clock (see above) */
     int nnodes;
     struct place_node *nodes;
     int npools;
@@ -106,6 +119,10 @@ const char *place_state_name(enum place_state s);
 int place_stripe(const struct place_map *m, const void *object, size_t object_len, uint64_t stripe,
                  int n, int *out, int *max_per_domain);
 
+/* The same over the nodes with use[i] only (whatever their state). */
+int place_stripe_among(const struct place_map *m, const bool *use, const void *object,
+                       size_t object_len, uint64_t stripe, int n, int *out, int *max_per_domain);
+
 /*
  * Where a write puts stripe s when some nodes are down (down[i]: known down
  * to the caller, may be NULL; nodes in state down count too). Spare nodes
@@ -120,6 +137,15 @@ int place_stripe(const struct place_map *m, const void *object, size_t object_le
  */
 int place_stripe_write(const struct place_map *m, const void *object, size_t object_len,
                        uint64_t stripe, int n, const bool *down, int *out, bool *missing);
+
+/*
+ * A new home for chunks of stripe s whose nodes are lost: the best-scoring
+ * node (the stripe's own rendezvous order) with usable[i] that holds no chunk
+ * of the stripe (taken[0..ntaken), entries < 0 ignored), in a failure domain
+ * none of them uses when one is left. Returns the node index or -ENOSPC.
+ */
+int place_replacement(const struct place_map *m, const void *object, size_t object_len,
+                      uint64_t stripe, const int *taken, int ntaken, const bool *usable);
 
 /* The 64-bit hash placement uses, for callers that need the same spread. */
 uint64_t place_hash(const void *data, size_t len, uint64_t seed);

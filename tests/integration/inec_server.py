@@ -69,6 +69,38 @@ class InecServer:
     def alive(self):
         return self.proc.poll() is None
 
+    def request(self, method, path, body=b"", headers=None, sign=True, host=None,
+                payload_hash=None):
+        """One S3 request over http.client, SigV4-signed by botocore (payload_hash:
+        the x-amz-content-sha256 to sign, else the body's SHA-256) or unsigned
+        (anonymous). Returns status, headers (lower-case names), body."""
+        import hashlib
+        import http.client
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+        host = host or "127.0.0.1:%d" % self.port
+        headers = dict(headers or {})
+        if sign:
+            req = AWSRequest(method=method, url="http://%s%s" % (host, path), data=body,
+                             headers=headers)
+            req.headers["x-amz-content-sha256"] = payload_hash or hashlib.sha256(body).hexdigest()
+            SigV4Auth(Credentials(self.access_key, self.secret_key), "s3",
+                      "us-east-1").add_auth(req)
+            headers = dict(req.headers.items())
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        conn.putheader("Host", host)
+        for k, v in headers.items():
+            if k.lower() != "host":
+                conn.putheader(k, v)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
     def stderr(self):
         self.errlog.flush()
         self.errlog.seek(0)
@@ -112,17 +144,59 @@ class InecCluster(InecServer):
     `inec gateway` in front of them (RS(6,3), 1 MiB chunks); the same fields
     as InecServer (endpoint, keys, admin token, dir) from the gateway's banner."""
 
-    def __init__(self, inec, nodes=9):
+    def __init__(self, inec, nodes=9, env=None, gateway=None):
+        """env: more environment for cluster.sh (INEC_PROFILE, INEC_CHUNK);
+        gateway: fields merged into cluster.json's "gateway" section."""
         self.dir = tempfile.mkdtemp(prefix="inec-cluster-")
-        self.env = dict(os.environ, INEC=os.path.abspath(inec))
+        self.env = dict(os.environ, INEC=os.path.abspath(inec), **(env or {}))
         for k in ("INEC_ACCESS_KEY", "INEC_SECRET_KEY", "INEC_ADMIN_TOKEN"):
             self.env.pop(k, None)
         # An exception in the test must not leave ten processes behind.
         atexit.register(self._cluster, "stop", self.dir)
+        if gateway:
+            r = self._cluster("start", str(nodes), self.dir, no_gateway=True)
+            if r.returncode != 0:
+                self.fail("cluster.sh start: %s%s" % (r.stdout, r.stderr))
+            self.set_gateway_config(gateway)
         r = self._cluster("start", str(nodes), self.dir)
         if r.returncode != 0:
             self.fail("cluster.sh start: %s%s" % (r.stdout, r.stderr))
         self.config = json.load(open(os.path.join(self.dir, "cluster.json")))
+        self._wait_gateway()
+
+    def set_gateway_config(self, fields):
+        """Merges fields into cluster.json's "gateway" section (read at the next start)."""
+        path = os.path.join(self.dir, "cluster.json")
+        cfg = json.load(open(path))
+        cfg["gateway"].update(fields)
+        with open(path, "w") as f:
+            json.dump(cfg, f, indent=2)
+
+    def restart_gateway(self):
+        """Starts the gateway again (after it died or was killed): same data, same config."""
+        with open(os.path.join(self.dir, "gateway.log"), "a") as f:
+            f.write("\n--- restart ---\n")
+        log = os.path.join(self.dir, "gateway.log")
+        self._log_from = os.path.getsize(log)
+        # Only the gateway (cluster.sh start would also restart nodes killed for good).
+        with open(log, "a") as out:
+            p = subprocess.Popen([self.env["INEC"], "gateway", "--config",
+                                  os.path.join(self.dir, "cluster.json")],
+                                 stdout=out, stderr=out, env=self.env, start_new_session=True)
+        with open(os.path.join(self.dir, "gateway.pid"), "w") as f:
+            f.write(str(p.pid))
+        self._wait_gateway()
+
+    def kill_gateway(self):
+        """SIGKILL the gateway and wait until it is gone."""
+        os.kill(self.gateway, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _pid_alive(self.gateway):
+            if time.monotonic() > deadline:
+                self.fail("the gateway outlived SIGKILL")
+            time.sleep(0.05)
+
+    def _wait_gateway(self):
         self.gateway = self.pid("gateway")
         deadline = time.monotonic() + START_TIMEOUT
         while "/admin/v1/cluster" not in self.stderr():
@@ -132,9 +206,10 @@ class InecCluster(InecServer):
         self.banner = self.stderr()
         self._parse_banner()
 
-    def _cluster(self, *args):
+    def _cluster(self, *args, no_gateway=False):
+        env = dict(self.env, INEC_NO_GATEWAY="1") if no_gateway else self.env
         return subprocess.run(["bash", os.path.join(SCRIPTS, "cluster.sh"), *args],
-                              env=self.env, capture_output=True, text=True, timeout=180)
+                              env=env, capture_output=True, text=True, timeout=180)
 
     def pid(self, name):
         with open(os.path.join(self.dir, name + ".pid")) as f:
@@ -156,9 +231,12 @@ class InecCluster(InecServer):
     def alive(self):
         return _pid_alive(self.gateway)
 
+    _log_from = 0  # the banner of the gateway started last comes after this offset
+
     def stderr(self):
         try:
             with open(os.path.join(self.dir, "gateway.log")) as f:
+                f.seek(self._log_from)
                 return f.read()[-20000:]
         except OSError:
             return ""

@@ -32,6 +32,34 @@ out=$(INEC_LOG=error "$inec" node scrub --data "$dir/s") && fail "scrub missed t
 echo "$out" | grep -q "^corrupt " || fail "scrub did not list the corrupt chunk: $out"
 "$inec" node stat --data "$dir/s" | grep -q "^corrupt *1$" || fail "stat corrupt count"
 
+# A running node: stat goes through its service (DIR/node.listen), or --connect;
+# it serves its own /metrics.
+"$inec" node --listen 127.0.0.1:0 --data "$dir/s" --id statnode --metrics-listen 127.0.0.1:0 \
+    >"$dir/node.out" 2>"$dir/node.err" &
+pid=$!
+i=0
+while [ ! -s "$dir/s/node.listen" ]; do
+    i=$((i + 1))
+    [ $i -lt 300 ] || { kill $pid; fail "the node never wrote node.listen: $(cat "$dir/node.err")"; }
+    sleep 0.1
+done
+out=$("$inec" node stat --data "$dir/s") || { kill $pid; fail "stat of a running node: $out"; }
+echo "$out" | grep -q "^node *statnode " || { kill $pid; fail "stat did not ask the node: $out"; }
+echo "$out" | grep -q "^chunks *20$" || { kill $pid; fail "running stat chunks: $out"; }
+echo "$out" | grep -q "^corrupt *1$" || { kill $pid; fail "running stat corrupt: $out"; }
+out=$("$inec" node stat --connect "$(cat "$dir/s/node.listen")") || { kill $pid; fail "--connect: $out"; }
+echo "$out" | grep -q "^chunks *20$" || { kill $pid; fail "--connect chunks: $out"; }
+# Its own Prometheus endpoint.
+maddr=$(awk '$1 == "metrics" {print $2}' "$dir/node.out")
+metrics=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=30).read().decode())' "$maddr") ||
+    { kill $pid; fail "scraping the node's metrics at '$maddr'"; }
+echo "$metrics" | grep -q '^inec_store_chunks{node="statnode"} 20$' || { kill $pid; fail "node metrics: $metrics"; }
+echo "$metrics" | grep -q '^inec_store_repair_list_chunks{node="statnode"} 1$' || { kill $pid; fail "node metrics: $metrics"; }
+kill -TERM $pid
+wait $pid || fail "the node did not stop cleanly"
+[ ! -e "$dir/s/node.listen" ] || fail "a stopped node left node.listen"
+"$inec" node stat --data "$dir/s" | grep -q "^chunks *20$" || fail "stat after the node stopped"
+
 "$inec" bench store --quick --bytes 1M --threads 2 --dir "$dir" | grep "^1MiB" >/dev/null || fail "bench table"
 "$inec" bench store --quick --json --bytes 1M --dir "$dir" |
     python3 -c 'import json, sys; r = json.load(sys.stdin)["results"]; assert len(r) == 3 and r[0]["put_ratio"] > 0' ||

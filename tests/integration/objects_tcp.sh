@@ -11,8 +11,9 @@ INEC_NO_GATEWAY=1 INEC_CHUNK=4096 "$SCRIPTS/cluster.sh" start 9 "$dir"
 python3 - "$dir/cluster.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["gateway"]["timeout_ms"] = 3000
+c["map"]["peer_timeout_ms"] = 3000
 c["gateway"]["gc_delay_ms"] = 0
+c["gateway"]["repair"] = {"paused": True}  # the queue is checked, not drained
 json.dump(c, open(sys.argv[1], "w"))
 PY
 "$CHECK" "$dir/cluster.json" write

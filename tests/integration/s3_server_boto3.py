@@ -67,26 +67,7 @@ def expect_error(code, status, fn, *a, **kw):
 
 def raw(method, path, body=b"", headers=None, sign=True, host=None):
     """One request over http.client, optionally SigV4-signed by botocore."""
-    host = host or "127.0.0.1:%d" % srv.port
-    headers = dict(headers or {})
-    if sign:
-        req = AWSRequest(method=method, url="http://%s%s" % (host, path), data=body,
-                         headers=headers)
-        req.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
-        SigV4Auth(Credentials(srv.access_key, srv.secret_key), "s3", "us-east-1").add_auth(req)
-        headers = dict(req.headers.items())
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-    conn.putheader("Host", host)
-    for k, v in headers.items():
-        if k.lower() != "host":
-            conn.putheader(k, v)
-    conn.putheader("Content-Length", str(len(body)))
-    conn.endheaders(body)
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+    return srv.request(method, path, body, headers, sign, host)
 
 
 def still_serving():
@@ -99,7 +80,7 @@ def test_buckets(s3):
     s3.create_bucket(Bucket="data")
     s3.head_bucket(Bucket="data")
     check([b["Name"] for b in s3.list_buckets()["Buckets"]] == ["data"], "ListBuckets")
-    expect_error("BucketAlreadyOwnedByYou", 409, s3.create_bucket, Bucket="data")
+    s3.create_bucket(Bucket="data")  # again: 200 in us-east-1 (s3_compat_boto3 checks more)
     expect_error("404", 404, s3.head_bucket, Bucket="nope")
     expect_error("NoSuchBucket", 404, s3.list_objects_v2, Bucket="nope")
     expect_error("InvalidBucketName", 400, s3.create_bucket, Bucket="Bad_Name")
@@ -510,8 +491,10 @@ def test_copy(s3, rng):
 
 def test_not_implemented(s3):
     s3.put_object(Bucket="data", Key="src", Body=b"x")
-    expect_error("NotImplemented", 501, s3.get_object_acl, Bucket="data", Key="src")
-    expect_error("NotImplemented", 501, s3.get_bucket_versioning, Bucket="data")
+    expect_error("NotImplemented", 501, s3.put_object_tagging, Bucket="data", Key="src",
+                 Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
+    expect_error("NotImplemented", 501, s3.put_bucket_versioning, Bucket="data",
+                 VersioningConfiguration={"Status": "Enabled"})
     s3.delete_object(Bucket="data", Key="src")
     still_serving()
 

@@ -55,7 +55,10 @@ static const char *run(json_t *req, struct ctx *c, char *msg, size_t msglen)
     c->secret = json_string_value(json_object_get(req, "secret"));
     struct gw_sigv4_request r = {json_string_value(json_object_get(req, "method")),
                                  json_string_value(json_object_get(req, "path")),
-                                 json_string_value(json_object_get(req, "query")), lookup, c};
+                                 json_string_value(json_object_get(req, "query")),
+                                 lookup,
+                                 c,
+                                 NULL};
     struct gw_sigv4_config cfg = {"us-east-1", secret, c,
                                   json_integer_value(json_object_get(req, "now"))};
     struct gw_sigv4_auth auth;

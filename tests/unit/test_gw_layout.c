@@ -101,6 +101,13 @@ static void test_damaged(void **state)
         "{\"k\": 2, \"size\": 100, \"stripes\": [{\"len\": 0}]}",
         "{\"k\": 2, \"size\": 300, \"stripes\": [{\"len\": 100}, {\"len\": 100, \"off\": 300}]}",
         "{\"k\": 2, \"size\": 300, \"stripes\": [{\"len\": 100, \"off\": -1}]}",
+        /* found by fuzz/fuzz_meta_record: stripe 1 holds no byte (stripe 2 starts with it) */
+        "{\"k\": 2, \"size\": 300, \"stripes\": [{\"len\": 100}, {\"len\": 100}, "
+        "{\"len\": 100, \"off\": 200}]}",
+        /* k * len so large that the end of a stripe would wrap */
+        "{\"k\": 2, \"size\": 300, \"stripes\": [{\"len\": 9223372036854775807}, "
+        "{\"len\": 100, \"off\": 1}]}",
+        "{\"k\": 100000, \"size\": 300, \"stripes\": [{\"len\": 100}]}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_t *r = rec(bad[i]);

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "gateway/objects.h"
+#include "gateway/objects_internal.h"
 
 #define CHUNK  4096
 #define STRIPE (6 * CHUNK)
@@ -29,8 +30,8 @@ static char dir[256];
 
 static struct gw_objects *open_cluster(void)
 {
-    json_t *opts =
-        json_pack("{s:i,s:i,s:i}", "chunk_size", CHUNK, "gc_delay_ms", 0, "timeout_ms", 3000);
+    json_t *opts = json_pack("{s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
+                             "timeout_ms", 3000, "repair", "paused", 1);
     struct gw_objects *o = NULL;
     char msg[256];
     int rc = gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg));
@@ -560,6 +561,144 @@ static void test_corrupt_chunk(void **state)
     gw_objects_close(o);
 }
 
+/* --- the repair service ----------------------------------------------------------- */
+
+/* Until a scan after `scans` scans ran and the repair queue is empty. */
+static void wait_repaired(struct gw_objects *o, int64_t scans)
+{
+    for (int i = 0; i < 6000; i++) {
+        json_t *st;
+        assert_int_equal(gw_objects_repair_status(o, &st), 0);
+        const char *state = json_string_value(json_object_get(st, "state"));
+        const json_t *scan = json_object_get(st, "scan");
+        bool done =
+            json_integer_value(json_object_get(scan, "scans")) > scans &&
+            !json_is_true(json_object_get(scan, "running")) && strcmp(state, "idle") == 0 &&
+            json_integer_value(json_object_get(json_object_get(st, "queue"), "stripes")) == 0 &&
+            json_integer_value(json_object_get(st, "pending")) == 0;
+        json_decref(st);
+        if (done)
+            return;
+        usleep(10000);
+    }
+    fail_msg("the repair service did not finish");
+}
+
+static int64_t scans_now(struct gw_objects *o)
+{
+    json_t *st;
+    assert_int_equal(gw_objects_repair_status(o, &st), 0);
+    int64_t n = json_integer_value(json_object_get(json_object_get(st, "scan"), "scans"));
+    json_decref(st);
+    return n;
+}
+
+/* Every chunk of the object reads back ok (the control API reads them all) and none is on `off`. */
+static void assert_whole(struct gw_objects *o, const char *key, const char *off)
+{
+    json_t *j;
+    assert_int_equal(gw_objects_object_json(o, "rep", key, &j), 0);
+    size_t i, c;
+    json_t *st, *ch;
+    json_array_foreach(json_object_get(j, "stripes"), i, st)
+    {
+        json_array_foreach(json_object_get(st, "chunks"), c, ch)
+        {
+            assert_string_equal(json_string_value(json_object_get(ch, "state")), "ok");
+            if (off)
+                assert_string_not_equal(json_string_value(json_object_get(ch, "node")), off);
+        }
+    }
+    json_decref(j);
+}
+
+static int64_t node_chunks(struct gw_objects *o, const char *id)
+{
+    json_t *cl;
+    assert_int_equal(gw_objects_cluster_json(o, &cl), 0);
+    size_t i;
+    json_t *n;
+    int64_t chunks = -1;
+    json_array_foreach(json_object_get(cl, "nodes"), i,
+                       n) if (strcmp(json_string_value(json_object_get(n, "id")), id) == 0) chunks =
+        json_integer_value(json_object_get(n, "chunks"));
+    json_decref(cl);
+    return chunks;
+}
+
+/* RS(4,2) on 9 nodes (spares for new homes), repair running, orphans collected at once:
+ * a corrupt chunk a read found is rewritten in place; a draining node's chunks move and,
+ * once it is back, what stayed there is collected as orphans; a node set out has its
+ * chunks rebuilt elsewhere; every object reads back exact after each step. */
+static void test_repair_service(void **state)
+{
+    (void)state;
+    json_t *opts = json_pack("{s:i,s:i,s:i,s:s,s:{s:i,s:i}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
+                             "timeout_ms", 3000, "profile", "rs:k=4,m=2", "repair",
+                             "scan_interval_ms", 3600000, "orphan_grace_ms", 0);
+    struct gw_objects *o = NULL;
+    char msg[256];
+    assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+    json_decref(opts);
+    assert_int_equal(gw_bucket_create(o, "rep"), 0);
+    enum { NOBJ = 6, SIZE = 3 * 4 * CHUNK + 1000 };
+    uint8_t *d[NOBJ];
+    char key[NOBJ][8];
+    for (int i = 0; i < NOBJ; i++) {
+        d[i] = malloc(SIZE);
+        fill(d[i], SIZE, 900 + (uint32_t)i);
+        snprintf(key[i], sizeof(key[i]), "r%d", i);
+        assert_int_equal(put(o, "rep", key[i], d[i], SIZE), 0);
+    }
+    /* A corrupt data chunk: the read that finds it reports it, repair rewrites it. */
+    int64_t sc = scans_now(o);
+    assert_int_equal(flip_on_disk(d[0] + CHUNK, 64), 0);
+    assert_int_equal(get_check(o, "rep", key[0], 0, UINT64_MAX, d[0], SIZE), 0);
+    json_t *scan = json_pack("{s:b}", "scan", 1);
+    assert_int_equal(gw_objects_repair_set(o, scan, msg, sizeof(msg)), 0);
+    wait_repaired(o, sc);
+    assert_whole(o, key[0], NULL);
+    /* A corrupt chunk nobody reads: the scrub finds it, the scan queues it. */
+    sc = scans_now(o);
+    assert_int_equal(flip_on_disk(d[1] + 2 * CHUNK, 64), 0);
+    json_t *scrub = json_pack("{s:b}", "scrub", 1);
+    assert_int_equal(gw_objects_repair_set(o, scrub, msg, sizeof(msg)), 0);
+    json_decref(scrub);
+    wait_repaired(o, sc);
+    assert_whole(o, key[1], NULL);
+    /* Draining n2: its chunks move; back up, the copies it kept are orphans. */
+    sc = scans_now(o);
+    assert_int_equal(gw_objects_node_state(o, "n2", "draining", msg, sizeof(msg)), 0);
+    wait_repaired(o, sc);
+    for (int i = 0; i < NOBJ; i++) {
+        assert_whole(o, key[i], "n2");
+        assert_int_equal(get_check(o, "rep", key[i], 0, UINT64_MAX, d[i], SIZE), 0);
+    }
+    sc = scans_now(o);
+    assert_int_equal(gw_objects_node_state(o, "n2", "up", msg, sizeof(msg)), 0);
+    wait_repaired(o, sc);
+    assert_int_equal(node_chunks(o, "n2"), 0);
+    /* n5 out for good: rebuilt elsewhere (its service still runs: nothing is read from it). */
+    sc = scans_now(o);
+    assert_int_equal(gw_objects_node_state(o, "n5", "out", msg, sizeof(msg)), 0);
+    wait_repaired(o, sc);
+    for (int i = 0; i < NOBJ; i++) {
+        assert_whole(o, key[i], "n5");
+        assert_int_equal(get_check(o, "rep", key[i], 0, UINT64_MAX, d[i], SIZE), 0);
+    }
+    /* Bad requests: an unknown node or state, a setting of the wrong type. */
+    assert_int_equal(gw_objects_node_state(o, "n9", "out", msg, sizeof(msg)), -ENOENT);
+    assert_int_equal(gw_objects_node_state(o, "n1", "gone", msg, sizeof(msg)), -EINVAL);
+    assert_int_equal(gw_objects_repair_set(o, scan, msg, sizeof(msg)), 0);
+    json_t *bad = json_pack("{s:s}", "paused", "yes");
+    assert_int_equal(gw_objects_repair_set(o, bad, msg, sizeof(msg)), -EINVAL);
+    json_decref(bad);
+    json_decref(scan);
+    for (int i = 0; i < NOBJ; i++)
+        free(d[i]);
+    gw_objects_close(o);
+}
+
 static void test_restart_gateway(void **state)
 {
     (void)state;
@@ -657,6 +796,64 @@ static void test_concurrent_writers(void **state)
     gw_objects_close(o);
 }
 
+/* Stored headers and ACLs: a bucket's in its record; an object's from its PUT,
+ * or set later beside the record, surviving a rewrite of the record (as repair
+ * does, version + 1) but not an overwrite. */
+static void test_acls_and_headers(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    assert_int_equal(gw_bucket_create(o, "acl"), 0);
+    struct gw_bucket_info bi;
+    assert_int_equal(gw_bucket_head(o, "acl", &bi), 0);
+    assert_string_equal(bi.acl, "");
+    assert_int_equal(gw_bucket_acl_set(o, "acl", "public-read"), 0);
+    assert_int_equal(gw_bucket_head(o, "acl", &bi), 0);
+    assert_string_equal(bi.acl, "public-read");
+    assert_int_equal(gw_bucket_acl_set(o, "acl", "private"), 0);
+    assert_int_equal(gw_bucket_head(o, "acl", &bi), 0);
+    assert_string_equal(bi.acl, "");
+    assert_int_equal(gw_bucket_acl_set(o, "none", "public-read"), -ENOENT);
+
+    struct gw_object_info attrs = {.acl = "public-read"};
+    attrs.headers = json_pack("{s:s}", "Cache-Control", "no-store");
+    struct gw_put *p;
+    assert_int_equal(gw_put_begin(o, "acl", "k", &attrs, &p), 0);
+    gw_object_info_clear(&attrs);
+    assert_int_equal(gw_put_write(p, "abc", 3), 0);
+    assert_int_equal(gw_put_commit(p, NULL), 0);
+    struct gw_object_info info = {0};
+    assert_int_equal(gw_object_head(o, "acl", "k", &info), 0);
+    assert_string_equal(info.acl, "public-read");
+    assert_string_equal(json_string_value(json_object_get(info.headers, "Cache-Control")),
+                        "no-store");
+    gw_object_info_clear(&info);
+    char acl[GW_ACL_MAX];
+    assert_int_equal(gw_object_acl_get(o, "acl", "k", acl), 0);
+    assert_string_equal(acl, "public-read");
+    assert_int_equal(gw_object_acl_set(o, "acl", "k", "authenticated-read"), 0);
+    assert_int_equal(gw_object_acl_get(o, "acl", "k", acl), 0);
+    assert_string_equal(acl, "authenticated-read");
+    /* the record rewritten with a higher version, as repair does */
+    json_t *rec;
+    assert_int_equal(gw_meta_read(o, "acl", "k", &rec), 0);
+    json_t *again = json_deep_copy(rec);
+    json_object_set_new(again, "version", json_integer((json_int_t)gw_rec_version(rec) + 1));
+    assert_int_equal(gw_meta_write(o, "acl", "k", again), 0);
+    json_decref(again);
+    json_decref(rec);
+    assert_int_equal(gw_object_acl_get(o, "acl", "k", acl), 0);
+    assert_string_equal(acl, "authenticated-read");
+    /* an overwrite brings its own ACL (none: private) */
+    uint8_t d[10] = {0};
+    assert_int_equal(put(o, "acl", "k", d, sizeof(d)), 0);
+    assert_int_equal(gw_object_acl_get(o, "acl", "k", acl), 0);
+    assert_string_equal(acl, "");
+    assert_int_equal(gw_object_acl_set(o, "acl", "nope", "public-read"), -ENOENT);
+    assert_int_equal(gw_object_acl_get(o, "acl", "nope", acl), -ENOENT);
+    gw_objects_close(o);
+}
+
 static void test_schemes(void **state)
 {
     (void)state;
@@ -720,8 +917,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_degraded_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
     };
     if (argc > 1)

@@ -76,8 +76,8 @@ static void test_counters_and_histogram(void **state)
     assert_int_equal(sample(t, "inec_s3_requests_total{op=\"PutObject\",status=\"other\"}"), 1);
     assert_int_equal(sample(t, "inec_s3_requests_total{op=\"PutObject\",status=\"500\"}"), 1);
     assert_null(strstr(t, "op=\"GetObject\",status=\"500\""));
-    assert_int_equal(sample(t, "inec_s3_bytes_out_total{op=\"GetObject\"}"), 150);
-    assert_int_equal(sample(t, "inec_s3_bytes_in_total{op=\"PutObject\"}"), 4097);
+    assert_int_equal(sample(t, "inec_s3_sent_bytes_total{op=\"GetObject\"}"), 150);
+    assert_int_equal(sample(t, "inec_s3_received_bytes_total{op=\"PutObject\"}"), 4097);
     const char *b = "inec_s3_request_duration_seconds_bucket{op=\"GetObject\",le=";
     char s[128];
     snprintf(s, sizeof(s), "%s\"0.0005\"}", b);
@@ -105,6 +105,15 @@ static void test_cluster_gauges(void **state)
                           "capacity_bytes", (json_int_t)1000, "used_bytes", (json_int_t)10, "id",
                           "n\"1", "up", 0, "capacity_bytes", (json_int_t)2000, "used_bytes",
                           (json_int_t)0, "degraded_reads", (json_int_t)7);
+    json_object_set_new(c, "degraded_writes", json_integer(3));
+    json_object_set_new(c, "corrupt_chunks", json_integer(2));
+    json_object_set_new(c, "missing_chunks", json_integer(5));
+    json_object_set_new(c, "failed_reads", json_integer(1));
+    json_object_set_new(c, "repair_queue", json_integer(9));
+    json_array_append_new(json_object_get(c, "nodes"),
+                          json_pack("{sssbsIsIsI}", "id", "n2", "up", 1, "capacity_bytes",
+                                    (json_int_t)500, "used_bytes", (json_int_t)200, "chunks",
+                                    (json_int_t)4));
     assert_non_null(c);
     char *t = render(m, c);
     check_format(t);
@@ -113,6 +122,14 @@ static void test_cluster_gauges(void **state)
     assert_int_equal(sample(t, "inec_node_capacity_bytes{node=\"n\\\"1\"}"), 2000);
     assert_int_equal(sample(t, "inec_node_used_bytes{node=\"0\"}"), 10);
     assert_int_equal(sample(t, "inec_degraded_reads_total"), 7);
+    assert_int_equal(sample(t, "inec_degraded_writes_total"), 3);
+    assert_int_equal(sample(t, "inec_corrupt_chunks_total"), 2);
+    assert_int_equal(sample(t, "inec_missing_chunks_total"), 5);
+    assert_int_equal(sample(t, "inec_failed_reads_total"), 1);
+    assert_int_equal(sample(t, "inec_repair_queue_chunks"), 9);
+    assert_int_equal(sample(t, "inec_node_free_bytes{node=\"n2\"}"), 300);
+    assert_int_equal(sample(t, "inec_node_chunks{node=\"n2\"}"), 4);
+    assert_int_equal(sample(t, "inec_build_info{version=\"" INEC_VERSION "\"}"), 1);
     free(t);
     json_decref(c);
     gw_metrics_destroy(m);

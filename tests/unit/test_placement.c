@@ -62,6 +62,8 @@ static void test_parse_fields_and_defaults(void **state)
     char err[256];
     assert_int_equal(place_map_parse(json, strlen(json), &m, err, sizeof(err)), 0);
     assert_int_equal(m->epoch, 0);
+    assert_int_equal(m->heartbeat_ms, PLACE_HEARTBEAT_MS);
+    assert_int_equal(m->peer_timeout_ms, PLACE_PEER_TIMEOUT_MS);
     assert_int_equal(m->nnodes, 2);
     assert_string_equal(m->nodes[0].domain, "a"); /* default: its own domain */
     assert_true(m->nodes[0].weight == 1.0);
@@ -91,6 +93,16 @@ static void test_parse_fields_and_defaults(void **state)
     assert_int_equal(m2->nodes[1].state, PLACE_DRAINING);
     assert_int_equal(m2->pools[0].n, 10);
     assert_int_equal(m2->pools[0].write_quorum, 8);
+    assert_int_equal(m2->peer_timeout_ms, PLACE_PEER_TIMEOUT_MS);
+    free(text);
+    place_map_destroy(m2);
+    const char *tj = "{\"peer_timeout_ms\": 800, \"heartbeat_ms\": 40, \"nodes\": []}";
+    assert_int_equal(place_map_parse(tj, strlen(tj), &m2, err, sizeof(err)), 0);
+    text = place_map_format(m2);
+    place_map_destroy(m2);
+    assert_int_equal(place_map_parse(text, strlen(text), &m2, err, sizeof(err)), 0);
+    assert_int_equal(m2->peer_timeout_ms, 800);
+    assert_int_equal(m2->heartbeat_ms, 40);
     free(text);
     place_map_destroy(m2);
     place_map_destroy(m);
@@ -137,6 +149,11 @@ static void test_bad_maps(void **state)
         {"{\"nodes\": {}}", "nodes: missing or not an array"},
         {"{\"nodes\": [], \"nodez\": 1}", "unknown field \"nodez\""},
         {"{\"nodes\": [], \"epoch\": -1}", "epoch"},
+        {"{\"nodes\": [], \"peer_timeout_ms\": 99}", "peer_timeout_ms: must be"},
+        {"{\"nodes\": [], \"peer_timeout_ms\": \"5s\"}", "peer_timeout_ms: must be"},
+        {"{\"nodes\": [], \"heartbeat_ms\": 9}", "heartbeat_ms: must be"},
+        {"{\"nodes\": [], \"peer_timeout_ms\": 1000, \"heartbeat_ms\": 501}",
+         "heartbeat_ms: must be an integer in [10, peer_timeout_ms / 2 = 500]"},
         {"{\"nodes\": [], \"nodes\": []}", "duplicate"},
         {"{\"nodes\": [7]}", "nodes[0]: must be an object"},
         {"{\"nodes\": [{\"address\": \"a:1\"}]}", "nodes[0].id: missing"},
@@ -445,6 +462,46 @@ static void test_not_enough_nodes(void **state)
 
 /* Writes with nodes down: a spare up node in a new domain replaces a down one;
  * without spares the stripe keeps its home nodes and the down ones are missing. */
+/* A new home for lost chunks: never a node of the stripe, a fresh failure domain
+ * while one is left, deterministic, spread over the candidates; "out" nodes
+ * are parsed and are no stripe's home. */
+static void test_replacement(void **state)
+{
+    (void)state;
+    struct place_map *m = make_map(12, 6, NULL, 4, "out"); /* domains d0..d5, two nodes each */
+    assert_int_equal(m->nodes[4].state, PLACE_OUT);
+    bool usable[12];
+    for (int i = 0; i < 12; i++)
+        usable[i] = m->nodes[i].state == PLACE_UP;
+    int hits[12] = {0};
+    for (uint64_t s = 0; s < 2000; s++) {
+        int home[9];
+        bool missing[9];
+        assert_int_equal(place_stripe_write(m, "o", 1, s, 5, NULL, home, missing), 0);
+        for (int c = 0; c < 5; c++)
+            assert_int_not_equal(home[c], 4);
+        int taken[5];
+        memcpy(taken, home, sizeof(taken));
+        taken[0] = -1; /* chunk 0 lost */
+        int r = place_replacement(m, "o", 1, s, taken, 5, usable);
+        assert_true(r >= 0 && r != 4);
+        assert_int_equal(place_replacement(m, "o", 1, s, taken, 5, usable), r);
+        for (int c = 1; c < 5; c++) {
+            assert_int_not_equal(r, home[c]);
+            /* 4 domains used by the other chunks, 5 domains up: a fresh one. */
+            assert_int_not_equal(m->nodes[r].domain_index, m->nodes[home[c]].domain_index);
+        }
+        hits[r]++;
+    }
+    for (int i = 0; i < 12; i++)
+        assert_true(i == 4 ? hits[i] == 0 : hits[i] > 2000 / 11 / 3);
+    /* No usable node left: -ENOSPC. */
+    memset(usable, 0, sizeof(usable));
+    int taken[1] = {0};
+    assert_int_equal(place_replacement(m, "o", 1, 0, taken, 1, usable), -ENOSPC);
+    place_map_destroy(m);
+}
+
 static void test_write_placement(void **state)
 {
     (void)state;
@@ -513,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_minimal_movement),
         cmocka_unit_test(test_weights),
         cmocka_unit_test(test_not_enough_nodes),
+        cmocka_unit_test(test_replacement),
         cmocka_unit_test(test_write_placement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

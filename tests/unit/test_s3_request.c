@@ -201,8 +201,20 @@ static void test_routing(void **state)
     /* what S3 has and the gateway does not */
     assert_int_equal(route("GET", "/bkt/k", "tagging", &none), GW_OP_GET_OBJECT_TAGGING);
     assert_int_equal(route("PUT", "/bkt/k", "partNumber=1", &none), GW_OP_NOT_IMPLEMENTED);
-    assert_int_equal(route("GET", "/bkt/k", "acl", &none), GW_OP_NOT_IMPLEMENTED);
-    assert_int_equal(route("GET", "/bkt", "versioning", &none), GW_OP_NOT_IMPLEMENTED);
+    assert_int_equal(route("GET", "/bkt/k", "acl", &none), GW_OP_GET_OBJECT_ACL);
+    assert_int_equal(route("PUT", "/bkt/k", "acl", &none), GW_OP_PUT_OBJECT_ACL);
+    assert_int_equal(route("GET", "/bkt", "acl", &none), GW_OP_GET_BUCKET_ACL);
+    assert_int_equal(route("PUT", "/bkt", "acl", &none), GW_OP_PUT_BUCKET_ACL);
+    assert_int_equal(route("DELETE", "/bkt", "acl", &none), GW_OP_NOT_IMPLEMENTED);
+    assert_int_equal(route("GET", "/bkt", "versions", &none), GW_OP_LIST_OBJECT_VERSIONS);
+    assert_int_equal(route("GET", "/bkt", "versions&prefix=a", &none), GW_OP_LIST_OBJECT_VERSIONS);
+    /* versionId=null is the one version of an unversioned object, any other a sub-resource */
+    assert_int_equal(route("GET", "/bkt/k", "versionId=null", &none), GW_OP_GET_OBJECT);
+    assert_int_equal(route("HEAD", "/bkt/k", "versionId=null", &none), GW_OP_HEAD_OBJECT);
+    assert_int_equal(route("DELETE", "/bkt/k", "versionId=null", &none), GW_OP_DELETE_OBJECT);
+    assert_int_equal(route("GET", "/bkt/k", "versionId=3HL4kqtJ", &none), GW_OP_NOT_IMPLEMENTED);
+    assert_int_equal(route("GET", "/bkt", "versioning", &none), GW_OP_GET_BUCKET_VERSIONING);
+    assert_int_equal(route("PUT", "/bkt", "versioning", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("PUT", "/bkt", "tagging", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("PATCH", "/bkt/k", NULL, &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("POST", "/bkt/k", NULL, &none), GW_OP_METHOD_NOT_ALLOWED);

@@ -13,10 +13,9 @@
  *     status: RECV too small, bad rkey, unknown QP, QP in error).
  *   - A QP that goes to error tells its peer (F_NAK), which goes to error too.
  *   - A connection that fails (EOF, reset, keepalive/user timeout, or a peer
- *     silent for timeout_ms: each side sends F_PING when it has sent nothing
- *     for a quarter of it, so a live peer is never silent that long) moves
- *     every QP using it to error and completes its unacknowledged requests
- *     with INEC_WC_REMOTE_ERR: nothing waits for a dead or hung peer.
+ *     silent for timeout_ms: see "failure detector" below) moves every QP
+ *     using it to error and completes its unacknowledged requests with
+ *     INEC_WC_REMOTE_ERR: nothing waits for a dead or hung peer.
  * Payload is gathered straight from the request's buffers by sendmsg; on the
  * receiving side small frames are parsed out of a staging buffer and large
  * payloads are read by recvmsg straight into the RECV's (or the region's)
@@ -47,6 +46,7 @@
 #define DIRECT_MIN      (32u << 10) /* read payloads this large straight into place */
 #define TX_BATCH_IOV    256
 #define DEFAULT_TIMEOUT 5000
+#define SUSPECT_BEATS   2 /* heartbeats without a word from the peer before suspicion */
 
 enum frame_op {
     F_HELLO = 1, /* payload: the sender's device address */
@@ -56,7 +56,8 @@ enum frame_op {
     F_CREDIT, /* addr: RECVs posted by src_qpn so far */
     F_ACK,    /* addr: messages of dst_qpn placed so far */
     F_NAK,    /* status: why the next message (or the QP) failed */
-    F_PING,   /* nothing: proves the peer's engine is alive */
+    F_PING,   /* nothing: asks for an F_PONG */
+    F_PONG,   /* nothing: the answer to F_PING, proves the peer's engine is alive */
 };
 
 struct frame {
@@ -84,8 +85,9 @@ struct tcp_conn {
     int fd;
     char peer[128]; /* the peer device's address ("" until its HELLO) */
     bool dead, started;
-    int ops;                   /* io_uring requests in flight */
-    uint64_t last_rx, last_tx; /* ns: silence detection */
+    int ops;                     /* io_uring requests in flight */
+    uint64_t last_rx, last_ping; /* ns: the failure detector's clock */
+    bool suspect;                /* silent for SUSPECT_BEATS heartbeats (logged once) */
     /* receive */
     struct io_op rx_op;
     uint8_t *rxbuf;
@@ -111,7 +113,7 @@ struct tcp_conn {
 struct tcp_dev {
     struct soft_device *dev;
     int lfd;
-    int timeout_ms;
+    int timeout_ms, heartbeat_ms;
     struct io_op accept_op, cancel_op;
     bool accepting, closing, cancelling, leak;
     struct tcp_conn *conns;
@@ -173,7 +175,7 @@ static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *pe
     }
     c->dev = dev;
     c->fd = fd;
-    c->last_rx = c->last_tx = now_ns();
+    c->last_rx = c->last_ping = now_ns();
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     sock_opts(fd, td(dev)->timeout_ms);
     return c;
@@ -279,7 +281,6 @@ static void tx_kick(struct tcp_conn *c)
     }
     c->tx_niov = n;
     c->tx_first = 0;
-    c->last_tx = now_ns();
     tx_submit(c);
 }
 
@@ -381,6 +382,9 @@ static bool rx_header(struct tcp_conn *c)
             ack(qp, h->addr - qp->acked, INEC_WC_SUCCESS);
         return false;
     case F_PING:
+        control(c, F_PONG, 0, 0, 0, 0);
+        return false;
+    case F_PONG:
         return false;
     case F_NAK:
         if (qp) {
@@ -741,6 +745,39 @@ static void tcp_detach(struct soft_qp *qp)
     engine_wake(dev->eng);
 }
 
+/* ---- failure detector ------------------------------------------------ */
+
+/* Every heartbeat_ms each side sends F_PING, whatever the traffic, and the
+ * other answers every F_PING with an F_PONG at once. So a live peer is heard
+ * from within a heartbeat and a round trip whatever its own settings (its
+ * timeout, its idleness), and each side judges by its own clock: silent for
+ * SUSPECT_BEATS heartbeats it is suspect (logged, nothing else happens: a
+ * busy machine may delay a beat), silent for timeout_ms it is dead and the
+ * connection fails. Any frame from the peer clears a suspicion at once.
+ * True when the connection failed. */
+static bool heartbeat(struct tcp_conn *c, uint64_t now)
+{
+    struct tcp_dev *t = td(c->dev);
+    if (c->dead || !c->started)
+        return false;
+    uint64_t beat = (uint64_t)t->heartbeat_ms * 1000000u;
+    uint64_t silent = now > c->last_rx ? now - c->last_rx : 0;
+    if (silent > (uint64_t)t->timeout_ms * 1000000u) {
+        conn_fail(c, "peer silent");
+        return true;
+    }
+    bool suspect = silent > SUSPECT_BEATS * beat;
+    if (suspect != c->suspect && !t->closing)
+        inec_log(INEC_LOG_INFO, "inec", "tcp peer=%s %s silent_ms=%llu", c->peer,
+                 suspect ? "suspect" : "heard again", (unsigned long long)(silent / 1000000u));
+    c->suspect = suspect;
+    if (now - c->last_ping >= beat) {
+        control(c, F_PING, 0, 0, 0, 0);
+        c->last_ping = now;
+    }
+    return false;
+}
+
 /* ---- the engine's part ----------------------------------------------- */
 
 static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
@@ -815,13 +852,7 @@ static bool tcp_pass(struct soft_device *dev)
             conn_start(c);
             progress = true;
         }
-        uint64_t now = now_ns(), tmo = (uint64_t)t->timeout_ms * 1000000u;
-        if (!c->dead && now - c->last_rx > tmo) {
-            conn_fail(c, "peer silent");
-            progress = true;
-        } else if (!c->dead && !c->tx_head && now - c->last_tx > tmo / 4) {
-            control(c, F_PING, 0, 0, 0, 0);
-        }
+        progress |= heartbeat(c, now_ns());
         tx_kick(c);
         p = &c->next;
     }
@@ -864,6 +895,18 @@ static int tcp_init(struct soft_device *dev, const char *options)
         }
         t->timeout_ms = (int)v;
     }
+    /* Default: ten beats per timeout, at most a second apart. */
+    t->heartbeat_ms = t->timeout_ms / 10 < 1000 ? t->timeout_ms / 10 : 1000;
+    if (soft_opt(options, "heartbeat_ms", tmo, sizeof(tmo))) {
+        char *end;
+        long v = strtol(tmo, &end, 10);
+        if (*end || v < 10 || v * SUSPECT_BEATS > t->timeout_ms) {
+            free(t);
+            return inec_fail(-EINVAL, "tcp: heartbeat_ms must be 10..timeout_ms/%d, not '%s'",
+                             SUSPECT_BEATS, tmo);
+        }
+        t->heartbeat_ms = (int)v;
+    }
     struct sockaddr_in sa;
     if (parse_hostport(val, &sa)) {
         free(t);
@@ -885,7 +928,7 @@ static int tcp_init(struct soft_device *dev, const char *options)
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
     snprintf(dev->base.addr, sizeof(dev->base.addr), "tcp:%s:%u", ip, ntohs(sa.sin_port));
     dev->tr_state = t;
-    dev->tick_ms = t->timeout_ms / 4;
+    dev->tick_ms = t->heartbeat_ms / 2; /* beats go out at most half a beat late */
     t->dev = dev;
     t->accept_op.cb = accept_done;
     t->cancel_op.cb = cancel_done;

@@ -1,0 +1,85 @@
+/*
+ * The repair service, internal to the object layer (repair.c, repair_queue.c,
+ * scanner.c; objects.c and cluster.c call in through these functions).
+ *
+ * Pieces:
+ *   queue    durable, on the nodes: one metadata record per degraded stripe in
+ *            the store bucket ".repair" (replicated like every record), so a
+ *            stripe noticed by a gateway that then died is still repaired by
+ *            the next one. Keys sort the stripes with the most lost chunks
+ *            first. Reports from reads and degraded writes are buffered for a
+ *            moment and flushed by the worker (a crash then loses at most the
+ *            reports of that moment, which the scanner finds again).
+ *   worker   drains the queue: each stripe's lost chunks are rebuilt by the
+ *            pool's repair DEG node to node (one loss: PPR, more or large
+ *            chunks: ECPipe, or what the pool's scheme says), stored on new
+ *            homes chosen by placement, then the object record is updated by
+ *            compare-and-set (repair.c).
+ *   scanner  walks every record's layout against the nodes' chunk
+ *            inventories and repair lists, queues what is lost and collects
+ *            orphan chunks (scanner.c).
+ *   admin    node states set through the control API (out = gone for good,
+ *            draining, up) and the repair settings (pause, throttle) live in
+ *            the record ".cluster"/"admin" on the nodes, so every gateway
+ *            and every restart sees them.
+ */
+#ifndef INEC_GATEWAY_REPAIR_H
+#define INEC_GATEWAY_REPAIR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct gw_objects;
+
+#define GW_REPAIR_BUCKET ".repair"
+#define GW_ADMIN_BUCKET  ".cluster"
+#define GW_ADMIN_KEY     "admin"
+
+/* Starts the worker and the scanner; opts is the "repair" section of the
+ * gateway options (may be NULL). */
+int gw_repair_start(struct gw_objects *o, const json_t *opts);
+/* Stops both threads (a repair in progress finishes first). */
+void gw_repair_stop(struct gw_objects *o);
+
+/* A degraded stripe seen by a read, a write or the scanner: chunk lost[i]
+ * (on node at[i], may be NULL; why: reason[i]) of the stripe {oid_hex,
+ * stripe} of the record bucket/key, chunk length len. sync: on the nodes
+ * before this returns (else flushed by the worker within a moment). */
+void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, const char *oid_hex,
+                    uint64_t stripe, uint64_t len, const int *lost, const char *const *at,
+                    const char *const *reason, int nlost, bool sync);
+
+/* repair_queue.c: the durable queue. */
+int gw_rq_put(struct gw_objects *o, json_t *entry); /* entry: as gw_repair_note makes it */
+/* Every entry in key order (most losses first); cb returns non-zero to stop. */
+int gw_rq_list(struct gw_objects *o, int (*cb)(const char *qkey, json_t *entry, void *arg),
+               void *arg);
+int gw_rq_remove(struct gw_objects *o, const char *qkey);
+/* The queue key of an entry. */
+void gw_rq_key(const json_t *entry, char *out, size_t outlen);
+
+/* scanner.c */
+void *gw_scanner_main(void *arg);
+/* Asks the scanner for a walk now. */
+void gw_scanner_kick(struct gw_objects *o);
+
+/* repair.c, for the scanner: node i counts as lost (out, or down past the
+ * configured time); node i may take new chunks. */
+bool gw_repair_node_lost(struct gw_objects *o, int node);
+bool gw_repair_node_usable(struct gw_objects *o, int node);
+/* The records moved to the homes of members excl[] leaves out: from now on
+ * they are the metadata homes (persisted in the admin record). */
+int gw_repair_meta_migrated(struct gw_objects *o, const bool *excl);
+/* A scrub of every node is due (scrub_interval_ms passed, or one was asked
+ * for); true marks it done now. */
+bool gw_repair_scrub_due(struct gw_objects *o);
+/* The scanner's sleep: false when the service stops. */
+bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms);
+bool gw_repair_stopping(struct gw_objects *o);
+/* Scan results for status and metrics. */
+void gw_repair_scan_done(struct gw_objects *o, const uint64_t *degraded_by_lost, int maxlost,
+                         uint64_t stripes, uint64_t orphans_deleted, int64_t duration_ms);
+
+#endif

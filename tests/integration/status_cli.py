@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""`inec status` against real gateways. An `inec server`: found from its data
+directory alone (endpoint and token in credentials.json), HEALTH_OK with nine
+nodes up in the table and in --json, rates that show uploads, -w redrawing,
+and one clear line and exit 1 for a wrong token or a gateway that is not
+there. `inec gateway` in front of nine node processes: one node SIGKILLed is
+HEALTH_WARN naming it, four are HEALTH_ERR (more lost than RS(6,3) tolerates).
+argv[1]: the inec binary."""
+import atexit
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inec_server import InecCluster, InecServer  # noqa: E402
+
+import boto3
+from botocore.config import Config
+
+INEC = sys.argv[1]
+
+
+def status(*args, env=None):
+    e = dict(os.environ)
+    for k in ("INEC_ADMIN_ENDPOINT", "INEC_ADMIN_TOKEN", "INEC_DATA"):
+        e.pop(k, None)
+    e.update(env or {})
+    return subprocess.run([INEC, "status", *args], capture_output=True, text=True, timeout=60,
+                          env=e)
+
+
+def expect(srv, cond, msg, r=None):
+    if not cond:
+        srv.fail(msg + ("" if r is None else "\nrc=%d\nstdout:\n%s\nstderr:\n%s"
+                        % (r.returncode, r.stdout, r.stderr)))
+
+
+def s3_client(srv):
+    return boto3.client("s3", endpoint_url=srv.endpoint, region_name="us-east-1",
+                        aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
+                        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
+                                      s3={"addressing_style": "path"}))
+
+
+srv = InecServer(INEC)
+atexit.register(lambda: srv.proc.poll() is None and srv.proc.kill())  # a traceback, too
+r = status("--data", srv.data)
+expect(srv, r.returncode == 0 and r.stdout.startswith("health: HEALTH_OK"),
+       "status from the data directory", r)
+expect(srv, r.stdout.count(" up ") >= 9 and "rs:k=6,m=3" in r.stdout, "nodes and pools", r)
+# The environment and flags name the gateway as well as the data directory does.
+r = status(env={"INEC_ADMIN_ENDPOINT": srv.admin, "INEC_ADMIN_TOKEN": srv.token})
+expect(srv, r.returncode == 0 and "HEALTH_OK" in r.stdout, "status from the environment", r)
+r = status("--json", "--endpoint", srv.admin, "--token", srv.token)
+doc = json.loads(r.stdout)
+expect(srv, doc["health"]["status"] == "HEALTH_OK" and doc["health"]["checks"] == []
+       and len(doc["cluster"]["nodes"]) == 9 and all(n["up"] for n in doc["cluster"]["nodes"]),
+       "status --json", r)
+
+s3 = s3_client(srv)
+s3.create_bucket(Bucket="status")
+for i in range(4):
+    s3.put_object(Bucket="status", Key="k%d" % i, Body=os.urandom(1 << 20))
+deadline = time.monotonic() + 30
+while True:
+    doc = json.loads(status("--json", "--data", srv.data).stdout)
+    rates = doc["rates"]
+    if rates["requests_per_s"] > 0 and rates["received_bytes_per_s"] > 0:
+        break
+    expect(srv, time.monotonic() < deadline, "no rates after uploads: %r" % rates)
+    time.sleep(0.5)
+r = status("--data", srv.data)
+expect(srv, "requests/s" in r.stdout and "MiB" in r.stdout, "rates and sizes in human units", r)
+
+# Errors: a wrong token, nothing listening, no token at all.
+r = status("--endpoint", srv.admin, "--token", "wrong")
+expect(srv, r.returncode == 1 and "refused the admin token" in r.stderr and not r.stdout,
+       "a wrong token", r)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+free = s.getsockname()[1]
+s.close()
+r = status("--endpoint", "http://127.0.0.1:%d" % free, "--token", "x")
+expect(srv, r.returncode == 1 and "cannot reach the control API" in r.stderr, "no gateway", r)
+r = status("--data", os.path.join(srv.dir, "nowhere"))
+expect(srv, r.returncode == 2 and "no admin token" in r.stderr, "no token", r)
+
+# -w redraws until interrupted.
+p = subprocess.Popen([INEC, "status", "-w", "0.5", "--data", srv.data], stdout=subprocess.PIPE,
+                     text=True)
+time.sleep(3)
+p.terminate()
+out = p.communicate(timeout=30)[0]
+expect(srv, out.count("health: HEALTH_OK") >= 2, "-w printed:\n" + out)
+srv.stop()
+
+cl = InecCluster(INEC)
+nodes = cl.nodes()
+cl.kill_node(nodes[2])
+r = status("--endpoint", cl.admin, "--token", cl.token)
+expect(cl, r.returncode == 0 and r.stdout.startswith("health: HEALTH_WARN")
+       and "NODE_DOWN: 1 of 9 nodes down: %s" % nodes[2] in r.stdout, "one node down", r)
+for n in nodes[3:6]:
+    cl.kill_node(n)
+r = status("--endpoint", cl.admin, "--token", cl.token, "--json")
+doc = json.loads(r.stdout)
+codes = {c["code"]: c["severity"] for c in doc["health"]["checks"]}
+expect(cl, doc["health"]["status"] == "HEALTH_ERR" and codes.get("POOL_UNAVAILABLE") == "ERR"
+       and codes.get("NODE_DOWN") == "WARN", "four nodes down", r)
+cl.stop()
+print("status_cli: ok")
