@@ -3,7 +3,8 @@
 cluster (RS(5,3)), a node removed for good is rebuilt elsewhere under a
 throttle chosen so the run takes about 70 s; the ETA reported at several
 points of the run is within 20% of the time the run really took from there,
-and stripes/bytes done grow to their totals. Slow by design (the issue asks
+and stripes/bytes done grow to their totals (samples with less than 10 s to go
+are not judged: the end is only observed to the second). Slow by design (the issue asks
 for a run of at least 60 s); it mostly sleeps: the throttle paces repair.
 argv[1]: the inec binary."""
 import concurrent.futures
@@ -88,9 +89,12 @@ end = time.monotonic()
 took = end - t0
 if took < 60:
     fail("the run took %.1f s, the ETA check needs at least 60" % took)
-if len(samples) < 4:
-    fail("too few ETA samples: %s" % samples)
-for t, eta, done, tot in samples:
+# Within the last 10 s the end is only seen to the second (1 s polls, 1 s scans),
+# which alone is more than 20% of what is left: those samples say nothing.
+judged = [s for s in samples if end - s[0] >= 10]
+if len(judged) < 4:
+    fail("too few ETA samples with 10 s or more to go: %s" % samples)
+for t, eta, done, tot in judged:
     real = end - t
     if abs(eta - real) > 0.2 * real:
         fail("ETA %.1f s at +%.1f s, the run really ended %.1f s later (samples %s)"
