@@ -5,13 +5,60 @@
 #ifndef INEC_BENCH_H
 #define INEC_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 /* Seconds on CLOCK_MONOTONIC. */
 double bench_now(void);
 /* "4096", "64K", "1M", "1MiB", "2G" -> bytes in [1, max]; -1 when malformed. */
 int bench_parse_size(const char *s, uint64_t max, uint64_t *out);
+/*
+ * The flags every benchmark shares, parsed one way (`name` is the benchmark's,
+ * for the error line on stderr; each returns -1 after printing it):
+ *   --size S[,S...]   sizes with K/M/G suffixes, each in [1, max]: the count
+ *   --clients N[,N]   plain counts in [1, max]: the count
+ *   --seconds S       a time budget in (0, max]
+ */
+int bench_parse_size_list(const char *name, const char *list, uint64_t max, uint64_t *out, int cap);
+int bench_parse_count_list(const char *name, const char *flag, const char *list, uint64_t max,
+                           uint64_t *out, int cap);
+int bench_parse_seconds(const char *name, const char *v, double max, double *out);
+/* Prints a --json document (indented, one trailing newline) and frees it. */
+void bench_json_print(json_t *doc);
+
+/* One curve of a --plot: n points (x[i], y[i]); dashed for a baseline. */
+struct bench_series {
+    char title[96];
+    int n;
+    double *x, *y;
+    bool dashed;
+    int color; /* gnuplot line colour index, 1.. */
+};
+/*
+ * Draws the curves into a PNG with gnuplot (gnuplot-nox, pngcairo); axes
+ * linear unless scales says BENCH_LOG2_X (a size axis: log2, K/M suffixes)
+ * or BENCH_LOG_Y. Returns 0, or -errno / -EIO when gnuplot is missing or fails.
+ */
+enum { BENCH_LOG2_X = 1, BENCH_LOG_Y = 2 };
+int bench_plot(const char *file, const char *title, const char *xlabel, const char *ylabel,
+               int scales, const struct bench_series *s, int ns);
+/*
+ * The same from a benchmark's --json rows: one curve per field of ys[] (named
+ * ynames[] in the key; the first nsolid are ours, drawn solid, the rest are
+ * baselines, dashed) and per group (the distinct values of the fields named
+ * in group[], e.g. {"profile"}; one colour each, or one colour per curve when
+ * ngroup is 0), x from the field x.
+ */
+int bench_plot_rows(const char *file, const char *title, const char *xlabel, const char *ylabel,
+                    int scales, json_t *rows, const char *const *group, int ngroup, const char *x,
+                    const char *const *ys, const char *const *ynames, int ny, int nsolid);
+/* Appends (x, y) to a series (grows its arrays); -ENOMEM on failure. */
+int bench_series_add(struct bench_series *s, double x, double y);
+void bench_series_free(struct bench_series *s, int ns);
+
 /* Removes a directory tree (a benchmark's scratch data). */
 void bench_rmtree(const char *dir);
 /* 4096 -> "4K", 1048576 -> "1M", 1000 -> "1000". */

@@ -99,13 +99,14 @@ static void measure(const struct work *a, const struct work *b, double min_time,
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: inec bench codec [--profile P]... [--sizes S,S,...] [--time SEC]\n"
-               "                        [--quick] [--json]\n\n"
+    fprintf(f, "usage: inec bench codec [--profile P]... [--size S,S,...] [--seconds SEC]\n"
+               "                        [--quick] [--json] [--plot FILE.png]\n\n"
                "Encode and one-chunk decode bandwidth per profile and chunk size, against raw\n"
                "ISA-L doing the same work in the same run (ratio = ours / raw). Defaults: RS\n"
                "(3,2) (6,3) (12,4), LRC (4,2,2) (6,2,2) (12,2,2); chunks 128 B to 16 MiB in\n"
-               "powers of 4 (and 16M); --time 0.2 s per side per cell. --quick: 4K,64K,1M\n"
-               "at 0.05 s. Sizes take K and M suffixes. GB/s = 1e9 bytes/s.\n"
+               "powers of 4 (and 16M); --seconds 0.2 per side per cell. --quick: 4K,64K,1M\n"
+               "at 0.05 s. Sizes take K/M/G suffixes. GB/s = 1e9 bytes/s. --plot draws\n"
+               "encode and decode bandwidth against chunk size, raw ISA-L dashed.\n"
                "  enc = m*chunk/time (parity out), dec = chunk/time (rebuilt chunk out),\n"
                "  in = bytes read per second, vsRS = LRC encode / RS(k, l+r) encode.\n"
                "  dec uses a plan made once; dec-api is codec_decode, planning every call.\n");
@@ -251,7 +252,7 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
         double vs_rs = rs ? cl.rs_enc / cl.enc : 0, dec_api = L / cl.dec_api / gb;
         char st[32];
         bench_size_text(len, st, sizeof(st));
-        if (json) {
+        {
             json_t *row = json_pack(
                 "{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:f}", "profile", ptext,
                 "chunk_bytes", (json_int_t)len, "encode_gbps", enc, "encode_in_gbps", enc_in,
@@ -261,7 +262,8 @@ static int bench_profile(const char *ptext, const size_t *sizes, int nsizes, dou
             if (rs)
                 json_object_set_new(row, "lrc_vs_rs_encode", json_real(vs_rs));
             json_array_append_new(rows, row);
-        } else {
+        }
+        if (!json) {
             char vs[16] = "-";
             if (rs)
                 snprintf(vs, sizeof(vs), "%.3f", vs_rs);
@@ -294,6 +296,7 @@ int bench_codec(int argc, char **argv)
     size_t sizes[MAX_SIZES];
     double min_time = 0.2;
     bool json = false, quick = false, timed = false;
+    const char *plot_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -311,26 +314,21 @@ int bench_codec(int argc, char **argv)
             }
             profiles[nprofiles++] = v;
             i++;
-        } else if (strcmp(a, "--sizes") == 0 && v) {
-            char *copy = strdup(v), *save = NULL;
-            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                uint64_t size;
-                if (nsizes == MAX_SIZES || bench_parse_size(t, (uint64_t)1 << 30, &size) < 0) {
-                    fprintf(stderr, "inec bench codec: bad size '%s' (1..1G, K/M suffix)\n", t);
-                    free(copy);
-                    return 2;
-                }
-                sizes[nsizes++] = (size_t)size;
-            }
-            free(copy);
-            i++;
-        } else if (strcmp(a, "--time") == 0 && v) {
-            min_time = atof(v);
-            timed = true;
-            if (!(min_time > 0 && min_time <= 60)) {
-                fprintf(stderr, "inec bench codec: bad --time '%s'\n", v);
+        } else if (strcmp(a, "--size") == 0 && v) {
+            uint64_t chosen[MAX_SIZES];
+            if ((nsizes = bench_parse_size_list("codec", v, (uint64_t)1 << 30, chosen, MAX_SIZES)) <
+                0)
                 return 2;
-            }
+            for (int s = 0; s < nsizes; s++)
+                sizes[s] = (size_t)chosen[s];
+            i++;
+        } else if (strcmp(a, "--seconds") == 0 && v) {
+            if (bench_parse_seconds("codec", v, 60, &min_time) < 0)
+                return 2;
+            timed = true;
+            i++;
+        } else if (strcmp(a, "--plot") == 0 && v) {
+            plot_file = v;
             i++;
         } else {
             fprintf(stderr, "inec bench codec: unknown or incomplete option '%s'\n", a);
@@ -352,7 +350,7 @@ int bench_codec(int argc, char **argv)
         for (size_t i = 0; i < sizeof(default_profiles) / sizeof(default_profiles[0]); i++)
             profiles[nprofiles++] = default_profiles[i];
 
-    json_t *rows = json ? json_array() : NULL;
+    json_t *rows = json_array();
     if (!json)
         printf("%-17s %6s %8s %8s %8s %6s %8s %8s %8s %6s %8s %6s\n", "profile", "chunk", "enc",
                "enc-in", "raw-enc", "ratio", "dec", "dec-in", "raw-dec", "ratio", "dec-api",
@@ -360,16 +358,22 @@ int bench_codec(int argc, char **argv)
     int rc = 0;
     for (int p = 0; p < nprofiles && rc == 0; p++)
         rc = bench_profile(profiles[p], sizes, nsizes, min_time, json, rows);
-    if (json) {
-        if (rc == 0) {
-            json_t *doc = json_pack("{s:s, s:f, s:o}", "bench", "codec", "time_per_side", min_time,
-                                    "results", rows);
-            json_dumpf(doc, stdout, JSON_INDENT(2));
-            printf("\n");
-            json_decref(doc);
-        } else {
-            json_decref(rows);
+    if (rc == 0 && plot_file) {
+        static const char *const group[] = {"profile"};
+        static const char *const ys[] = {"encode_gbps", "decode_gbps", "raw_encode_gbps",
+                                         "raw_decode_gbps"};
+        static const char *const names[] = {"encode", "decode", "raw ISA-L encode",
+                                            "raw ISA-L decode"};
+        if (bench_plot_rows(plot_file, "inec bench codec: ours (solid) vs raw ISA-L (dashed)",
+                            "chunk size (bytes)", "GB/s", BENCH_LOG2_X, rows, group, 1,
+                            "chunk_bytes", ys, names, 4, 2) < 0) {
+            fprintf(stderr, "inec bench codec: gnuplot failed writing %s\n", plot_file);
+            rc = -EIO;
         }
     }
+    if (json && rc == 0)
+        bench_json_print(
+            json_pack("{s:s, s:f, s:O}", "bench", "codec", "seconds", min_time, "results", rows));
+    json_decref(rows);
     return rc == 0 ? 0 : 1;
 }

@@ -49,6 +49,7 @@ static const struct job quick_jobs[] = {
 static const size_t full_sizes[] = {128,    512,    2048,    8192,    32768,
                                     131072, 524288, 2097152, 8388608, 16777216};
 static const size_t quick_sizes[] = {4096, 65536, 1048576};
+enum { MAX_SIZES = 16 };
 
 struct stats {
     double p50, p95, p99; /* microseconds */
@@ -145,50 +146,42 @@ static void size_text(size_t s, char *buf, size_t len)
 
 static int plot(const char *file, const struct row *rows, int nrows)
 {
-    FILE *gp = popen("gnuplot", "w");
-    if (!gp)
-        return -errno;
-    fprintf(gp,
-            "set terminal pngcairo size 1200,800\nset output '%s'\n"
-            "set logscale x 2\nset format x \"%%.0b%%B\"\nset xlabel 'chunk size (bytes)'\n"
-            "set ylabel 'bandwidth (MB/s)'\nset key outside right\n"
-            "set title 'inec bench ec: coherent (solid) vs incoherent (dashed)'\nplot ",
-            file);
-    /* One line per graph and mode; a graph is a run of rows of one job. */
-    int nlines = 0;
-    for (int i = 0; i < nrows; i++) {
-        if (i && rows[i].profile == rows[i - 1].profile && rows[i].op == rows[i - 1].op)
-            continue;
-        for (int mode = 0; mode < 2; mode++, nlines++)
-            fprintf(gp, "%s'-' with linespoints dt %d lc %d title '%s %s %s'", nlines ? ", " : "",
-                    mode ? 2 : 1, nlines / 2 + 1, rows[i].profile,
-                    rows[i].op == DEG_OP_ENCODE ? "encode" : "decode",
-                    mode ? "incoherent" : "coherent");
-    }
-    fprintf(gp, "\n");
-    for (int i = 0; i < nrows;) {
-        int j = i;
-        while (j < nrows && rows[j].profile == rows[i].profile && rows[j].op == rows[i].op)
-            j++;
-        for (int mode = 0; mode < 2; mode++) {
-            for (int r = i; r < j; r++)
-                fprintf(gp, "%zu %.3f\n", rows[r].size, rows[r].mode[mode].mbps);
-            fprintf(gp, "e\n");
+    /* One curve per graph (a run of rows of one job) and mode. */
+    struct bench_series *ser = calloc((size_t)(2 * nrows), sizeof(*ser));
+    int ns = 0, rc = ser ? 0 : -ENOMEM;
+    for (int i = 0; i < nrows && rc == 0; i++) {
+        bool first = !i || rows[i].profile != rows[i - 1].profile || rows[i].op != rows[i - 1].op;
+        if (first) {
+            for (int mode = 0; mode < 2; mode++) {
+                snprintf(ser[ns + mode].title, sizeof(ser[ns + mode].title), "%s %s %s",
+                         rows[i].profile, rows[i].op == DEG_OP_ENCODE ? "encode" : "decode",
+                         mode ? "incoherent" : "coherent");
+                ser[ns + mode].dashed = mode;
+                ser[ns + mode].color = ns / 2 + 1;
+            }
+            ns += 2;
         }
-        i = j;
+        for (int mode = 0; mode < 2 && rc == 0; mode++)
+            rc = bench_series_add(&ser[ns - 2 + mode], (double)rows[i].size,
+                                  rows[i].mode[mode].mbps);
     }
-    int rc = pclose(gp);
-    return rc == 0 ? 0 : -EIO;
+    if (rc == 0)
+        rc = bench_plot(file, "inec bench ec: coherent (solid) vs incoherent (dashed)",
+                        "chunk size (bytes)", "bandwidth (MB/s)", BENCH_LOG2_X, ser, ns);
+    bench_series_free(ser, ns);
+    free(ser);
+    return rc;
 }
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: inec bench ec [--quick] [--json] [--plot FILE.png] [--scheme NAME]\n"
-                 "                     [--op encode|decode] [--size BYTES] [--seconds S]\n"
+                 "                     [--op encode|decode] [--size S,S,...] [--seconds S]\n"
                  "                     [--profile P | --scheme NAME --k K --m M]\n\n"
                  "Latency (p50/p95/p99, microseconds per whole graph run) and bandwidth of each\n"
                  "scheme's DEG on in-process devices, coherent vs incoherent. --scheme keeps the\n"
-                 "profiles of one scheme (rs, lrc, ppr, ecpipe, tri); --size runs one chunk size;\n"
+                 "profiles of one scheme (rs, lrc, ppr, ecpipe, tri); --size picks the chunk\n"
+                 "sizes (K/M suffixes, up to 64M; default 128 B..16M, --quick 4K,64K,1M);\n"
                  "--seconds is the time budget per measurement (default 0.2, --quick 0.05).\n"
                  "--profile (e.g. lrc:k=6,l=2,r=2), or --scheme with --k and --m, runs one\n"
                  "configuration, encode and decode.\n");
@@ -207,7 +200,8 @@ int bench_ec(int argc, char **argv)
     bool quick = false, json = false;
     const char *plot_file = NULL, *scheme = NULL, *op = NULL, *profile = NULL;
     int k = 0, m = 0;
-    size_t one_size = 0;
+    uint64_t chosen[MAX_SIZES];
+    int nchosen = 0;
     double seconds = -1;
     int c;
     optind = 1;
@@ -229,10 +223,13 @@ int bench_ec(int argc, char **argv)
             op = optarg;
             break;
         case 'z':
-            one_size = strtoul(optarg, NULL, 10);
+            if ((nchosen = bench_parse_size_list("ec", optarg, (uint64_t)64 << 20, chosen,
+                                                 MAX_SIZES)) < 0)
+                return 2;
             break;
         case 't':
-            seconds = strtod(optarg, NULL);
+            if (bench_parse_seconds("ec", optarg, 600, &seconds) < 0)
+                return 2;
             break;
         case 'P':
             profile = optarg;
@@ -251,8 +248,7 @@ int bench_ec(int argc, char **argv)
             return 2;
         }
     }
-    if ((op && strcmp(op, "encode") && strcmp(op, "decode")) || (one_size == 0 && optind < argc) ||
-        seconds == 0 || (one_size > 0 && one_size > ((size_t)64 << 20))) {
+    if ((op && strcmp(op, "encode") && strcmp(op, "decode")) || optind < argc) {
         usage(stderr);
         return 2;
     }
@@ -276,11 +272,14 @@ int bench_ec(int argc, char **argv)
         jobs = one_jobs;
         njobs = 2;
     }
-    const size_t *sizes = quick ? quick_sizes : full_sizes;
-    int nsizes = quick ? 3 : (int)(sizeof(full_sizes) / sizeof(*sizes));
-    if (one_size) {
-        sizes = &one_size;
-        nsizes = 1;
+    size_t sizes[MAX_SIZES];
+    int nsizes = quick ? 3 : (int)(sizeof(full_sizes) / sizeof(*full_sizes));
+    for (int i = 0; i < nsizes; i++)
+        sizes[i] = quick ? quick_sizes[i] : full_sizes[i];
+    if (nchosen) {
+        nsizes = nchosen;
+        for (int i = 0; i < nsizes; i++)
+            sizes[i] = (size_t)chosen[i];
     }
     enum { MAX_ITERS = 2000 };
     double *lat = malloc(MAX_ITERS * sizeof(double));
@@ -354,7 +353,8 @@ int bench_ec(int argc, char **argv)
     if (!lat || !rows)
         rc = -ENOMEM;
     if (rc == 0 && json) {
-        json_t *arr = json_array();
+        json_t *arr = json_array(),
+               *doc = json_pack("{s:s,s:f,s:o}", "bench", "ec", "seconds", seconds, "results", arr);
         for (int i = 0; i < nrows; i++) {
             const struct row *rw = &rows[i];
             json_t *o = json_pack("{s:s,s:s,s:I}", "profile", rw->profile, "op",
@@ -368,9 +368,7 @@ int bench_ec(int argc, char **argv)
             json_object_set_new(o, "ratio", json_real(rw->mode[0].mbps / rw->mode[1].mbps));
             json_array_append_new(arr, o);
         }
-        json_dumpf(arr, stdout, JSON_INDENT(1));
-        putchar('\n');
-        json_decref(arr);
+        bench_json_print(doc);
     }
     if (rc == 0 && plot_file && (rc = plot(plot_file, rows, nrows)))
         snprintf(err, sizeof(err), "gnuplot failed writing %s", plot_file);

@@ -81,18 +81,23 @@ static double encode_once(const struct codec *c, const uint8_t *body, size_t siz
 static void usage(FILE *f)
 {
     fprintf(f, "usage: inec bench objects [--quick] [--json] [--dir DIR] [--reps N]\n"
+               "                          [--size S,S,...]\n"
                "  object PUT/GET through an embedded cluster (RS(6,3), 1 MiB chunks) vs GET and\n"
-               "  vs raw RS encode of the same bytes; sizes 4 KiB, 1 MiB, 64 MiB (--quick: 16 "
-               "MiB)\n");
+               "  vs raw RS encode of the same bytes; --size: object sizes, K/M/G suffixes\n"
+               "  (default 4K,1M,64M; --quick 4K,1M,16M)\n");
 }
 
 int bench_objects(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"quick", no_argument, NULL, 'q'},     {"json", no_argument, NULL, 'j'},
-        {"dir", required_argument, NULL, 'd'}, {"reps", required_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
-    int quick = 0, json = 0, reps = 5, ch;
+    static const struct option lo[] = {{"quick", no_argument, NULL, 'q'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"dir", required_argument, NULL, 'd'},
+                                       {"reps", required_argument, NULL, 'r'},
+                                       {"size", required_argument, NULL, 's'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    int quick = 0, json = 0, reps = 5, ch, nsizes = 0;
+    uint64_t sizes[8];
     char dir[256] = "";
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -108,6 +113,11 @@ int bench_objects(int argc, char **argv)
             break;
         case 'r':
             reps = atoi(optarg) > 0 ? atoi(optarg) : 1;
+            break;
+        case 's':
+            if ((nsizes = bench_parse_size_list("objects", optarg, (uint64_t)1 << 30, sizes, 8)) <
+                0)
+                return 2;
             break;
         case 'h':
             usage(stdout);
@@ -136,8 +146,14 @@ int bench_objects(int argc, char **argv)
         rc = codec_create(&prof, &c, msg, sizeof(msg));
     if (rc == 0 && (rc = gw_bucket_create(o, "bench")) == -EEXIST)
         rc = 0;
-    const size_t sizes[] = {4096, 1 << 20, quick ? 16 << 20 : 64 << 20};
-    size_t max = sizes[2];
+    if (!nsizes) {
+        const uint64_t d[] = {4096, 1 << 20, quick ? 16 << 20 : 64 << 20};
+        memcpy(sizes, d, sizeof(d));
+        nsizes = 3;
+    }
+    size_t max = 0;
+    for (int s = 0; s < nsizes; s++)
+        max = sizes[s] > max ? (size_t)sizes[s] : max;
     uint8_t *body = malloc(max), *back = malloc(max), *work = malloc(9 << 20);
     if (!body || !back || !work)
         rc = -ENOMEM;
@@ -146,9 +162,8 @@ int bench_objects(int argc, char **argv)
     if (!json && rc == 0)
         printf("%-9s %10s %9s %10s %9s %10s %8s %8s\n", "size", "put_ms", "put_MB/s", "get_ms",
                "get_MB/s", "enc_MB/s", "put/get", "put/enc");
-    else if (rc == 0)
-        printf("[");
-    for (int s = 0; rc == 0 && s < 3; s++) {
+    json_t *rows = json_array();
+    for (int s = 0; rc == 0 && s < nsizes; s++) {
         size_t size = sizes[s];
         int n = size > (8 << 20) ? (quick ? 2 : 3) : reps * (size < 65536 ? 4 : 1);
         double pt[64], gt[64], et[64];
@@ -168,16 +183,19 @@ int bench_objects(int argc, char **argv)
         if (rc)
             break;
         double p = median(pt, n), g = median(gt, n), e = median(et, n);
-        if (json)
-            printf("%s{\"size\":%zu,\"put_ms\":%.3f,\"get_ms\":%.3f,\"encode_ms\":%.3f}",
-                   s ? "," : "", size, p * 1e3, g * 1e3, e * 1e3);
-        else
+        json_array_append_new(rows,
+                              json_pack("{s:I,s:f,s:f,s:f,s:f,s:f}", "size_bytes", (json_int_t)size,
+                                        "put_ms", p * 1e3, "get_ms", g * 1e3, "encode_ms", e * 1e3,
+                                        "put_over_get", p / g, "put_over_encode", p / e));
+        if (!json)
             printf("%-9zu %10.2f %9.1f %10.2f %9.1f %10.1f %8.2f %8.2f\n", size, p * 1e3,
                    (double)size / p / 1e6, g * 1e3, (double)size / g / 1e6, (double)size / e / 1e6,
                    p / g, p / e);
     }
     if (json && rc == 0)
-        printf("]\n");
+        bench_json_print(json_pack("{s:s,s:s,s:O}", "bench", "objects", "profile", "rs:k=6,m=3",
+                                   "results", rows));
+    json_decref(rows);
     free(body);
     free(back);
     free(work);

@@ -424,7 +424,7 @@ static double time_xfer(struct rig *r, struct raw_tcp *t, enum prim p, size_t le
 }
 
 static int bench_transport(const char *transport, const size_t *sizes, int nsizes,
-                           const struct opts *o, int *first)
+                           const struct opts *o, json_t *rows)
 {
     struct rig r;
     struct raw_tcp raw = {.tx = -1, .rx = -1};
@@ -450,18 +450,17 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
                    vs_xfer = xfer.p50 / coh.p50, vs_floor = (xfer.p50 + calc.p50) / coh.p50;
             char sz[32];
             bench_size_text(len, sz, sizeof(sz));
-            if (o->json) {
-                printf(
-                    "%s\n    {\"transport\": \"%s\", \"primitive\": \"%s\", \"chunk_bytes\": %zu, "
-                    "\"coherent_us\": {\"p50\": %.2f, \"p95\": %.2f, \"p99\": %.2f}, "
-                    "\"incoherent_us\": {\"p50\": %.2f, \"p95\": %.2f, \"p99\": %.2f}, "
-                    "\"incoherent_over_coherent\": %.3f, \"coherent_mbps\": %.1f, "
-                    "\"raw_xfer_us\": %.2f, \"raw_calc_us\": %.2f, \"xfer_over_coherent\": "
-                    "%.3f}",
-                    *first ? "" : ",", transport, prim_names[p], len, coh.p50 * 1e6, coh.p95 * 1e6,
-                    coh.p99 * 1e6, inc.p50 * 1e6, inc.p95 * 1e6, inc.p99 * 1e6, ratio, mbps,
-                    xfer.p50 * 1e6, calc.p50 * 1e6, vs_xfer);
-            } else {
+            json_array_append_new(
+                rows,
+                json_pack("{s:s,s:s,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "transport",
+                          transport, "primitive", prim_names[p], "chunk_bytes", (json_int_t)len,
+                          "coherent_p50_us", coh.p50 * 1e6, "coherent_p95_us", coh.p95 * 1e6,
+                          "coherent_p99_us", coh.p99 * 1e6, "incoherent_p50_us", inc.p50 * 1e6,
+                          "incoherent_p95_us", inc.p95 * 1e6, "incoherent_p99_us", inc.p99 * 1e6,
+                          "incoherent_over_coherent", ratio, "coherent_mbps", mbps, "raw_xfer_us",
+                          xfer.p50 * 1e6, "raw_calc_us", calc.p50 * 1e6, "xfer_over_coherent",
+                          vs_xfer));
+            if (!o->json) {
                 printf("%-4s %-13s %5s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %9.1f %9.1f %9.1f "
                        "%7.2f %7.2f\n",
                        transport, prim_names[p], sz, coh.p50 * 1e6, coh.p95 * 1e6, coh.p99 * 1e6,
@@ -469,7 +468,6 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
                        calc.p50 * 1e6, vs_xfer, vs_floor);
             }
             fflush(stdout);
-            *first = 0;
         }
     }
     for (int i = 0; rc == 0 && i < NODES; i++)
@@ -485,13 +483,16 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: inec bench primitive [--quick] [--json] [--transport mem|tcp]\n"
-               "                            [--max-chunk BYTES] [--time SEC] [--iters N]\n"
-               "                            [--engine-threads N]\n\n"
+    fprintf(f, "usage: inec bench primitive [--quick] [--json] [--plot FILE.png]\n"
+               "                            [--transport mem|tcp] [--size S,S,...]\n"
+               "                            [--seconds SEC] [--iters N] [--engine-threads N]\n\n"
                "Latency p50/p95/p99 (us) of ec-send, recv-ec-send and recv-ec, coherent vs\n"
                "incoherent, chunks 128 B .. 16 MiB, with the raw transfer (io_uring TCP or\n"
                "memcpy) and raw ISA-L floors of the same work. inc/coh > 1: coherent is\n"
                "faster; xfer/coh: fraction of the raw transfer's bandwidth reached.\n"
+               "--size: the chunk sizes (K/M suffixes; default 128,1K,8K,64K,512K,1M,4M,16M,\n"
+               "--quick 128,8K,1M); --seconds per cell (0.3, --quick 0.05); --iters N: N runs\n"
+               "per cell instead; --plot: p50 latency against chunk size, incoherent dashed.\n"
                "--engine-threads N: the devices share N engine threads (default: one each).\n");
 }
 
@@ -501,8 +502,10 @@ int bench_primitive(int argc, char **argv)
     static const size_t quick[] = {128, 8192, 1 << 20};
     struct opts o = {.time = 0.3};
     bool is_quick = false;
-    const char *only = NULL;
-    size_t max_chunk = 16u << 20;
+    const char *only = NULL, *plot_file = NULL;
+    uint64_t chosen[16];
+    int nchosen = 0;
+    bool timed = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -512,13 +515,19 @@ int bench_primitive(int argc, char **argv)
             is_quick = true;
         } else if (strcmp(a, "--json") == 0) {
             o.json = true;
+        } else if (strcmp(a, "--plot") == 0 && v) {
+            plot_file = argv[++i];
         } else if (strcmp(a, "--transport") == 0 && v &&
                    (strcmp(v, "mem") == 0 || strcmp(v, "tcp") == 0)) {
             only = argv[++i];
-        } else if (strcmp(a, "--max-chunk") == 0 && v && atol(v) >= 128) {
-            max_chunk = (size_t)atol(argv[++i]);
-        } else if (strcmp(a, "--time") == 0 && v && atof(v) > 0) {
-            o.time = atof(argv[++i]);
+        } else if (strcmp(a, "--size") == 0 && v) {
+            if ((nchosen = bench_parse_size_list("primitive", argv[++i], 64u << 20, chosen, 16)) <
+                0)
+                return 2;
+        } else if (strcmp(a, "--seconds") == 0 && v) {
+            if (bench_parse_seconds("primitive", argv[++i], 600, &o.time) < 0)
+                return 2;
+            timed = true;
         } else if (strcmp(a, "--engine-threads") == 0 && v && atoi(v) >= 0 && atoi(v) <= 64) {
             o.threads = atoi(argv[++i]);
         } else if (strcmp(a, "--iters") == 0 && v && atoi(v) > 0 && atoi(v) <= MAX_ITERS) {
@@ -529,28 +538,43 @@ int bench_primitive(int argc, char **argv)
             return 2;
         }
     }
-    if (is_quick && o.time == 0.3)
+    if (is_quick && !timed)
         o.time = 0.05;
-    const size_t *list = is_quick ? quick : all;
-    int n = is_quick ? 3 : 8, nsizes = 0;
-    size_t sizes[8];
-    for (int i = 0; i < n; i++)
-        if (list[i] <= max_chunk)
-            sizes[nsizes++] = list[i];
-    if (nsizes == 0)
-        sizes[nsizes++] = 128;
-    if (o.json)
-        printf("{\"bench\": \"primitive\", \"rows\": [");
-    else
+    int nsizes = nchosen ? nchosen : is_quick ? 3 : 8;
+    size_t sizes[16];
+    for (int i = 0; i < nsizes; i++)
+        sizes[i] = nchosen ? (size_t)chosen[i] : is_quick ? quick[i] : all[i];
+    /* The rig is sized for the largest chunk, which it expects last. */
+    for (int i = 1; i < nsizes; i++)
+        for (int j = i; j > 0 && sizes[j - 1] > sizes[j]; j--) {
+            size_t t = sizes[j];
+            sizes[j] = sizes[j - 1];
+            sizes[j - 1] = t;
+        }
+    if (!o.json)
         printf("%-4s %-13s %5s %9s %9s %9s %9s %9s %9s %7s %9s %9s %9s %7s %7s\n", "tr",
                "primitive", "chunk", "coh_p50", "coh_p95", "coh_p99", "inc_p50", "inc_p95",
                "inc_p99", "inc/coh", "coh_MB/s", "xfer_us", "calc_us", "xfer/coh", "flr/coh");
-    int first = 1, rc = 0;
+    json_t *rows = json_array();
+    int rc = 0;
     const char *transports[] = {"mem", "tcp"};
     for (int t = 0; t < 2 && rc == 0; t++)
         if (!only || strcmp(only, transports[t]) == 0)
-            rc = bench_transport(transports[t], sizes, nsizes, &o, &first);
-    if (o.json)
-        printf("\n]}\n");
+            rc = bench_transport(transports[t], sizes, nsizes, &o, rows);
+    if (rc == 0 && plot_file) {
+        static const char *const group[] = {"transport", "primitive"};
+        static const char *const ys[] = {"coherent_p50_us", "incoherent_p50_us"};
+        static const char *const names[] = {"coherent", "incoherent"};
+        if (bench_plot_rows(plot_file, "inec bench primitive: p50 latency", "chunk size (bytes)",
+                            "microseconds", BENCH_LOG2_X | BENCH_LOG_Y, rows, group, 2,
+                            "chunk_bytes", ys, names, 2, 1) < 0) {
+            fprintf(stderr, "inec bench primitive: gnuplot failed writing %s\n", plot_file);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && o.json)
+        bench_json_print(json_pack("{s:s,s:f,s:i,s:O}", "bench", "primitive", "seconds", o.time,
+                                   "iters", o.iters, "results", rows));
+    json_decref(rows);
     return rc ? 1 : 0;
 }

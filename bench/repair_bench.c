@@ -200,18 +200,18 @@ static int open_tcp(const char *dir, const char *profile, size_t chunk, json_t *
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: inec bench repair [--quick] [--json] [--objects N] [--chunk SIZE]\n"
+    fprintf(f, "usage: inec bench repair [--quick] [--json] [--objects N] [--size CHUNK]\n"
                "                         [--profile rs:k=6,m=3] [--transport mem|tcp|both]\n"
                "  time to rebuild every chunk of a node removed for good (10 nodes), by the\n"
                "  conventional RS star, PPR and ECPipe, against one chunk's transfer time\n"
-               "  (default: 24 objects of k x 1 MiB; --quick: 8 objects, 256 KiB chunks)\n");
+               "  (default: 24 objects of k chunks of --size 1M; --quick: 8 objects, 256K)\n");
 }
 
 int bench_repair(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"quick", no_argument, NULL, 'q'},         {"json", no_argument, NULL, 'j'},
-        {"objects", required_argument, NULL, 'n'}, {"chunk", required_argument, NULL, 'c'},
+        {"objects", required_argument, NULL, 'n'}, {"size", required_argument, NULL, 'c'},
         {"profile", required_argument, NULL, 'p'}, {"transport", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     int quick = 0, json = 0, nobj = 0, ch;
@@ -230,10 +230,8 @@ int bench_repair(int argc, char **argv)
             nobj = atoi(optarg);
             break;
         case 'c':
-            if (bench_parse_size(optarg, 64u << 20, &chunk)) {
-                usage(stderr);
+            if (bench_parse_size_list("repair", optarg, 64u << 20, &chunk, 1) < 0)
                 return 2;
-            }
             break;
         case 'p':
             profile = optarg;
@@ -270,12 +268,10 @@ int bench_repair(int argc, char **argv)
     static const char *const transports[] = {"mem", "tcp"};
     char msg[512] = "";
     int rc = 0;
-    if (json)
-        printf("[");
-    else
+    json_t *rows = json_array();
+    if (!json)
         printf("%-9s %-7s %7s %9s %11s %11s %8s\n", "transport", "scheme", "chunks", "total_s",
                "per_chunk_ms", "floor_ms", "x_floor");
-    bool first = true;
     for (int t = 0; t < 2 && rc == 0; t++) {
         if (strcmp(transport, "both") && strcmp(transport, transports[t]))
             continue;
@@ -307,16 +303,14 @@ int bench_repair(int argc, char **argv)
             if (rc)
                 break;
             double per = chunks ? secs / chunks : 0;
-            if (json)
-                printf("%s{\"transport\":\"%s\",\"scheme\":\"%s\",\"chunk\":%llu,\"chunks\":%d,"
-                       "\"total_s\":%.4f,\"per_chunk_ms\":%.3f,\"floor_ms\":%.3f,"
-                       "\"x_floor\":%.2f}",
-                       first ? "" : ",", transports[t], schemes[s], (unsigned long long)chunk,
-                       chunks, secs, per * 1e3, fl * 1e3, fl > 0 ? per / fl : 0);
-            else
+            json_array_append_new(rows,
+                                  json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:f}", "transport",
+                                            transports[t], "scheme", schemes[s], "chunks", chunks,
+                                            "total_s", secs, "per_chunk_ms", per * 1e3, "floor_ms",
+                                            fl * 1e3, "x_floor", fl > 0 ? per / fl : 0));
+            if (!json)
                 printf("%-9s %-7s %7d %9.3f %11.2f %11.3f %8.2f\n", transports[t], schemes[s],
                        chunks, secs, per * 1e3, fl * 1e3, fl > 0 ? per / fl : 0);
-            first = false;
             fflush(stdout);
         }
         gw_objects_close(o);
@@ -324,8 +318,11 @@ int bench_repair(int argc, char **argv)
             node_service_stop(svc[i]);
         bench_rmtree(dir);
     }
-    if (json)
-        printf("]\n");
+    if (json && rc == 0)
+        bench_json_print(json_pack("{s:s,s:s,s:I,s:i,s:O}", "bench", "repair", "profile", profile,
+                                   "chunk_bytes", (json_int_t)chunk, "objects", nobj, "results",
+                                   rows));
+    json_decref(rows);
     free(body);
     if (rc) {
         fprintf(stderr, "inec bench repair: %s (%s)\n", msg[0] ? msg : "failed", strerror(-rc));

@@ -482,50 +482,29 @@ static const char *env2(const char *a, const char *b)
     return v && *v ? v : getenv(b);
 }
 
-static int parse_list(const char *what, const char *v, uint64_t *out, int max, bool sizes)
-{
-    char *copy = strdup(v), *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char *end;
-        long c = strtol(t, &end, 10);
-        bool ok = n < max && (sizes ? bench_parse_size(t, (uint64_t)1 << 30, &out[n]) == 0
-                                    : (*end == '\0' && c >= 1 && c <= MAX_CLIENTS));
-        if (!ok) {
-            fprintf(stderr, "inec bench s3: bad %s '%s' (%s)\n", what, t,
-                    sizes ? "1..1G with K/M/G suffix" : "1..64");
-            free(copy);
-            return -1;
-        }
-        if (!sizes)
-            out[n] = (uint64_t)c;
-        n++;
-    }
-    free(copy);
-    return n;
-}
-
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: inec bench s3 [--sizes S,S,...] [--clients N,N,...] [--seconds SEC]\n"
-               "                     [--quick] [--json] [--profile P] [--dir DIR]\n"
-               "                     [--cluster cluster.json | --endpoint HOST:PORT]\n\n"
-               "S3 PUT, GET and degraded GET over HTTP/1.1 keep-alive connections from client\n"
-               "threads (SigV4, UNSIGNED-PAYLOAD; every GET body checked byte for byte), against\n"
-               "a floor in the same run: the same S3 HTTP server with no storage (ratio = inec /\n"
-               "floor MB/s). MB = 1e6 bytes; latencies per request, in ms.\n"
-               "  --sizes     object sizes (4K,64K,1M,16M,64M; --quick 4K,1M,16M)\n"
-               "  --clients   concurrent clients (1,4,16; --quick 1,4)\n"
-               "  --seconds   time per phase per cell (2; --quick 0.3); every client does at\n"
-               "              least one request\n"
-               "  (default)   embedded: gateway + 9 nodes in this process, as `inec server`,\n"
-               "              data in a temporary directory (--dir), profile rs:k=6,m=3\n"
-               "              (--profile); degraded GET stops m nodes\n"
-               "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
-               "              cluster.json, else its data dir's credentials.json)\n"
-               "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
-               "              (or INEC_ACCESS_KEY/INEC_SECRET_KEY), region AWS_DEFAULT_REGION\n"
-               "  Against another process there is no degraded GET (its nodes are not ours).\n");
+    fprintf(f,
+            "usage: inec bench s3 [--size S,S,...] [--clients N,N,...] [--seconds SEC]\n"
+            "                     [--quick] [--json] [--plot FILE.png] [--profile P] [--dir DIR]\n"
+            "                     [--cluster cluster.json | --endpoint HOST:PORT]\n\n"
+            "S3 PUT, GET and degraded GET over HTTP/1.1 keep-alive connections from client\n"
+            "threads (SigV4, UNSIGNED-PAYLOAD; every GET body checked byte for byte), against\n"
+            "a floor in the same run: the same S3 HTTP server with no storage (ratio = inec /\n"
+            "floor MB/s). MB = 1e6 bytes; latencies per request, in ms.\n"
+            "  --size      object sizes (4K,64K,1M,16M,64M; --quick 4K,1M,16M)\n"
+            "  --clients   concurrent clients (1,4,16; --quick 1,4)\n"
+            "  --seconds   time per phase per cell (2; --quick 0.3); every client does at\n"
+            "              least one request\n"
+            "  --plot      MB/s against clients per size and operation, floor dashed\n"
+            "  (default)   embedded: gateway + 9 nodes in this process, as `inec server`,\n"
+            "              data in a temporary directory (--dir), profile rs:k=6,m=3\n"
+            "              (--profile); degraded GET stops m nodes\n"
+            "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
+            "              cluster.json, else its data dir's credentials.json)\n"
+            "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
+            "              (or INEC_ACCESS_KEY/INEC_SECRET_KEY), region AWS_DEFAULT_REGION\n"
+            "  Against another process there is no degraded GET (its nodes are not ours).\n");
 }
 
 /* m of the embedded pool's profile "...,m=M" (how many nodes a stripe may lose). */
@@ -628,25 +607,26 @@ struct cell {
     uint64_t degraded_stripes;
 };
 
-static void print_cell(const struct cell *c, json_t *rows)
+static void print_cell(const struct cell *c, json_t *rows, bool json)
 {
     char sz[24];
     bench_size_text(c->size, sz, sizeof(sz));
     double ratio = c->floor.mbps > 0 ? c->s.mbps / c->floor.mbps : 0;
-    if (rows) {
-        json_t *row =
-            json_pack("{s:I, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-                      "size", (json_int_t)c->size, "clients", c->clients, "op", c->op, "ops",
-                      (json_int_t)c->s.ops, "mbps", c->s.mbps, "ops_per_s", c->s.opss, "p50_ms",
-                      c->s.p50, "p95_ms", c->s.p95, "p99_ms", c->s.p99, "floor_mbps", c->floor.mbps,
-                      "floor_ops_per_s", c->floor.opss, "floor_p50_ms", c->floor.p50,
-                      "floor_p95_ms", c->floor.p95, "floor_p99_ms", c->floor.p99, "ratio", ratio);
+    {
+        json_t *row = json_pack(
+            "{s:s, s:I, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "size_text", sz, "size", (json_int_t)c->size, "clients", c->clients, "op", c->op, "ops",
+            (json_int_t)c->s.ops, "mbps", c->s.mbps, "ops_per_s", c->s.opss, "p50_ms", c->s.p50,
+            "p95_ms", c->s.p95, "p99_ms", c->s.p99, "floor_mbps", c->floor.mbps, "floor_ops_per_s",
+            c->floor.opss, "floor_p50_ms", c->floor.p50, "floor_p95_ms", c->floor.p95,
+            "floor_p99_ms", c->floor.p99, "ratio", ratio);
         if (strcmp(c->op, "GET-degr") == 0)
             json_object_set_new(row, "degraded_stripes",
                                 json_integer((json_int_t)c->degraded_stripes));
         json_array_append_new(rows, row);
-        return;
     }
+    if (json)
+        return;
     char degr[24] = "";
     if (strcmp(c->op, "GET-degr") == 0)
         snprintf(degr, sizeof(degr), " %5.2f", (double)c->degraded_stripes / (double)c->s.ops);
@@ -662,7 +642,7 @@ int bench_s3(int argc, char **argv)
     int nsizes = 0, nclients = 0;
     double seconds = 0;
     bool json = false, quick = false;
-    const char *cluster = NULL, *endpoint = NULL, *dir = NULL, *profile = NULL;
+    const char *cluster = NULL, *endpoint = NULL, *dir = NULL, *profile = NULL, *plot_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -673,22 +653,21 @@ int bench_s3(int argc, char **argv)
             json = true;
         } else if (strcmp(a, "--quick") == 0) {
             quick = true;
-        } else if (strcmp(a, "--sizes") == 0 && v) {
-            if ((nsizes = parse_list("size", v, sizes, MAX_SIZES, true)) < 0)
+        } else if (strcmp(a, "--size") == 0 && v) {
+            if ((nsizes = bench_parse_size_list("s3", v, (uint64_t)1 << 30, sizes, MAX_SIZES)) < 0)
                 return 2;
             i++;
         } else if (strcmp(a, "--clients") == 0 && v) {
-            if ((nclients = parse_list("client count", v, clients, MAX_SIZES, false)) < 0)
+            if ((nclients = bench_parse_count_list("s3", "--clients", v, MAX_CLIENTS, clients,
+                                                   MAX_SIZES)) < 0)
                 return 2;
             i++;
         } else if (strcmp(a, "--seconds") == 0 && v) {
-            char *end;
-            seconds = strtod(v, &end);
-            if (*end || !(seconds > 0 && seconds <= 600)) {
-                fprintf(stderr, "inec bench s3: bad --seconds '%s' (0..600)\n", v);
+            if (bench_parse_seconds("s3", v, 600, &seconds) < 0)
                 return 2;
-            }
             i++;
+        } else if (strcmp(a, "--plot") == 0 && v) {
+            plot_file = argv[++i];
         } else if (strcmp(a, "--cluster") == 0 && v) {
             cluster = argv[++i];
         } else if (strcmp(a, "--endpoint") == 0 && v) {
@@ -835,7 +814,7 @@ int bench_s3(int argc, char **argv)
         admin.fd = -1;
     }
 
-    json_t *rows = json ? json_array() : NULL;
+    json_t *rows = json_array();
     if (rc == 0 && !json) {
         printf("inec bench s3: %s\nfloor: the same S3 HTTP server, SigV4 checked, no storage "
                "(ratio = inec MB/s / floor MB/s); %.2g s per phase\n\n",
@@ -877,8 +856,8 @@ int bench_s3(int argc, char **argv)
             if (rc == 0)
                 rc = run_phase(&fp, seconds, &get.floor, err, sizeof(err));
             if (rc == 0) {
-                print_cell(&put, rows);
-                print_cell(&get, rows);
+                print_cell(&put, rows, json);
+                print_cell(&get, rows, json);
             }
             if (rc == 0) {
                 struct later *l = &degr[ndegr++];
@@ -921,17 +900,25 @@ int bench_s3(int argc, char **argv)
             rc = -EIO;
         }
         if (rc == 0)
-            print_cell(&deg, rows);
+            print_cell(&deg, rows, json);
     }
     if (rc) {
         fprintf(stderr, "inec bench s3: %s\n", err[0] ? err : strerror(-rc));
-    } else if (json) {
-        json_t *doc = json_pack("{s:s, s:s, s:f, s:o}", "bench", "s3", "target", mode,
-                                "seconds_per_phase", seconds, "results", rows);
-        json_dumpf(doc, stdout, JSON_INDENT(2));
-        printf("\n");
-        json_decref(doc);
-        rows = NULL;
+    } else {
+        if (plot_file) {
+            static const char *const group[] = {"size_text", "op"};
+            static const char *const ys[] = {"mbps", "floor_mbps"};
+            static const char *const names[] = {"inec", "floor (no storage)"};
+            if (bench_plot_rows(plot_file, "inec bench s3: throughput against clients", "clients",
+                                "MB/s", BENCH_LOG2_X | BENCH_LOG_Y, rows, group, 2, "clients", ys,
+                                names, 2, 1) < 0) {
+                fprintf(stderr, "inec bench s3: gnuplot failed writing %s\n", plot_file);
+                rc = -EIO;
+            }
+        }
+        if (json)
+            bench_json_print(json_pack("{s:s, s:s, s:f, s:O}", "bench", "s3", "target", mode,
+                                       "seconds", seconds, "results", rows));
     }
     json_decref(rows);
 

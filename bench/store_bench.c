@@ -158,17 +158,20 @@ static int store_run(const struct cfg *c, const uint8_t *buf, size_t chunk, uint
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: inec bench store [--quick] [--json] [--dir DIR] [--bytes N] [--threads N]\n\n"
-            "Chunk store put/get bandwidth for 64 KiB .. 16 MiB chunks, without and with\n"
-            "group commit (N writer threads), against io_uring write + fdatasync per chunk\n"
-            "(and pread) of the same bytes on the same file system.\n\n"
-            "  --dir DIR     where to write (default /var/tmp); removed afterwards\n"
-            "  --bytes N     bytes per configuration over 3 rounds (best counts), suffix K/M/G\n"
-            "                (default 384M, quick 48M)\n"
-            "  --threads N   writer threads with group commit (default 4)\n"
-            "  --quick       fewer sizes and bytes\n"
-            "  --json        JSON instead of a table\n");
+    fprintf(f, "usage: inec bench store [--quick] [--json] [--plot FILE.png] [--dir DIR]\n"
+               "                        [--size S,S,...] [--bytes N] [--threads N]\n\n"
+               "Chunk store put/get bandwidth for 64 KiB .. 16 MiB chunks, without and with\n"
+               "group commit (N writer threads), against io_uring write + fdatasync per chunk\n"
+               "(and pread) of the same bytes on the same file system.\n\n"
+               "  --dir DIR     where to write (default /var/tmp); removed afterwards\n"
+               "  --size S,..   chunk sizes, K/M suffixes (default 64K,256K,1M,4M,16M;\n"
+               "                quick 64K,1M,16M)\n"
+               "  --bytes N     bytes per configuration over 3 rounds (best counts), suffix K/M/G\n"
+               "                (default 384M, quick 48M)\n"
+               "  --threads N   writer threads with group commit (default 4)\n"
+               "  --quick       fewer sizes and bytes\n"
+               "  --json        JSON instead of a table\n"
+               "  --plot FILE   MB/s against chunk size, raw write/read dashed (gnuplot)\n");
 }
 
 int bench_store(int argc, char **argv)
@@ -179,13 +182,17 @@ int bench_store(int argc, char **argv)
         {"dir", required_argument, NULL, 'd'},
         {"bytes", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 't'},
+        {"size", required_argument, NULL, 's'},
+        {"plot", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct cfg c = {.dir = "/var/tmp", .bytes = 0, .threads = 4};
-    int quick = 0;
+    int quick = 0, nchosen = 0;
+    uint64_t chosen[16];
+    const char *plot_file = NULL;
     optind = 1;
-    for (int o; (o = getopt_long(argc, argv, "qjd:b:t:h", opts, NULL)) != -1;) {
+    for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (o) {
         case 'q':
             quick = 1;
@@ -205,6 +212,13 @@ int bench_store(int argc, char **argv)
         case 't':
             c.threads = atoi(optarg);
             break;
+        case 's':
+            if ((nchosen = bench_parse_size_list("store", optarg, 16u << 20, chosen, 16)) < 0)
+                return 2;
+            break;
+        case 'p':
+            plot_file = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -221,8 +235,9 @@ int bench_store(int argc, char **argv)
         c.bytes = quick ? 48ull << 20 : 384ull << 20;
     static const size_t all[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
     static const size_t fast[] = {64 << 10, 1 << 20, 16 << 20};
-    const size_t *sizes = quick ? fast : all;
-    size_t nsizes = quick ? 3 : 5;
+    size_t sizes[16], nsizes = nchosen ? (size_t)nchosen : quick ? 3 : 5;
+    for (size_t i = 0; i < nsizes; i++)
+        sizes[i] = nchosen ? (size_t)chosen[i] : quick ? fast[i] : all[i];
 
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s/inec-bench-store-XXXXXX", c.dir);
@@ -235,10 +250,8 @@ int bench_store(int argc, char **argv)
     for (size_t i = 0; buf && i < (16u << 20); i++)
         buf[i] = (uint8_t)(i * 2654435761u >> 13);
 
-    if (c.json)
-        printf("{\"bench\":\"store\",\"threads\":%d,\"bytes\":%llu,\"results\":[", c.threads,
-               (unsigned long long)c.bytes);
-    else
+    json_t *rows = json_array();
+    if (!c.json)
         printf("%-8s %10s %10s %6s %10s %6s %10s %10s %6s\n", "chunk", "raw_w MB/s", "put MB/s",
                "ratio", "gc MB/s", "ratio", "raw_r MB/s", "get MB/s", "ratio");
     int rc = buf ? 0 : -ENOMEM;
@@ -267,13 +280,13 @@ int bench_store(int argc, char **argv)
         if (rc)
             break;
         double raw_w = mb / rw, put = mb / sw, gcw = mb / gw, raw_r = mb / rr, get = mb / sr;
-        if (c.json)
-            printf("%s{\"chunk\":%zu,\"chunks\":%llu,\"raw_write_mbps\":%.1f,\"put_mbps\":%.1f,"
-                   "\"put_ratio\":%.3f,\"gc_put_mbps\":%.1f,\"gc_put_ratio\":%.3f,"
-                   "\"raw_read_mbps\":%.1f,\"get_mbps\":%.1f,\"get_ratio\":%.3f}",
-                   i ? "," : "", chunk, (unsigned long long)n, raw_w, put, put / raw_w, gcw,
-                   gcw / raw_w, raw_r, get, get / raw_r);
-        else {
+        json_array_append_new(rows, json_pack("{s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+                                              "chunk_bytes", (json_int_t)chunk, "chunks",
+                                              (json_int_t)n, "raw_write_mbps", raw_w, "put_mbps",
+                                              put, "put_ratio", put / raw_w, "gc_put_mbps", gcw,
+                                              "gc_put_ratio", gcw / raw_w, "raw_read_mbps", raw_r,
+                                              "get_mbps", get, "get_ratio", get / raw_r));
+        if (!c.json) {
             char label[32];
             snprintf(label, sizeof(label), "%zu%s", chunk >= (1 << 20) ? chunk >> 20 : chunk >> 10,
                      chunk >= (1 << 20) ? "MiB" : "KiB");
@@ -282,8 +295,21 @@ int bench_store(int argc, char **argv)
         }
         fflush(stdout);
     }
-    if (c.json)
-        printf("]}\n");
+    if (rc == 0 && plot_file) {
+        static const char *const ys[] = {"put_mbps", "gc_put_mbps", "get_mbps", "raw_write_mbps",
+                                         "raw_read_mbps"};
+        static const char *const names[] = {"put", "put, group commit", "get",
+                                            "raw write+fdatasync", "raw pread"};
+        if (bench_plot_rows(plot_file, "inec bench store", "chunk size (bytes)", "MB/s",
+                            BENCH_LOG2_X, rows, NULL, 0, "chunk_bytes", ys, names, 5, 3) < 0) {
+            fprintf(stderr, "inec bench store: gnuplot failed writing %s\n", plot_file);
+            rc = -EIO;
+        }
+    }
+    if (rc == 0 && c.json)
+        bench_json_print(json_pack("{s:s,s:i,s:I,s:O}", "bench", "store", "threads", c.threads,
+                                   "bytes", (json_int_t)c.bytes, "results", rows));
+    json_decref(rows);
     free(buf);
     bench_rmtree(dir);
     if (rc) {

@@ -46,11 +46,15 @@ if "$inec" deg show --profile rs:k=0,m=1 2>/dev/null; then fail "k=0 accepted"; 
 "$inec" bench ec --quick --scheme ppr --size 4096 --seconds 0.001 --json >"$tmp/bench.json"
 python3 - "$tmp/bench.json" <<'PY'
 import json, sys
-rows = json.load(open(sys.argv[1]))
+doc = json.load(open(sys.argv[1]))
+assert doc["bench"] == "ec", doc
+rows = doc["results"]
 assert len(rows) == 1 and rows[0]["profile"] == "ppr:k=6,m=3", rows
 for mode in ("coherent", "incoherent"):
     assert rows[0][mode]["mb_per_s"] > 0, rows
 PY
-"$inec" bench ec --quick --scheme rs --op encode --size 1024 --seconds 0.001 --plot "$tmp/b.png" >/dev/null
+"$inec" bench ec --quick --scheme rs --op encode --size 1K,4K --seconds 0.001 --plot "$tmp/b.png" >/dev/null
 [ -s "$tmp/b.png" ] || fail "no plot"
+if "$inec" bench ec --size 1Q 2>/dev/null; then fail "--size 1Q accepted"; fi
+if "$inec" bench ec --seconds x 2>/dev/null; then fail "--seconds x accepted"; fi
 echo "deg_cli: ok"

@@ -62,7 +62,7 @@ wait $pid || fail "the node did not stop cleanly"
 
 "$inec" bench store --quick --bytes 1M --threads 2 --dir "$dir" | grep "^1MiB" >/dev/null || fail "bench table"
 "$inec" bench store --quick --json --bytes 1M --dir "$dir" |
-    python3 -c 'import json, sys; r = json.load(sys.stdin)["results"]; assert len(r) == 3 and r[0]["put_ratio"] > 0' ||
+    python3 -c 'import json, sys; d = json.load(sys.stdin); r = d["results"]; assert d["bench"] == "store" and len(r) == 3 and r[0]["put_ratio"] > 0 and r[0]["chunk_bytes"] == 65536' ||
     fail "bench json"
 [ -z "$(ls "$dir" | grep inec-bench)" ] || fail "bench left files behind"
 echo "node cli: ok"
