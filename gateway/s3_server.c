@@ -41,6 +41,7 @@
 #define MAX_OBJECT_SIZE  (5ull << 30) /* S3's single-PUT limit */
 #define SMALL_BODY_MAX   (64u << 10)  /* CreateBucket's configuration */
 #define READ_BLOCK       (256u << 10)
+#define DROP_MAX         (8u << 20)   /* body bytes read after a refusal (handler) */
 #define MEMORY_LIMIT     (128u << 10) /* per connection: bounds the request header */
 #define CONN_TIMEOUT_SEC 60           /* idle: each connection holds a thread */
 #define MAX_CONNECTIONS  256u
@@ -75,7 +76,8 @@ struct req {
     int status;
     uint64_t bytes_in, bytes_out;
     bool started, answered;
-    char *joined[8]; /* repeated headers, joined */
+    uint64_t dropped; /* body bytes read after the answer or the failure */
+    char *joined[8];  /* repeated headers, joined */
     size_t njoined;
 
     struct gw_s3_target t;
@@ -1886,8 +1888,18 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         begin(r, method);
         return MHD_YES;
     }
-    if (r->answered) { /* answered before the body: drop it */
+    if (*upload_data_size && (r->answered || r->err)) {
+        /* Answered before the body, or the body failed: the rest is read and
+         * dropped so the client can read the answer, but only so much of it:
+         * its length may be anything the client claimed, and MHD cannot send
+         * an answer before the body has ended. Beyond that, the connection
+         * is closed. */
+        r->dropped += *upload_data_size;
         *upload_data_size = 0;
+        if (r->dropped > DROP_MAX) {
+            inec_log(INEC_LOG_INFO, "s3", "closing a connection whose refused body goes on");
+            return MHD_NO;
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -1895,6 +1907,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (r->answered)
+        return MHD_YES;
     if (r->err)
         answer_error(r, r->err, r->msg);
     else if (r->srv->floor)
