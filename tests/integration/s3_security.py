@@ -353,6 +353,15 @@ def test_limits(s3):
     check(st == 411 and b"MissingContentLength" in data,
           "chunked UNSIGNED-PAYLOAD: want 411 MissingContentLength, got %d %s" % (st, data[:300]))
     check(not exists(s3, "lim", "chunked"), "nothing stored from a chunked body")
+    # Metadata over 2 KB and a bad bucket name are refused before the body too.
+    h = signed("PUT", "/lim/meta", dict(unsigned, **{"x-amz-meta-big": "m" * 2100}))
+    h["Content-Length"] = str(1 << 30)
+    st, data = head_only("PUT", "/lim/meta", h)
+    check(st == 400 and b"MetadataTooLarge" in data, "2 KB of metadata: %d %s" % (st, data[:300]))
+    h = signed("PUT", "/Bad_Bucket/k", unsigned)
+    h["Content-Length"] = str(1 << 30)
+    st, data = head_only("PUT", "/Bad_Bucket/k", h)
+    check(st == 400 and b"InvalidBucketName" in data, "a bad bucket name: %d %s" % (st, data[:300]))
     # A key over 1024 bytes is refused before its body is read.
     key = "k" * 1025
     h = signed("PUT", "/lim/" + key, unsigned)
