@@ -399,7 +399,23 @@ def test_long_keys(s3):
     check([o["Key"] for o in marker["Contents"]] == want[3:6], "V1 listing after a long marker")
     pre = [o["Key"] for o in s3.list_objects_v2(Bucket="longkeys", Prefix=base + "a")["Contents"]]
     check(pre == [k for k in want if k.startswith(base + "a")], "a prefix longer than 480 bytes")
-    for k in keys:
+    # the records kept beside an object's (ACL, multipart upload) and a copy
+    k, k2 = keys[6], "c" * 1024
+    s3.put_object_acl(Bucket="longkeys", Key=k, ACL="public-read")
+    check(any(g["Permission"] == "READ" for g in
+              s3.get_object_acl(Bucket="longkeys", Key=k)["Grants"]), "ACL of a long key")
+    uid = s3.create_multipart_upload(Bucket="longkeys", Key=k2)["UploadId"]
+    check([u["Key"] for u in s3.list_multipart_uploads(Bucket="longkeys")["Uploads"]] == [k2],
+          "a multipart upload of a 1024-byte key listed")
+    etag = s3.upload_part(Bucket="longkeys", Key=k2, UploadId=uid, PartNumber=1,
+                          Body=b"part")["ETag"]
+    s3.complete_multipart_upload(Bucket="longkeys", Key=k2, UploadId=uid, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": etag}]})
+    s3.copy_object(Bucket="longkeys", Key=k2[:-1] + "d", CopySource={"Bucket": "longkeys",
+                                                                    "Key": k2})
+    check(s3.get_object(Bucket="longkeys", Key=k2[:-1] + "d")["Body"].read() == b"part",
+          "a copy between 1024-byte keys")
+    for k in keys + [k2, k2[:-1] + "d"]:
         s3.delete_object(Bucket="longkeys", Key=k)
     check("Contents" not in s3.list_objects_v2(Bucket="longkeys"), "every long key deleted")
 
