@@ -760,8 +760,10 @@ int bench_s3(int argc, char **argv)
         json_t *opts = profile ? json_pack("{s:s}", "profile", profile) : NULL;
         rc = gw_objects_open_embedded_opts(tmpdir, opts, &o, err, sizeof(err));
         json_decref(opts);
-        struct gw_s3_config cfg = {
-            .listen = "127.0.0.1:0", .access_key = keys[0], .secret_key = keys[1]};
+        struct gw_s3_config cfg = {.listen = "127.0.0.1:0",
+                                   .access_key = keys[0],
+                                   .secret_key = keys[1],
+                                   .max_per_client = 256}; /* every client is on loopback */
         if (rc == 0)
             rc = gw_s3_server_start(&cfg, o, NULL, &srv, err, sizeof(err));
         if (rc == 0) {
@@ -786,6 +788,7 @@ int bench_s3(int argc, char **argv)
                                 .access_key = keys[0],
                                 .secret_key = keys[1],
                                 .region = inec.region,
+                                .max_per_client = 256,
                                 .floor = true};
     if (rc == 0)
         rc = gw_s3_server_start(&fcfg, NULL, NULL, &floor_srv, err, sizeof(err));

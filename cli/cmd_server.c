@@ -28,6 +28,8 @@
 
 struct opts {
     const char *data, *listen, *admin_listen, *base_domain, *region, *config;
+    const char *tls_cert, *tls_key, *header_timeout, *max_client_connections;
+    unsigned header_timeout_s, max_per_client; /* parsed by check_options; 0: the default */
     bool help;
 };
 
@@ -43,6 +45,10 @@ static int parse(const char *cmd, int argc, char **argv, struct opts *o)
         {"--base-domain", offsetof(struct opts, base_domain)},
         {"--region", offsetof(struct opts, region)},
         {"--config", offsetof(struct opts, config)},
+        {"--tls-cert", offsetof(struct opts, tls_cert)},
+        {"--tls-key", offsetof(struct opts, tls_key)},
+        {"--header-timeout", offsetof(struct opts, header_timeout)},
+        {"--max-client-connections", offsetof(struct opts, max_client_connections)},
     };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -92,6 +98,16 @@ static int apply_config(json_t *cfg, struct opts *o, struct gw_credentials *c)
         o->region = s;
     if (!o->data && (s = json_string_value(json_object_get(g, "data"))))
         o->data = s;
+    if (!o->tls_cert && (s = json_string_value(json_object_get(g, "tls_cert"))))
+        o->tls_cert = s;
+    if (!o->tls_key && (s = json_string_value(json_object_get(g, "tls_key"))))
+        o->tls_key = s;
+    json_t *n;
+    if (!o->header_timeout && json_is_integer(n = json_object_get(g, "header_timeout")))
+        o->header_timeout_s = json_integer_value(n) > 0 ? (unsigned)json_integer_value(n) : 0;
+    if (!o->max_client_connections &&
+        json_is_integer(n = json_object_get(g, "max_client_connections")))
+        o->max_per_client = json_integer_value(n) > 0 ? (unsigned)json_integer_value(n) : 0;
     static const struct {
         const char *name;
         size_t off;
@@ -108,13 +124,13 @@ static int apply_config(json_t *cfg, struct opts *o, struct gw_credentials *c)
 
 /* The URL a client on this host uses to reach a listen address: a wildcard
  * or IPv6 listen address is reached on 127.0.0.1. */
-static void client_url(const char *listen, uint16_t port, char *out, size_t len)
+static void client_url(const char *listen, uint16_t port, bool tls, char *out, size_t len)
 {
     char host[64];
     snprintf(host, sizeof(host), "%.*s", (int)strcspn(listen, ":"), listen);
     if (listen[0] == '[' || !host[0] || strcmp(host, "0.0.0.0") == 0)
         strcpy(host, "127.0.0.1");
-    snprintf(out, len, "http://%s:%u", host, port);
+    snprintf(out, len, "%s://%s:%u", tls ? "https" : "http", host, port);
 }
 
 static void banner(const struct opts *o, const struct gw_credentials *c, const char *s3url,
@@ -160,8 +176,18 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_keys *keys = NULL;
     if (rc == 0)
         rc = gw_keys_open(o->data, c->access_key, c->secret_key, &keys, msg, sizeof(msg));
-    struct gw_s3_config s3cfg = {o->listen, o->base_domain, o->region, c->access_key, c->secret_key,
-                                 0,         false,          keys};
+    struct gw_tls tls = {0};
+    if (rc == 0 && (o->tls_cert || o->tls_key))
+        rc = gw_tls_load(o->tls_cert, o->tls_key, &tls, msg, sizeof(msg));
+    struct gw_s3_config s3cfg = {.listen = o->listen,
+                                 .base_domain = o->base_domain,
+                                 .region = o->region,
+                                 .access_key = c->access_key,
+                                 .secret_key = c->secret_key,
+                                 .max_per_client = o->max_per_client,
+                                 .header_timeout_s = o->header_timeout_s,
+                                 .tls = tls.cert_pem ? &tls : NULL,
+                                 .keys = keys};
     if (rc == 0)
         rc = gw_s3_server_start(&s3cfg, objects, m, &s3, msg, sizeof(msg));
     struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys};
@@ -170,13 +196,14 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     if (rc) {
         fprintf(stderr, "inec %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
         gw_s3_server_stop(s3, 0);
+        gw_tls_free(&tls);
         gw_keys_close(keys);
         gw_metrics_destroy(m);
         return 1;
     }
     char s3url[96], adminurl[96];
-    client_url(o->listen, gw_s3_server_port(s3), s3url, sizeof(s3url));
-    client_url(o->admin_listen, gw_admin_server_port(admin), adminurl, sizeof(adminurl));
+    client_url(o->listen, gw_s3_server_port(s3), s3cfg.tls != NULL, s3url, sizeof(s3url));
+    client_url(o->admin_listen, gw_admin_server_port(admin), false, adminurl, sizeof(adminurl));
     if (gw_credentials_note_endpoints(o->data, s3url, adminurl, msg, sizeof(msg)))
         inec_log(INEC_LOG_WARN, "server", "%s", msg);
     banner(o, c, s3url, adminurl, mode);
@@ -188,6 +215,7 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     sigwait(&set, &sig);
     inec_log(INEC_LOG_INFO, "server", "shutting down signal=%s", strsignal(sig));
     gw_s3_server_stop(s3, DRAIN_MS);
+    gw_tls_free(&tls);
     gw_admin_server_stop(admin);
     gw_keys_close(keys);
     gw_metrics_destroy(m);
@@ -204,9 +232,36 @@ static void block_signals(void)
     signal(SIGPIPE, SIG_IGN); /* a client hanging up is an error return, not a death */
 }
 
-/* Listen addresses are checked before anything starts: a typo is bad usage. */
-static int check_listen(const char *cmd, const struct opts *o)
+static bool parse_count(const char *s, unsigned max, unsigned *out)
 {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || errno || v == 0 || v > max || *s == '-')
+        return false;
+    *out = (unsigned)v;
+    return true;
+}
+
+/* Listen addresses and limits are checked before anything starts: a typo is
+ * bad usage. */
+static int check_options(const char *cmd, struct opts *o)
+{
+    if (o->header_timeout && !parse_count(o->header_timeout, 3600, &o->header_timeout_s)) {
+        fprintf(stderr, "inec %s: --header-timeout wants seconds from 1 to 3600, not '%s'\n", cmd,
+                o->header_timeout);
+        return 2;
+    }
+    if (o->max_client_connections &&
+        !parse_count(o->max_client_connections, 100000, &o->max_per_client)) {
+        fprintf(stderr, "inec %s: --max-client-connections wants a count from 1, not '%s'\n", cmd,
+                o->max_client_connections);
+        return 2;
+    }
+    if (!o->tls_cert != !o->tls_key) {
+        fprintf(stderr, "inec %s: --tls-cert and --tls-key go together\n", cmd);
+        return 2;
+    }
     struct sockaddr_storage ss;
     socklen_t len;
     const char *bad = gw_parse_listen(o->listen, &ss, &len) != 0         ? o->listen
@@ -233,12 +288,20 @@ int cmd_server(int argc, char **argv)
         return 2;
     if (o.help) {
         printf("usage: inec server [--data DIR] [--listen HOST:PORT] [--admin-listen HOST:PORT]\n"
-               "                   [--base-domain DOMAIN] [--region REGION]\n\n"
+               "                   [--base-domain DOMAIN] [--region REGION]\n"
+               "                   [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
+               "                   [--max-client-connections N]\n\n"
                "Runs a gateway and 9 storage nodes (RS(6,3)) in this process.\n"
                "  --data          where everything is stored (./inec-data)\n"
                "  --listen        the S3 endpoint (127.0.0.1:9000; port 0 picks one)\n"
                "  --admin-listen  the control API (127.0.0.1:9001)\n"
                "  --base-domain   serve virtual-host style requests under this domain\n"
+               "  --tls-cert FILE, --tls-key FILE\n"
+               "                  serve S3 over HTTPS with this PEM certificate (chain) and key\n"
+               "  --header-timeout SECONDS\n"
+               "                  a client must send a request's headers within this (30)\n"
+               "  --max-client-connections N\n"
+               "                  connections one client address may hold (64 of 256)\n"
                "Credentials come from INEC_ACCESS_KEY / INEC_SECRET_KEY / INEC_ADMIN_TOKEN,\n"
                "else DATA/" GW_CREDENTIALS_FILE ", generated on first start.\n");
         return 0;
@@ -253,7 +316,7 @@ int cmd_server(int argc, char **argv)
         o.listen = "127.0.0.1:9000";
     if (!o.admin_listen)
         o.admin_listen = "127.0.0.1:9001";
-    if (check_listen("server", &o))
+    if (check_options("server", &o))
         return 2;
     block_signals();
     struct gw_credentials c = {0};
@@ -280,11 +343,14 @@ int cmd_gateway(int argc, char **argv)
     if (o.help || !o.config) {
         fprintf(o.help ? stdout : stderr,
                 "usage: inec gateway --config cluster.json [--data DIR] [--listen HOST:PORT]\n"
-                "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n\n"
+                "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n"
+                "                    [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
+                "                    [--max-client-connections N]\n\n"
                 "Runs a gateway in front of storage nodes that run as their own processes.\n"
                 "cluster.json names the nodes and pools, and optionally a \"gateway\" object\n"
                 "with listen, admin_listen, base_domain, region, data, access_key,\n"
-                "secret_key, admin_token.\n");
+                "secret_key, admin_token, tls_cert, tls_key (file names), header_timeout\n"
+                "and max_client_connections (numbers). The flags are as for 'inec server'.\n");
         return o.help ? 0 : 2;
     }
     json_error_t jerr;
@@ -306,7 +372,7 @@ int cmd_gateway(int argc, char **argv)
         o.listen = "127.0.0.1:9000";
     if (!o.admin_listen)
         o.admin_listen = "127.0.0.1:9001";
-    if (check_listen("gateway", &o)) {
+    if (check_options("gateway", &o)) {
         json_decref(cfg);
         return 2;
     }

@@ -47,6 +47,9 @@ static const struct gw_s3_error_info table[GW_S3_ERR_COUNT] = {
     [GW_S3_INVALID_RANGE] = {"InvalidRange", 416, "The requested range is not satisfiable"},
     [GW_S3_INVALID_REQUEST] = {"InvalidRequest", 400, "Invalid Request"},
     [GW_S3_KEY_TOO_LONG] = {"KeyTooLongError", 400, "Your key is too long"},
+    [GW_S3_METADATA_TOO_LARGE] = {"MetadataTooLarge", 400,
+                                  "Your metadata headers exceed the maximum allowed metadata "
+                                  "size."},
     [GW_S3_MALFORMED_XML] = {"MalformedXML", 400,
                              "The XML you provided was not well-formed or did not validate "
                              "against our published schema."},

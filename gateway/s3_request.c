@@ -431,7 +431,7 @@ enum gw_s3_err gw_s3_user_meta(gw_header_each_fn each, void *arg, json_t **out, 
         json_decref(w.obj);
         snprintf(msg, msglen, "user metadata is %zu bytes, more than the %d allowed", w.bytes,
                  GW_S3_META_MAX);
-        return GW_S3_INVALID_ARGUMENT;
+        return GW_S3_METADATA_TOO_LARGE;
     }
     *out = w.obj;
     return GW_S3_OK;

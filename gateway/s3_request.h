@@ -108,8 +108,8 @@ void gw_http_date(int64_t unix_ns, char out[30]);
 
 /*
  * x-amz-meta-* headers into {"name": "value"} (names lower-cased, without
- * the prefix). Returns GW_S3_OK, or InvalidArgument (S3's MetadataTooLarge
- * is a 400 as well) when names and values exceed GW_S3_META_MAX bytes.
+ * the prefix). Returns GW_S3_OK, or MetadataTooLarge when names and values
+ * exceed GW_S3_META_MAX bytes (InvalidArgument for values not UTF-8).
  * `each` is the header iterator: it calls cb for every header.
  */
 typedef void (*gw_header_each_fn)(void *arg,

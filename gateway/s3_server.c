@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "gateway/conn_guard.h"
 #include "gateway/s3_acl.h"
 #include "gateway/s3_checksum.h"
 #include "gateway/s3_list.h"
@@ -40,8 +41,12 @@
 #define MAX_OBJECT_SIZE  (5ull << 30) /* S3's single-PUT limit */
 #define SMALL_BODY_MAX   (64u << 10)  /* CreateBucket's configuration */
 #define READ_BLOCK       (256u << 10)
+#define DROP_MAX         (8u << 20)   /* body bytes read after a refusal (handler) */
 #define MEMORY_LIMIT     (128u << 10) /* per connection: bounds the request header */
 #define CONN_TIMEOUT_SEC 60           /* idle: each connection holds a thread */
+#define MAX_CONNECTIONS  256u
+#define MAX_PER_CLIENT   64u /* connections from one address */
+#define HEADER_TIMEOUT   30u /* seconds to send a request's headers (conn_guard.h) */
 
 struct gw_s3_server {
     struct MHD_Daemon *daemon;
@@ -49,7 +54,8 @@ struct gw_s3_server {
     struct gw_metrics *metrics;
     char *base_domain, *region, *access_key, *secret_key;
     struct gw_keys *keys; /* NULL: access_key/secret_key only */
-    char owner_id[65];    /* the canonical user id listings and ACLs name: hex SHA-256 of the key */
+    struct gw_conn_guard *guard;
+    char owner_id[65]; /* the canonical user id listings and ACLs name: hex SHA-256 of the key */
     uint16_t port;
     atomic_uint inflight;
     atomic_uint_fast64_t next_id;
@@ -70,7 +76,8 @@ struct req {
     int status;
     uint64_t bytes_in, bytes_out;
     bool started, answered;
-    char *joined[8]; /* repeated headers, joined */
+    uint64_t dropped; /* body bytes read after the answer or the failure */
+    char *joined[8];  /* repeated headers, joined */
     size_t njoined;
 
     struct gw_s3_target t;
@@ -1877,11 +1884,22 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (!r->started) {
         r->started = true;
         r->conn = conn;
+        gw_conn_guard_headers_done(conn);
         begin(r, method);
         return MHD_YES;
     }
-    if (r->answered) { /* answered before the body: drop it */
+    if (*upload_data_size && (r->answered || r->err)) {
+        /* Answered before the body, or the body failed: the rest is read and
+         * dropped so the client can read the answer, but only so much of it:
+         * its length may be anything the client claimed, and MHD cannot send
+         * an answer before the body has ended. Beyond that, the connection
+         * is closed. */
+        r->dropped += *upload_data_size;
         *upload_data_size = 0;
+        if (r->dropped > DROP_MAX) {
+            inec_log(INEC_LOG_INFO, "s3", "closing a connection whose refused body goes on");
+            return MHD_NO;
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -1889,6 +1907,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (r->answered)
+        return MHD_YES;
     if (r->err)
         answer_error(r, r->err, r->msg);
     else if (r->srv->floor)
@@ -1924,8 +1944,8 @@ static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     struct gw_s3_server *s = cls;
+    gw_conn_guard_request_done(conn);
     struct req *r = *con_cls;
     if (!r)
         return;
@@ -2005,13 +2025,32 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
                      MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    unsigned maxc = cfg->max_connections ? cfg->max_connections : MAX_CONNECTIONS;
+    unsigned per_client = cfg->max_per_client ? cfg->max_per_client : MAX_PER_CLIENT;
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls ? cfg->tls->cert_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls ? cfg->tls->key_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (cfg->tls)
+        flags |= MHD_USE_TLS;
+    else
+        tls[0].option = MHD_OPTION_END;
+    int rc = gw_conn_guard_start(cfg->header_timeout_s ? cfg->header_timeout_s : HEADER_TIMEOUT,
+                                 &s->guard);
+    if (rc) {
+        gw_s3_server_stop(s, 0);
+        return rc;
+    }
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_URI_LOG_CALLBACK, uri_log, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 256u,
+        MHD_OPTION_NOTIFY_CONNECTION, gw_conn_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT,
+        maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client < maxc ? per_client : maxc,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_SEC,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(msg, msglen, "cannot listen on %s (in use, or not an address of this host)",
                  cfg->listen);
@@ -2042,6 +2081,7 @@ void gw_s3_server_stop(struct gw_s3_server *s, int drain_ms)
             usleep(10000);
         MHD_stop_daemon(s->daemon);
     }
+    gw_conn_guard_stop(s->guard);
     free(s->base_domain);
     free(s->region);
     free(s->access_key);

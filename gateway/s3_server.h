@@ -7,8 +7,10 @@
  * gw_put_write and gw_get_read block while stripes move to and from the
  * nodes; with a fixed pool of polling threads one slow PUT would stall every
  * connection that thread serves, while a thread per connection stalls only
- * its own client. Connections are capped (max_connections), so the number
- * of threads is bounded.
+ * its own client. Connections are capped (max_connections, and
+ * max_per_client from one address), so the number of threads is bounded, and
+ * a client that is slow to send its headers is cut off (header_timeout_s),
+ * so a few slow clients cannot hold every connection.
  */
 #ifndef INEC_GATEWAY_S3_SERVER_H
 #define INEC_GATEWAY_S3_SERVER_H
@@ -20,13 +22,17 @@
 #include "gateway/keys.h"
 #include "gateway/metrics.h"
 #include "gateway/objects.h"
+#include "gateway/tls.h"
 
 struct gw_s3_config {
     const char *listen;      /* "host:port", "[v6]:port"; port 0 picks a free one */
     const char *base_domain; /* virtual-host style under this domain; NULL: path-style only */
     const char *region;      /* NULL: "us-east-1" */
     const char *access_key, *secret_key;
-    unsigned max_connections; /* 0: 256 */
+    unsigned max_connections;  /* 0: 256 */
+    unsigned max_per_client;   /* connections from one client address; 0: 64 */
+    unsigned header_timeout_s; /* to send a request's headers (conn_guard.h); 0: 30 */
+    const struct gw_tls *tls;  /* HTTPS with this certificate; NULL: plain HTTP. Borrowed */
     /* Benchmarks only (bench/s3_bench.c's floor): the same HTTP stack and
      * SigV4 checks with no storage behind them. PUT bodies are read, checked
      * and dropped, and the key's size remembered; GET streams that many

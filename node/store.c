@@ -43,6 +43,7 @@
 #include <lmdb.h>
 
 #include "inec/log.h"
+#include "node/meta_index.h"
 #include "node/store.h"
 
 #define REC_MAGIC   0x52434e49u /* "INCR" little-endian */
@@ -896,19 +897,12 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
 
 /* ---- metadata ---------------------------------------------------------------- */
 
-static int meta_key(MDB_env *env, const char *bucket, const char *key, uint8_t *out, size_t *len)
+/* The bound store.h promises; meta_index.c lays the key out in the index. */
+static int meta_key_check(const char *bucket, const char *key)
 {
     if (!bucket || !bucket[0] || !key)
         return -EINVAL;
-    size_t b = strlen(bucket), k = strlen(key);
-    if (b + 1 + k > NODE_KEY_MAX || b + 1 + k > (size_t)mdb_env_get_maxkeysize(env))
-        return -ENAMETOOLONG;
-    /* bucket, NUL, key: the NUL sorts before any bucket byte, so bucket order comes first */
-    memcpy(out, bucket, b);
-    out[b] = 0;
-    memcpy(out + b + 1, key, k);
-    *len = b + 1 + k;
-    return 0;
+    return strlen(bucket) + 1 + strlen(key) > NODE_KEY_MAX ? -ENAMETOOLONG : 0;
 }
 
 /* A write txn that must survive power loss (it cannot be redone from the log). */
@@ -925,40 +919,35 @@ static int commit_synced(struct node_store *s, MDB_txn *txn, int rc)
 int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, const void *blob,
                         size_t len)
 {
-    uint8_t k[NODE_KEY_MAX + 1];
-    size_t klen;
     if (!s || (!blob && len))
         return -EINVAL;
     if (len > NODE_META_MAX)
         return -EMSGSIZE;
-    int rc = meta_key(s->env, bucket, key, k, &klen);
+    int rc = meta_key_check(bucket, key);
     if (rc)
         return rc;
     MDB_txn *txn;
     rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
     if (rc)
         return rc;
-    MDB_val mk = {klen, k}, mv = {len, (void *)blob};
-    return commit_synced(s, txn, mdb_err(mdb_put(txn, s->meta, &mk, &mv, 0)));
+    return commit_synced(s, txn, meta_index_put(txn, s->meta, bucket, key, blob, len));
 }
 
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
                         size_t *len)
 {
-    uint8_t k[NODE_KEY_MAX + 1];
-    size_t klen;
     if (!s || !blob || !len)
         return -EINVAL;
     *blob = NULL;
-    int rc = meta_key(s->env, bucket, key, k, &klen);
+    int rc = meta_key_check(bucket, key);
     if (rc)
         return rc;
     MDB_txn *txn;
     rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
         return rc;
-    MDB_val mk = {klen, k}, mv;
-    rc = mdb_err(mdb_get(txn, s->meta, &mk, &mv));
+    MDB_val mv;
+    rc = meta_index_get(txn, s->meta, bucket, key, &mv);
     if (rc == 0) {
         *blob = malloc(mv.mv_size ? mv.mv_size : 1);
         if (*blob) {
@@ -974,84 +963,36 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
 
 int node_store_delete_meta(struct node_store *s, const char *bucket, const char *key)
 {
-    uint8_t k[NODE_KEY_MAX + 1];
-    size_t klen;
     if (!s)
         return -EINVAL;
-    int rc = meta_key(s->env, bucket, key, k, &klen);
+    int rc = meta_key_check(bucket, key);
     if (rc)
         return rc;
     MDB_txn *txn;
     rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
     if (rc)
         return rc;
-    MDB_val mk = {klen, k};
-    return commit_synced(s, txn, mdb_err(mdb_del(txn, s->meta, &mk, NULL)));
+    return commit_synced(s, txn, meta_index_del(txn, s->meta, bucket, key));
 }
 
 int node_store_list_meta(struct node_store *s, const char *bucket, const char *prefix,
                          const char *start_after, size_t limit, node_meta_cb cb, void *arg,
                          int *more)
 {
-    uint8_t pk[NODE_KEY_MAX + 1], sk[NODE_KEY_MAX + 1];
-    size_t plen, slen = 0;
     if (!s || !cb)
         return -EINVAL;
     if (more)
         *more = 0;
-    int rc = meta_key(s->env, bucket, prefix ? prefix : "", pk, &plen);
+    int rc = meta_key_check(bucket, prefix ? prefix : "");
     if (rc)
         return rc;
-    if (start_after && start_after[0]) {
-        /* A marker longer than any key can be cut to the longest key: for keys
-         * no longer than the cut, "after the marker" and "after the cut" agree. */
-        size_t b = plen - strlen(prefix ? prefix : ""), m = strlen(start_after);
-        size_t max = (size_t)mdb_env_get_maxkeysize(s->env);
-        if (max > NODE_KEY_MAX)
-            max = NODE_KEY_MAX;
-        if (b + m > max)
-            m = max - b;
-        memcpy(sk, pk, b);
-        memcpy(sk + b, start_after, m);
-        slen = b + m;
-    }
     MDB_txn *txn;
-    MDB_cursor *cur;
     rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
         return rc;
-    rc = mdb_err(mdb_cursor_open(txn, s->meta, &cur));
-    if (rc) {
-        mdb_txn_abort(txn);
-        return rc;
-    }
-    /* Seek to the larger of prefix and marker; skip the marker itself. */
-    int c = slen ? memcmp(sk, pk, slen < plen ? slen : plen) : 0;
-    int from_marker = slen > 0 && (c > 0 || (c == 0 && slen >= plen));
-    MDB_val key = from_marker ? (MDB_val){slen, sk} : (MDB_val){plen, pk}, val;
-    size_t blen = strlen(bucket) + 1;
-    char kbuf[NODE_KEY_MAX + 1];
-    int n = 0;
-    for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-        if (key.mv_size < plen || memcmp(key.mv_data, pk, plen) != 0)
-            break;
-        if (from_marker && key.mv_size == slen && memcmp(key.mv_data, sk, slen) == 0)
-            continue;
-        if (limit && (size_t)n >= limit) {
-            if (more)
-                *more = 1;
-            break;
-        }
-        memcpy(kbuf, (char *)key.mv_data + blen, key.mv_size - blen);
-        kbuf[key.mv_size - blen] = 0;
-        n++;
-        if (cb(kbuf, val.mv_data, val.mv_size, arg))
-            break;
-    }
-    mdb_cursor_close(cur);
+    rc = meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, cb, arg, more);
     mdb_txn_abort(txn);
-    return rc == 0 || rc == MDB_NOTFOUND ? n : mdb_err(rc);
+    return rc;
 }
 
 /* ---- stats, repair list, scrub ---------------------------------------------- */

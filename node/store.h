@@ -38,7 +38,7 @@
 #define NODE_CHUNK_MAX        (64u << 20) /* largest chunk payload */
 #define NODE_OBJECT_ID_BYTES  16
 #define NODE_RECORD_HDR_BYTES 64
-#define NODE_KEY_MAX          480        /* bucket + key bytes (LMDB key limit, minus framing) */
+#define NODE_KEY_MAX          2048       /* bucket + key bytes (S3: 63 + 1024) */
 #define NODE_META_MAX         (1u << 20) /* metadata blob bytes */
 
 /* A chunk's identity. The object id is opaque to the node (the gateway names it). */
@@ -120,7 +120,8 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
  * Per-object metadata: bucket + key -> an opaque blob the gateway defines. Index
  * order is bucket, then key bytes. Buckets are non-empty and hold no NUL;
  * bucket + key must fit NODE_KEY_MAX (-ENAMETOOLONG), a blob NODE_META_MAX
- * (-EMSGSIZE). Writes are durable on return.
+ * (-EMSGSIZE). Keys beyond LMDB's key size are indexed by their first bytes
+ * and a hash (node/meta_index.h), in the same order. Writes are durable on return.
  */
 int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, const void *blob,
                         size_t len);

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
     make meson ninja-build pkg-config gcc libc6-dev clang libclang-rt-dev
     libisal-dev liburing-dev libjansson-dev libcmocka-dev
-    liblmdb-dev libmicrohttpd-dev libssl-dev libexpat1-dev libcurl4-openssl-dev
+    liblmdb-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libexpat1-dev libcurl4-openssl-dev openssl
     python3 python3-boto3 python3-websocket awscli gnuplot-nox graphviz chromium scdoc
 )
 

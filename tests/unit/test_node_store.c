@@ -314,10 +314,13 @@ static void test_meta(void **state)
     free(blob);
     assert_int_equal(node_store_get_meta(s, "bk", "zz", &blob, &len), -ENOENT);
     assert_int_equal(node_store_put_meta(s, "", "k", "x", 1), -EINVAL);
+    char toolong[NODE_KEY_MAX];
+    memset(toolong, 'b', sizeof(toolong) - 1); /* "bk" + NUL + this: one byte over */
+    toolong[sizeof(toolong) - 1] = 0;
+    assert_int_equal(node_store_put_meta(s, "bk", toolong, "x", 1), -ENAMETOOLONG);
     char longkey[600];
     memset(longkey, 'b', sizeof(longkey) - 1); /* sorts between "b/..." and "c" */
     longkey[599] = 0;
-    assert_int_equal(node_store_put_meta(s, "bk", longkey, "x", 1), -ENAMETOOLONG);
 
     struct names n = {0};
     int more;
@@ -353,6 +356,116 @@ static void test_meta(void **state)
     assert_int_equal(node_store_stats(s, &st), 0);
     assert_int_equal(st.metas, 7);
     node_store_close(s);
+    rmdir_all(dir);
+}
+
+struct long_names {
+    char *key[16];
+    int n;
+};
+
+static int long_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    struct long_names *n = arg;
+    assert_int_equal(len, strlen(key));
+    assert_memory_equal(blob, key, len);
+    n->key[n->n++] = strdup(key);
+    return 0;
+}
+
+static void long_names_clear(struct long_names *n)
+{
+    for (int i = 0; i < n->n; i++)
+        free(n->key[i]);
+    n->n = 0;
+}
+
+static int strp_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *repeat(char c, size_t n, const char *tail)
+{
+    char *s = malloc(n + strlen(tail) + 1);
+    memset(s, c, n);
+    strcpy(s + n, tail);
+    return s;
+}
+
+/* Keys beyond the LMDB key size: stored, found, listed in exact key order
+ * (long keys sharing their indexed first bytes are ordered by hash in the
+ * index), paged by marker and filtered by a prefix longer than the index holds. */
+static void test_meta_long_keys(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    size_t p = 480 - 3; /* the key bytes "bk" NUL leaves in the index's short form */
+    char *keys[] = {
+        repeat('x', p, "b"),      repeat('x', p, "a"),          repeat('x', p, ""),
+        repeat('x', p - 1, "y"),  repeat('x', p, "aaaaaaaaaa"), repeat('w', 1000, ""),
+        repeat('x', 1021, "zzz"), repeat('x', p, "a\x01"),      strdup("z"),
+        repeat('x', p, "ab"),
+    };
+    const int nk = (int)(sizeof(keys) / sizeof(keys[0]));
+    for (int i = 0; i < nk; i++)
+        assert_int_equal(node_store_put_meta(s, "bk", keys[i], keys[i], strlen(keys[i])), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", keys[0], "new", 3), 0); /* replaced */
+    void *blob;
+    size_t len;
+    assert_int_equal(node_store_get_meta(s, "bk", keys[0], &blob, &len), 0);
+    assert_int_equal(len, 3);
+    assert_memory_equal(blob, "new", 3);
+    free(blob);
+    assert_int_equal(node_store_put_meta(s, "bk", keys[0], keys[0], strlen(keys[0])), 0);
+    for (int i = 0; i < nk; i++) {
+        assert_int_equal(node_store_get_meta(s, "bk", keys[i], &blob, &len), 0);
+        assert_int_equal(len, strlen(keys[i]));
+        assert_memory_equal(blob, keys[i], len);
+        free(blob);
+    }
+    char *other = repeat('x', p, "c"); /* shares the indexed bytes, not stored */
+    assert_int_equal(node_store_get_meta(s, "bk", other, &blob, &len), -ENOENT);
+    assert_int_equal(node_store_delete_meta(s, "bk", other), -ENOENT);
+
+    char *sorted[sizeof(keys) / sizeof(keys[0])];
+    memcpy(sorted, keys, sizeof(keys));
+    qsort(sorted, (size_t)nk, sizeof(char *), strp_cmp);
+    struct long_names n = {0};
+    int more;
+    assert_int_equal(node_store_list_meta(s, "bk", NULL, NULL, 0, long_cb, &n, &more), nk);
+    for (int i = 0; i < nk; i++)
+        assert_string_equal(n.key[i], sorted[i]);
+    long_names_clear(&n);
+    /* one at a time, each page after the last key listed */
+    char *marker = NULL;
+    for (int i = 0; i < nk; i++) {
+        assert_int_equal(node_store_list_meta(s, "bk", NULL, marker, 1, long_cb, &n, &more), 1);
+        assert_string_equal(n.key[0], sorted[i]);
+        assert_int_equal(more, i < nk - 1);
+        free(marker);
+        marker = n.key[0];
+        n.n = 0;
+    }
+    free(marker);
+    /* a prefix longer than the indexed bytes */
+    char *pre = repeat('x', p, "a");
+    assert_int_equal(node_store_list_meta(s, "bk", pre, NULL, 0, long_cb, &n, &more), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(strncmp(n.key[i], pre, strlen(pre)), 0);
+    assert_true(strcmp(n.key[0], n.key[1]) < 0 && strcmp(n.key[1], n.key[2]) < 0 &&
+                strcmp(n.key[2], n.key[3]) < 0);
+    long_names_clear(&n);
+    assert_int_equal(node_store_delete_meta(s, "bk", keys[1]), 0);
+    assert_int_equal(node_store_get_meta(s, "bk", keys[1], &blob, &len), -ENOENT);
+    assert_int_equal(node_store_list_meta(s, "bk", pre, NULL, 0, long_cb, &n, &more), 3);
+    long_names_clear(&n);
+    node_store_close(s);
+    for (int i = 0; i < nk; i++)
+        free(keys[i]);
+    free(other);
+    free(pre);
     rmdir_all(dir);
 }
 
@@ -815,6 +928,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_writers),
         cmocka_unit_test(test_async_put),
         cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_meta_long_keys),
         cmocka_unit_test(test_list_chunks),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_compaction),

@@ -273,7 +273,7 @@ static void test_user_meta(void **state)
     json_decref(m);
     const char *kv3[] = {"x-amz-meta-ab", big, NULL}; /* one byte over */
     h.kv = kv3;
-    assert_int_equal(gw_s3_user_meta(each, &h, &m, msg, sizeof(msg)), GW_S3_INVALID_ARGUMENT);
+    assert_int_equal(gw_s3_user_meta(each, &h, &m, msg, sizeof(msg)), GW_S3_METADATA_TOO_LARGE);
     assert_null(m);
     const char *kv4[] = {"x-amz-meta-a", "\xff\xfe", NULL};
     h.kv = kv4;

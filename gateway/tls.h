@@ -1,0 +1,23 @@
+/*
+ * The S3 endpoint's TLS certificate and key: PEM files read whole and checked
+ * with GnuTLS (each parses; the key belongs to the certificate) before the
+ * server starts, so a wrong file is a clear error at startup rather than a
+ * failed handshake later. libmicrohttpd serves HTTPS with them
+ * (MHD_USE_TLS, MHD_OPTION_HTTPS_MEM_CERT/KEY). The certificate file may
+ * hold a chain (leaf first); the key must not be encrypted.
+ */
+#ifndef INEC_GATEWAY_TLS_H
+#define INEC_GATEWAY_TLS_H
+
+#include <stddef.h>
+
+struct gw_tls {
+    char *cert_pem, *key_pem; /* NUL-terminated file contents */
+};
+
+/* Returns 0 or a negative errno with msg naming the file and the reason. */
+int gw_tls_load(const char *cert_path, const char *key_path, struct gw_tls *out, char *msg,
+                size_t msglen);
+void gw_tls_free(struct gw_tls *t); /* frees the contents; t itself is the caller's */
+
+#endif

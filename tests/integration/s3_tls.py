@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""HTTPS on the S3 endpoint: a self-signed certificate made here with the
+openssl CLI, served by `inec server --tls-cert/--tls-key` (argv[2] "server",
+the default) or by `inec gateway` with tls_cert/tls_key in cluster.json's
+gateway section ("cluster"); boto3 (verify=the certificate) and the AWS CLI
+(--ca-bundle) store, list, read back and delete over it, a client that does
+not trust the certificate and a plain-HTTP one are refused, and wrong files
+stop the server with a clear message. argv[1]: the inec binary."""
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inec_server import InecCluster, InecServer  # noqa: E402
+
+try:
+    import boto3
+    import botocore.exceptions
+    from botocore.config import Config
+except ImportError:
+    sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
+
+AWS = shutil.which("aws", path="/usr/bin") or shutil.which("aws")
+srv = None
+
+
+def check(cond, what):
+    if not cond:
+        srv.fail(what)
+
+
+def make_cert(d, name, cn):
+    """A self-signed EC certificate for 127.0.0.1: (cert path, key path)."""
+    cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=" + cn,
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def client(verify):
+    return boto3.client(
+        "s3", endpoint_url=srv.endpoint, region_name="us-east-1", verify=verify,
+        aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
+        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
+                      s3={"addressing_style": "path"}))
+
+
+def aws(ca, *args):
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key, AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+               AWS_PAGER="", AWS_MAX_ATTEMPTS="1")
+    return subprocess.run([AWS, "--endpoint-url", srv.endpoint, "--ca-bundle", ca, *args],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_clients(cert, other_cert, tmp):
+    check(srv.endpoint.startswith("https://"), "banner endpoint %s" % srv.endpoint)
+    s3 = client(cert)
+    s3.create_bucket(Bucket="tls")
+    body = os.urandom(3 << 20)  # several TLS records, several stripes
+    s3.put_object(Bucket="tls", Key="boto/obj", Body=body)
+    check(s3.get_object(Bucket="tls", Key="boto/obj")["Body"].read() == body, "boto3 GET")
+    # a client that trusts another certificate, or the system's CAs, refuses the server
+    for verify in (other_cert, True):
+        try:
+            client(verify).list_buckets()
+            srv.fail("boto3 with verify=%r trusted the self-signed server" % verify)
+        except botocore.exceptions.SSLError:
+            pass
+    # plain HTTP on the TLS port gets no S3 answer
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        got = s.recv(4096)
+    except (ConnectionResetError, socket.timeout):
+        got = b""
+    s.close()
+    check(b"ListAllMyBucketsResult" not in got and b"<Error>" not in got,
+          "plain HTTP was answered over the TLS port: %r" % got[:200])
+    # the server's certificate is the one given
+    ctx = ssl.create_default_context(cafile=cert)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as t:
+            der = t.getpeercert(binary_form=True)
+    check(ssl.DER_cert_to_PEM_cert(der).split("-----")[2].strip().replace("\n", "") ==
+          open(cert).read().split("-----")[2].strip().replace("\n", ""),
+          "the server presents another certificate")
+    if not AWS:
+        sys.exit("the AWS CLI is missing: run scripts/deps.sh (awscli)")
+    src = os.path.join(tmp, "cli.bin")
+    with open(src, "wb") as f:
+        f.write(os.urandom(9 << 20))  # over the CLI's 8 MB threshold: multipart
+    r = aws(cert, "s3", "cp", src, "s3://tls/cli/file.bin")
+    check(r.returncode == 0, "aws s3 cp over TLS: %s%s" % (r.stdout, r.stderr))
+    r = aws(cert, "s3", "ls", "s3://tls/", "--recursive")
+    check(r.returncode == 0 and "cli/file.bin" in r.stdout and "boto/obj" in r.stdout,
+          "aws s3 ls over TLS: %s%s" % (r.stdout, r.stderr))
+    out = os.path.join(tmp, "back.bin")
+    r = aws(cert, "s3", "cp", "s3://tls/cli/file.bin", out)
+    check(r.returncode == 0 and open(out, "rb").read() == open(src, "rb").read(),
+          "aws s3 cp back over TLS: %s" % r.stderr)
+    r = aws(other_cert, "s3", "ls", "s3://tls/")
+    check(r.returncode != 0 and "SSL" in r.stderr.upper(),
+          "the AWS CLI with another CA bundle: %d %s" % (r.returncode, r.stderr))
+    r = aws(cert, "s3", "rm", "s3://tls/", "--recursive")
+    check(r.returncode == 0, "aws s3 rm over TLS: %s" % r.stderr)
+    check(s3.list_objects_v2(Bucket="tls")["KeyCount"] == 0, "everything deleted")
+
+
+def test_bad_files(inec, cert, key, other_key, tmp):
+    """Wrong files stop `inec server` at once, with a message naming the problem."""
+    cases = [
+        (["--tls-cert", cert], "--tls-cert and --tls-key go together"),
+        (["--tls-cert", os.path.join(tmp, "missing.pem"), "--tls-key", key],
+         "No such file or directory"),
+        (["--tls-cert", key, "--tls-key", key], "is not a PEM certificate"),
+        (["--tls-cert", cert, "--tls-key", cert], "is not a PEM private key"),
+        (["--tls-cert", cert, "--tls-key", other_key], "do not match"),
+    ]
+    for args, want in cases:
+        r = subprocess.run([inec, "server", "--data", os.path.join(tmp, "bad"), "--listen",
+                            "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", *args],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode != 0 and want in r.stderr,
+              "inec server %s: exit %d, want %r in:\n%s" % (" ".join(args), r.returncode, want,
+                                                            r.stderr[-2000:]))
+
+
+def main():
+    global srv
+    inec = sys.argv[1]
+    mode = sys.argv[2] if len(sys.argv) > 2 else "server"
+    tmp = tempfile.mkdtemp(prefix="inec-tls-")
+    cert, key = make_cert(tmp, "server", "127.0.0.1")
+    other_cert, other_key = make_cert(tmp, "other", "other")
+    if mode == "cluster":
+        srv = InecCluster(inec, gateway={"tls_cert": cert, "tls_key": key})
+    else:
+        srv = InecServer(inec, extra_args=["--tls-cert", cert, "--tls-key", key])
+    test_clients(cert, other_cert, tmp)
+    print("ok test_clients", flush=True)
+    if mode == "server":
+        test_bad_files(inec, cert, key, other_key, tmp)
+        print("ok test_bad_files", flush=True)
+    srv.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("s3_tls (%s): all passed" % mode)
+
+
+if __name__ == "__main__":
+    main()
