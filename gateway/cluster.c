@@ -621,6 +621,8 @@ static void health_one(void *arg, int i)
         json_object_set_new(j, "capacity_bytes", json_integer((json_int_t)st.capacity));
         json_object_set_new(j, "used_bytes", json_integer((json_int_t)st.segment_bytes));
         json_object_set_new(j, "live_bytes", json_integer((json_int_t)st.live_bytes));
+        json_object_set_new(j, "dead_bytes", json_integer((json_int_t)st.dead_bytes));
+        json_object_set_new(j, "compacted_bytes", json_integer((json_int_t)st.compacted_bytes));
         json_object_set_new(j, "chunks", json_integer((json_int_t)st.chunks));
         json_object_set_new(j, "metas", json_integer((json_int_t)st.metas));
         json_object_set_new(j, "repair_list", json_integer((json_int_t)st.repair));
