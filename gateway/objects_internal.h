@@ -24,6 +24,9 @@
 #define GW_META_BUCKET   "." /* the store bucket of bucket records (no S3 name starts with '.') */
 #define GW_META_ACL      ".acl" /* object ACLs set after the write: "<bucket>/<key>" */
 #define GW_CHUNK_VERSION 1      /* chunks are unique per upload (object id), never overwritten */
+#define GW_GC_PENDING_MAX  100000 /* replaced versions waiting for their delay, in memory */
+#define GW_MAX_GET_MS      3600000 /* default bound of one GET's stream (max_get_ms) */
+#define GW_GC_MARGIN_MS    10000   /* default gc_delay_ms = max_get_ms + this */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -69,6 +72,7 @@ struct gw_objects {
     int timeout_ms;          /* RPC bound and peer timeout (the map's peer_timeout_ms) */
     int heartbeat_ms;        /* the map's: tcp pings, node probes */
     int gc_delay_ms;         /* old versions' chunks are deleted this long after a commit */
+    int max_get_ms;          /* a GET streaming longer is cut: gc_delay_ms must exceed it */
     uint32_t gw_id;          /* version tiebreak between gateways */
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (objmeta.c) */
@@ -93,7 +97,8 @@ struct gw_objects {
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
-    json_t *gc; /* array of {"due": ms, "rec": record} */
+    json_t *gc; /* array of {"due": ms, "rec": record}, at most GW_GC_PENDING_MAX */
+    _Atomic uint64_t gc_dropped; /* records left to the scanner (orphans) past that */
     bool gc_stop;
     pthread_t gc_thread;
     bool gc_started;
