@@ -393,6 +393,12 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
      * no GET streams longer than max_get_ms (on any gateway sharing this
      * configuration), and the chunks go gc_delay_ms after the change. */
     o->max_get_ms = opt_int(opts, "max_get_ms", GW_MAX_GET_MS);
+    o->mpu_expire_ms = opt_int(opts, "multipart_expire_ms", 7 * 24 * 3600 * 1000);
+    o->lifecycle_day_ms = opt_int(opts, "lifecycle_day_ms", 24 * 3600 * 1000);
+    if (o->mpu_expire_ms < 0 || o->lifecycle_day_ms <= 0)
+        return snprintf(msg, msglen,
+                        "gateway.multipart_expire_ms must be >= 0, lifecycle_day_ms > 0"),
+               -EINVAL;
     o->gc_delay_ms = opt_int(opts, "gc_delay_ms", o->max_get_ms + GW_GC_MARGIN_MS);
     if (o->max_get_ms <= 0 || o->gc_delay_ms < 0)
         return snprintf(msg, msglen, "gateway.max_get_ms must be > 0, gc_delay_ms >= 0"), -EINVAL;

@@ -1324,7 +1324,7 @@ struct gw_get {
     uint64_t *start; /* of each stripe in the object (gw_layout_starts) */
     uint8_t *buf;    /* chunk c of the loaded stripe at c * L */
     size_t cap;
-    uint64_t lo, hi; /* object bytes [lo, hi) are in buf */
+    uint64_t lo, hi;     /* object bytes [lo, hi) are in buf */
     int64_t deadline_ms; /* max_get_ms after the record was read: then its chunks may go */
     int rc;
 };
@@ -1636,8 +1636,8 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
     if (g->pos >= g->end || len == 0)
         return 0;
     if (gw_now_ms() > g->deadline_ms) { /* the version read may be garbage by now */
-        inec_log(INEC_LOG_WARN, "gateway", "GET %s/%s cut after max_get_ms=%d", g->bucket,
-                 g->key, g->o->max_get_ms);
+        inec_log(INEC_LOG_WARN, "gateway", "GET %s/%s cut after max_get_ms=%d", g->bucket, g->key,
+                 g->o->max_get_ms);
         return g->rc = -ETIMEDOUT;
     }
     if (g->pos < g->lo || g->pos >= g->hi) {
