@@ -134,6 +134,7 @@ static void print_stats(const struct node_store_stats *st)
         {"metadata", offsetof(struct node_store_stats, metas), false},
         {"corrupt", offsetof(struct node_store_stats, repair), false},
         {"capacity", offsetof(struct node_store_stats, capacity), true},
+        {"compacted", offsetof(struct node_store_stats, compacted_bytes), true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         uint64_t v = *(const uint64_t *)((const char *)st + rows[i].off);
@@ -276,19 +277,26 @@ static const char run_usage[] =
     "(tcp transport) through a connection manager on HOST:PORT (port 0 = any; the\n"
     "bound address is printed as 'listening HOST:PORT'). FILE is\n"
     "  {\"map\": <cluster map, see placement/placement.h>,\n"
-    "   \"nodes\": {\"ID\": {\"data\": DIR, \"capacity\": BYTES}, ...}}\n"
+    "   \"nodes\": {\"ID\": {\"data\": DIR, \"capacity\": BYTES}, ...},\n"
+    "   \"node\": {\"compaction\": {\"interval_ms\": 1000, \"dead_ratio\": 0.4,\n"
+    "                            \"seal_bytes\": 16777216, \"mbps\": 50}}}\n"
     "and gives this node's address and failure domain (from the map) and its data\n"
     "directory, and the failure detector's peer_timeout_ms and heartbeat_ms (the\n"
     "map's; --timeout-ms overrides). SIGTERM or SIGINT stops it cleanly: requests in\n"
     "flight finish, writes are acknowledged only once durable.\n"
     "--metrics-listen (or \"metrics_listen\" of the node in FILE) serves the node's\n"
-    "Prometheus metrics at http://HOST:PORT/metrics (printed as 'metrics HOST:PORT').\n";
+    "Prometheus metrics at http://HOST:PORT/metrics (printed as 'metrics HOST:PORT').\n"
+    "Background compaction (defaults above; a node's own \"compaction\" in \"nodes\"\n"
+    "overrides): every interval_ms after writes, segments at least dead_ratio dead\n"
+    "(the active one once seal_bytes big) are rewritten at mbps MB/s at most, after\n"
+    "reads and writes in flight; interval_ms -1 turns it off, mbps -1 unlimits it.\n";
 
 struct run_args {
     char id[PLACE_ID_MAX], domain[PLACE_ID_MAX], listen[PLACE_ADDRESS_MAX], data[4096];
     char metrics_listen[PLACE_ADDRESS_MAX];
     unsigned long long capacity;
     int timeout_ms, heartbeat_ms;
+    struct node_compaction_config compaction;
 };
 
 /* Fills what the config gives for node `a->id`; options given on the command
@@ -332,6 +340,14 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
         snprintf(a->data, sizeof(a->data), "%s", data);
     if (!have_cap && cap)
         a->capacity = (unsigned long long)json_integer_value(cap);
+    /* Every node's "compaction" (the "node" section), then this node's own. */
+    if (node_compaction_from_json(json_object_get(json_object_get(root, "node"), "compaction"),
+                                  &a->compaction, err, sizeof(err)) ||
+        node_compaction_from_json(json_object_get(local, "compaction"), &a->compaction, err,
+                                  sizeof(err))) {
+        fprintf(stderr, "inec node: %s: %s\n", path, err);
+        goto out;
+    }
     const char *ml = json_string_value(json_object_get(local, "metrics_listen"));
     if (!a->metrics_listen[0] && ml)
         snprintf(a->metrics_listen, sizeof(a->metrics_listen), "%s", ml);
@@ -440,6 +456,7 @@ static int node_run(int argc, char **argv)
         .capacity = a.capacity,
         .timeout_ms = a.timeout_ms,
         .heartbeat_ms = a.heartbeat_ms,
+        .compaction = a.compaction,
     };
     struct node_service *svc;
     char err[512];

@@ -389,7 +389,23 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
                -EINVAL;
     o->timeout_ms = o->map->peer_timeout_ms;
     o->heartbeat_ms = o->map->heartbeat_ms;
-    o->gc_delay_ms = opt_int(opts, "gc_delay_ms", 5000);
+    /* A version's chunks outlive every GET that began before it was replaced:
+     * no GET streams longer than max_get_ms (on any gateway sharing this
+     * configuration), and the chunks go gc_delay_ms after the change. */
+    o->max_get_ms = opt_int(opts, "max_get_ms", GW_MAX_GET_MS);
+    o->mpu_expire_ms = opt_int(opts, "multipart_expire_ms", 7 * 24 * 3600 * 1000);
+    o->lifecycle_day_ms = opt_int(opts, "lifecycle_day_ms", 24 * 3600 * 1000);
+    if (o->mpu_expire_ms < 0 || o->lifecycle_day_ms <= 0)
+        return snprintf(msg, msglen,
+                        "gateway.multipart_expire_ms must be >= 0, lifecycle_day_ms > 0"),
+               -EINVAL;
+    o->gc_delay_ms = opt_int(opts, "gc_delay_ms", o->max_get_ms + GW_GC_MARGIN_MS);
+    if (o->max_get_ms <= 0 || o->gc_delay_ms < 0)
+        return snprintf(msg, msglen, "gateway.max_get_ms must be > 0, gc_delay_ms >= 0"), -EINVAL;
+    if (o->gc_delay_ms <= o->max_get_ms)
+        inec_log(INEC_LOG_WARN, "gateway",
+                 "gc_delay_ms=%d <= max_get_ms=%d: a slow GET may lose the chunks it reads",
+                 o->gc_delay_ms, o->max_get_ms);
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r))
         r = (uint32_t)gw_realtime_ns() ^ (uint32_t)getpid();
@@ -573,8 +589,11 @@ void gw_objects_close(struct gw_objects *o)
         pthread_mutex_unlock(&o->gc_lock);
         pthread_join(o->gc_thread, NULL);
     }
-    if (o->fan && o->nodes)
-        gw_gc_run(o, true); /* what is left of the garbage: deleted now, not lost */
+    /* What is left of the garbage: embedded, no other gateway can be reading
+     * it, so it goes now; otherwise a GET on another gateway may be, and the
+     * scanner collects it as orphans (orphan_grace_ms >= max_get_ms). */
+    if (o->fan && o->nodes && o->embedded)
+        gw_gc_run(o, true);
     gw_fanout_destroy(o->fan);
     gw_sessions_close(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
@@ -621,6 +640,8 @@ static void health_one(void *arg, int i)
         json_object_set_new(j, "capacity_bytes", json_integer((json_int_t)st.capacity));
         json_object_set_new(j, "used_bytes", json_integer((json_int_t)st.segment_bytes));
         json_object_set_new(j, "live_bytes", json_integer((json_int_t)st.live_bytes));
+        json_object_set_new(j, "dead_bytes", json_integer((json_int_t)st.dead_bytes));
+        json_object_set_new(j, "compacted_bytes", json_integer((json_int_t)st.compacted_bytes));
         json_object_set_new(j, "chunks", json_integer((json_int_t)st.chunks));
         json_object_set_new(j, "metas", json_integer((json_int_t)st.metas));
         json_object_set_new(j, "repair_list", json_integer((json_int_t)st.repair));

@@ -171,6 +171,8 @@ static void write_cluster(const json_t *cluster, FILE *f)
             {"inec_node_capacity_bytes", "capacity_bytes", "bytes the node can store"},
             {"inec_node_used_bytes", "used_bytes", "bytes the node stores"},
             {"inec_node_live_bytes", "live_bytes", "bytes of records the node's index points at"},
+            {"inec_node_dead_bytes", "dead_bytes",
+             "bytes overwritten, deleted or tombstones, until compaction frees them"},
             {"inec_node_chunks", "chunks", "chunks the node stores"},
             {"inec_node_repair_list_chunks", "repair_list",
              "chunks on the node's repair list (failed a checksum on read or scrub)"},

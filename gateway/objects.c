@@ -142,6 +142,14 @@ void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms)
     if (!json_array_size(json_object_get(rec, "stripes")))
         return;
     pthread_mutex_lock(&o->gc_lock);
+    if (json_array_size(o->gc) >= GW_GC_PENDING_MAX) { /* bounded memory: orphans now */
+        if (atomic_fetch_add(&o->gc_dropped, 1) % 10000 == 0)
+            inec_log(INEC_LOG_WARN, "gateway",
+                     "%d replaced versions wait for gc: more are left to the scanner",
+                     GW_GC_PENDING_MAX);
+        pthread_mutex_unlock(&o->gc_lock);
+        return;
+    }
     json_array_append_new(
         o->gc, json_pack("{s:I,s:O}", "due", (json_int_t)(gw_now_ms() + delay_ms), "rec", rec));
     pthread_cond_broadcast(&o->gc_cond);
@@ -1316,7 +1324,8 @@ struct gw_get {
     uint64_t *start; /* of each stripe in the object (gw_layout_starts) */
     uint8_t *buf;    /* chunk c of the loaded stripe at c * L */
     size_t cap;
-    uint64_t lo, hi; /* object bytes [lo, hi) are in buf */
+    uint64_t lo, hi;     /* object bytes [lo, hi) are in buf */
+    int64_t deadline_ms; /* max_get_ms after the record was read: then its chunks may go */
     int rc;
 };
 
@@ -1324,6 +1333,7 @@ int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint
                  uint64_t len, struct gw_object_info *info, struct gw_get **out)
 {
     *out = NULL;
+    int64_t t0 = gw_now_ms(); /* before the record is read: the GET began by then */
     json_t *rec;
     int rc = object_rec(o, bucket, key, &rec);
     if (rc)
@@ -1334,6 +1344,7 @@ int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint
         return -ENOMEM;
     }
     g->o = o;
+    g->deadline_ms = t0 + o->max_get_ms;
     g->rec = rec;
     snprintf(g->bucket, sizeof(g->bucket), "%s", bucket);
     g->key = strdup(key);
@@ -1624,6 +1635,11 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
         return g->rc;
     if (g->pos >= g->end || len == 0)
         return 0;
+    if (gw_now_ms() > g->deadline_ms) { /* the version read may be garbage by now */
+        inec_log(INEC_LOG_WARN, "gateway", "GET %s/%s cut after max_get_ms=%d", g->bucket, g->key,
+                 g->o->max_get_ms);
+        return g->rc = -ETIMEDOUT;
+    }
     if (g->pos < g->lo || g->pos >= g->hi) {
         if ((g->rc = load_stripe(g)))
             return g->rc;

@@ -133,7 +133,8 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
  * one record, whose stripes are the chosen parts' stripes in order. Parts not
  * chosen, and all parts of an aborted upload, are freed. A gateway that dies
  * mid-upload leaves the upload and its parts in place (listed by
- * gw_mpu_list) until an abort frees them; nothing collects them on its own.
+ * gw_mpu_list) until an abort frees them, or gw_mpu_expire (the scanner's)
+ * once it is older than the bucket's lifecycle rule or multipart_expire_ms.
  *
  * Errors beyond the object layer's: -ESRCH NoSuchUpload, -EPROTO InvalidPart
  * (unknown part or wrong ETag), -EDOM InvalidPartOrder, -ERANGE
@@ -175,6 +176,19 @@ int gw_mpu_list_parts(struct gw_objects *o, const char *bucket, const char *key,
 int gw_mpu_list(struct gw_objects *o, const char *bucket, const char *prefix,
                 int (*cb)(const char *key, const char *upload_id, int64_t initiated_ns, void *arg),
                 void *arg);
+
+/*
+ * Bucket lifecycle (lifecycle.c). rules: [{"id", "prefix", "enabled",
+ * "abort_days"}] (AbortIncompleteMultipartUpload, the one action honoured),
+ * kept in the bucket's record; NULL removes them. get: -ENODATA when the
+ * bucket has none.
+ */
+int gw_bucket_lifecycle_set(struct gw_objects *o, const char *bucket, const json_t *rules);
+int gw_bucket_lifecycle_get(struct gw_objects *o, const char *bucket, json_t **rules);
+/* Aborts every upload older than its bucket's matching enabled rule (days x
+ * lifecycle_day_ms), or than multipart_expire_ms (0: never) where no rule
+ * matches. Returns how many it aborted. */
+uint64_t gw_mpu_expire(struct gw_objects *o);
 
 /*
  * Opening the object layer.

@@ -18,12 +18,15 @@
 #include "node/client.h"
 #include "placement/placement.h"
 
-#define GW_MAX_POOLS     32
-#define GW_NODE_CLIENTS  16  /* idle clients kept per node */
-#define GW_ALIGN         64  /* chunk length alignment of a short last stripe */
-#define GW_META_BUCKET   "." /* the store bucket of bucket records (no S3 name starts with '.') */
-#define GW_META_ACL      ".acl" /* object ACLs set after the write: "<bucket>/<key>" */
-#define GW_CHUNK_VERSION 1      /* chunks are unique per upload (object id), never overwritten */
+#define GW_MAX_POOLS      32
+#define GW_NODE_CLIENTS   16  /* idle clients kept per node */
+#define GW_ALIGN          64  /* chunk length alignment of a short last stripe */
+#define GW_META_BUCKET    "." /* the store bucket of bucket records (no S3 name starts with '.') */
+#define GW_META_ACL       ".acl"  /* object ACLs set after the write: "<bucket>/<key>" */
+#define GW_CHUNK_VERSION  1       /* chunks are unique per upload (object id), never overwritten */
+#define GW_GC_PENDING_MAX 100000  /* replaced versions waiting for their delay, in memory */
+#define GW_MAX_GET_MS     3600000 /* default bound of one GET's stream (max_get_ms) */
+#define GW_GC_MARGIN_MS   10000   /* default gc_delay_ms = max_get_ms + this */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -62,14 +65,17 @@ struct gw_objects {
     _Atomic int npools;
 
     bool embedded;
-    char dir[4096];          /* embedded: DATA; cluster.json lives there */
-    char node_devopts[128];  /* embedded node services */
-    struct inec_device *dev; /* carries every RPC client */
-    char deg_options[320];   /* devices of gateway DEG vertices */
-    int timeout_ms;          /* RPC bound and peer timeout (the map's peer_timeout_ms) */
-    int heartbeat_ms;        /* the map's: tcp pings, node probes */
-    int gc_delay_ms;         /* old versions' chunks are deleted this long after a commit */
-    uint32_t gw_id;          /* version tiebreak between gateways */
+    char dir[4096];           /* embedded: DATA; cluster.json lives there */
+    char node_devopts[128];   /* embedded node services */
+    struct inec_device *dev;  /* carries every RPC client */
+    char deg_options[320];    /* devices of gateway DEG vertices */
+    int timeout_ms;           /* RPC bound and peer timeout (the map's peer_timeout_ms) */
+    int heartbeat_ms;         /* the map's: tcp pings, node probes */
+    int gc_delay_ms;          /* old versions' chunks are deleted this long after a commit */
+    int max_get_ms;           /* a GET streaming longer is cut: gc_delay_ms must exceed it */
+    int64_t mpu_expire_ms;    /* multipart uploads older are aborted (0: never), lifecycle.c */
+    int64_t lifecycle_day_ms; /* a lifecycle rule's day (shorter only for tests) */
+    uint32_t gw_id;           /* version tiebreak between gateways */
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (objmeta.c) */
 
@@ -93,7 +99,8 @@ struct gw_objects {
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
-    json_t *gc; /* array of {"due": ms, "rec": record} */
+    json_t *gc; /* array of {"due": ms, "rec": record}, at most GW_GC_PENDING_MAX */
+    _Atomic uint64_t gc_dropped; /* records left to the scanner (orphans) past that */
     bool gc_stop;
     pthread_t gc_thread;
     bool gc_started;

@@ -61,6 +61,8 @@ static const struct gw_s3_error_info table[GW_S3_ERR_COUNT] = {
                                        "Your request is missing a required header."},
     [GW_S3_NO_SUCH_BUCKET] = {"NoSuchBucket", 404, "The specified bucket does not exist"},
     [GW_S3_NO_SUCH_KEY] = {"NoSuchKey", 404, "The specified key does not exist."},
+    [GW_S3_NO_SUCH_LIFECYCLE] = {"NoSuchLifecycleConfiguration", 404,
+                                 "The lifecycle configuration does not exist."},
     [GW_S3_NO_SUCH_UPLOAD] = {"NoSuchUpload", 404, "The specified upload does not exist."},
     [GW_S3_NOT_IMPLEMENTED] = {"NotImplemented", 501,
                                "A header you provided implies functionality that is not "

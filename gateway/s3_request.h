@@ -90,8 +90,11 @@ enum gw_s3_op {
     GW_OP_PUT_OBJECT_ACL,
     GW_OP_LIST_OBJECT_VERSIONS,  /* unversioned: every object as its null version */
     GW_OP_GET_BUCKET_VERSIONING, /* never enabled: an empty VersioningConfiguration */
-    GW_OP_NOT_IMPLEMENTED,       /* S3 has it, the gateway does not (501) */
-    GW_OP_METHOD_NOT_ALLOWED,    /* a known method on the wrong resource (405) */
+    GW_OP_GET_BUCKET_LIFECYCLE,  /* AbortIncompleteMultipartUpload rules only */
+    GW_OP_PUT_BUCKET_LIFECYCLE,
+    GW_OP_DELETE_BUCKET_LIFECYCLE,
+    GW_OP_NOT_IMPLEMENTED,    /* S3 has it, the gateway does not (501) */
+    GW_OP_METHOD_NOT_ALLOWED, /* a known method on the wrong resource (405) */
     GW_OP_COUNT
 };
 

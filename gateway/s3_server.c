@@ -1205,6 +1205,64 @@ static void put_acl(struct req *r)
         answer_empty(r, 200);
 }
 
+/* Lifecycle rules between their S3 form (s3_xml*.h) and the bucket record's. */
+static void put_lifecycle(struct req *r)
+{
+    struct gw_lifecycle_rule *rules;
+    size_t n;
+    enum gw_s3_err e =
+        gw_xml_parse_lifecycle(r->body, r->body_len, &rules, &n, r->msg, sizeof(r->msg));
+    if (e) {
+        answer_error(r, e, r->msg);
+        return;
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_pack("{s:s,s:s,s:b,s:i}", "id", rules[i].id, "prefix",
+                                               rules[i].prefix, "enabled", rules[i].enabled,
+                                               "abort_days", rules[i].abort_days))) {
+            json_decref(a);
+            a = NULL;
+        }
+    gw_lifecycle_rules_free(rules, n);
+    int rc = a ? gw_bucket_lifecycle_set(r->srv->objects, r->t.bucket, a) : -ENOMEM;
+    json_decref(a);
+    if (rc)
+        answer_errno(r, rc, "PutBucketLifecycleConfiguration");
+    else
+        answer_empty(r, 200);
+}
+
+static void get_lifecycle(struct req *r)
+{
+    json_t *a;
+    int rc = gw_bucket_lifecycle_get(r->srv->objects, r->t.bucket, &a);
+    if (rc == -ENODATA) {
+        answer_error(r, GW_S3_NO_SUCH_LIFECYCLE, NULL);
+        return;
+    }
+    if (rc) {
+        answer_errno(r, rc, "GetBucketLifecycleConfiguration");
+        return;
+    }
+    size_t n = json_array_size(a), i;
+    struct gw_lifecycle_rule *rules = calloc(n ? n : 1, sizeof(*rules));
+    json_t *v;
+    json_array_foreach(a, i, v) if (rules) rules[i] =
+        (struct gw_lifecycle_rule){(char *)json_string_value(json_object_get(v, "id")),
+                                   (char *)json_string_value(json_object_get(v, "prefix")),
+                                   json_is_true(json_object_get(v, "enabled")),
+                                   (int)json_integer_value(json_object_get(v, "abort_days"))};
+    struct gw_buf b = {0};
+    if (rules && gw_xml_lifecycle(&b, rules, n) == 0)
+        answer_xml(r, 200, &b);
+    else
+        answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(&b);
+    free(rules);
+    json_decref(a);
+}
+
 /* An unsigned request: GET/HEAD of an object whose ACL lets anyone read it,
  * or a listing of (or HEAD on) a bucket whose ACL does; anything else stays
  * AccessDenied. A missing key of a bucket anyone may list is a 404 (its
@@ -1245,6 +1303,10 @@ static void small_body_end(struct req *r)
     }
     if (r->op == GW_OP_PUT_BUCKET_ACL || r->op == GW_OP_PUT_OBJECT_ACL) {
         put_acl(r);
+        return;
+    }
+    if (r->op == GW_OP_PUT_BUCKET_LIFECYCLE) {
+        put_lifecycle(r);
         return;
     }
     /* CreateBucket: the configuration's LocationConstraint is accepted and
@@ -1808,13 +1870,24 @@ static void begin(struct req *r, const char *method)
         gw_buf_free(&b);
         return;
     }
+    case GW_OP_GET_BUCKET_LIFECYCLE:
+        get_lifecycle(r);
+        return;
+    case GW_OP_DELETE_BUCKET_LIFECYCLE:
+        if ((rc = gw_bucket_lifecycle_set(o, r->t.bucket, NULL)))
+            answer_errno(r, rc, "DeleteBucketLifecycle");
+        else
+            answer_empty(r, 204);
+        return;
     case GW_OP_CREATE_BUCKET:
     case GW_OP_DELETE_OBJECTS:
     case GW_OP_COMPLETE_MULTIPART_UPLOAD:
     case GW_OP_PUT_BUCKET_ACL:
     case GW_OP_PUT_OBJECT_ACL:
+    case GW_OP_PUT_BUCKET_LIFECYCLE:
         r->body_max = r->op == GW_OP_DELETE_OBJECTS              ? GW_S3_DELETE_MAX_BODY
                       : r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD ? GW_S3_COMPLETE_MAX_BODY
+                      : r->op == GW_OP_PUT_BUCKET_LIFECYCLE      ? GW_S3_LIFECYCLE_MAX_BODY
                       : r->op == GW_OP_CREATE_BUCKET             ? SMALL_BODY_MAX
                                                                  : GW_ACL_MAX_BODY;
         e = body_begin(r);

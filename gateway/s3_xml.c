@@ -386,6 +386,28 @@ int gw_xml_access_policy(struct gw_buf *out, const char *owner_id, const char *o
     return finish(&w);
 }
 
+int gw_xml_lifecycle(struct gw_buf *out, const struct gw_lifecycle_rule *rules, size_t n)
+{
+    struct w w = {out, false};
+    puts_(&w, DECL "<LifecycleConfiguration xmlns=\"" XMLNS "\">");
+    for (size_t i = 0; i < n; i++) {
+        const struct gw_lifecycle_rule *r = &rules[i];
+        puts_(&w, "<Rule>");
+        if (r->id && r->id[0])
+            element(&w, "ID", r->id, false);
+        puts_(&w, "<Filter>");
+        element(&w, "Prefix", r->prefix ? r->prefix : "", false);
+        puts_(&w, "</Filter>");
+        element(&w, "Status", r->enabled ? "Enabled" : "Disabled", false);
+        printf_(&w,
+                "<AbortIncompleteMultipartUpload><DaysAfterInitiation>%d</DaysAfterInitiation>"
+                "</AbortIncompleteMultipartUpload></Rule>",
+                r->abort_days);
+    }
+    puts_(&w, "</LifecycleConfiguration>");
+    return finish(&w);
+}
+
 int gw_xml_versioning_off(struct gw_buf *out)
 {
     struct w w = {out, false};

@@ -126,6 +126,18 @@ int gw_xml_access_policy(struct gw_buf *out, const char *owner_id, const char *o
 /* <VersioningConfiguration/>: versioning was never enabled (GetBucketVersioning). */
 int gw_xml_versioning_off(struct gw_buf *out);
 
+/* A bucket lifecycle rule of the kinds the gateway honours (the parser,
+ * s3_xml_parse.h, refuses the others). */
+struct gw_lifecycle_rule {
+    char *id;     /* "" when none was given */
+    char *prefix; /* of the keys it applies to ("" = every key) */
+    bool enabled;
+    int abort_days; /* AbortIncompleteMultipartUpload DaysAfterInitiation (>= 1) */
+};
+/* LifecycleConfiguration with each rule's ID, Filter/Prefix, Status and
+ * AbortIncompleteMultipartUpload. */
+int gw_xml_lifecycle(struct gw_buf *out, const struct gw_lifecycle_rule *rules, size_t n);
+
 /* <Tagging><TagSet/></Tagging>: what GetObjectTagging answers (the AWS CLI
  * asks before a multipart copy). */
 int gw_xml_empty_tagging(struct gw_buf *out);

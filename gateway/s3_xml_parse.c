@@ -506,6 +506,159 @@ enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_comp
     return GW_S3_OK;
 }
 
+static bool named(const struct gw_xml_node *n, const char *name)
+{
+    return strcmp(n->name, name) == 0;
+}
+
+static enum gw_s3_err lifecycle_filter(const struct gw_xml_node *f,
+                                       const struct gw_xml_node **prefix, size_t index, char *msg,
+                                       size_t msglen)
+{
+    for (const struct gw_xml_node *c = f->child; c; c = c->next) {
+        if (named(c, "Tag") || named(c, "And") || named(c, "ObjectSizeGreaterThan") ||
+            named(c, "ObjectSizeLessThan"))
+            return gw_s3_errorf(GW_S3_NOT_IMPLEMENTED, msg, msglen,
+                                "rule %zu: a <Filter> on <%s> is not implemented (prefixes are)",
+                                index + 1, c->name);
+        if (!named(c, "Prefix") || !leaf(c) || *prefix)
+            return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen,
+                                "rule %zu: unexpected <%s> in <Filter>", index + 1, c->name);
+        *prefix = c;
+    }
+    return GW_S3_OK;
+}
+
+static enum gw_s3_err lifecycle_rule(const struct gw_xml_node *rule, struct gw_lifecycle_rule *r,
+                                     size_t index, char *msg, size_t msglen)
+{
+    static const char *const unsupported[] = {"Expiration", "Transition",
+                                              "NoncurrentVersionExpiration",
+                                              "NoncurrentVersionTransition", NULL};
+    const struct gw_xml_node *id = NULL, *prefix = NULL, *status = NULL, *abort = NULL;
+    bool filter = false;
+    for (const struct gw_xml_node *c = rule->child; c; c = c->next) {
+        for (const char *const *u = unsupported; *u; u++)
+            if (named(c, *u))
+                return gw_s3_errorf(GW_S3_NOT_IMPLEMENTED, msg, msglen,
+                                    "rule %zu: the <%s> action is not implemented (inec applies "
+                                    "AbortIncompleteMultipartUpload only)",
+                                    index + 1, c->name);
+        const struct gw_xml_node **dst = named(c, "ID")                               ? &id
+                                         : named(c, "Prefix")                         ? &prefix
+                                         : named(c, "Status")                         ? &status
+                                         : named(c, "AbortIncompleteMultipartUpload") ? &abort
+                                                                                      : NULL;
+        if (named(c, "Filter")) {
+            if (filter || prefix)
+                return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen,
+                                    "rule %zu: give one <Filter> or <Prefix>", index + 1);
+            filter = true;
+            enum gw_s3_err e = lifecycle_filter(c, &prefix, index, msg, msglen);
+            if (e)
+                return e;
+            continue;
+        }
+        if (!dst)
+            return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen, "rule %zu: unexpected <%s>",
+                                index + 1, c->name);
+        if (*dst || (dst == &prefix && filter))
+            return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen, "rule %zu: <%s> given twice",
+                                index + 1, c->name);
+        if (dst != &abort && !leaf(c))
+            return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen, "rule %zu: <%s> holds elements",
+                                index + 1, c->name);
+        *dst = c;
+    }
+    if (!status || (strcmp(status->text, "Enabled") && strcmp(status->text, "Disabled")))
+        return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen,
+                            "rule %zu: <Status> must be Enabled or Disabled", index + 1);
+    if (!abort)
+        return gw_s3_errorf(GW_S3_INVALID_REQUEST, msg, msglen,
+                            "rule %zu: at least one action needs to be specified", index + 1);
+    const struct gw_xml_node *days = gw_xml_child(abort, "DaysAfterInitiation");
+    if (!days || !leaf(days) || abort->child != days || days->next)
+        return gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen,
+                            "rule %zu: <AbortIncompleteMultipartUpload> holds one "
+                            "<DaysAfterInitiation>",
+                            index + 1);
+    char *end;
+    long v = strtol(days->text, &end, 10);
+    if (!days->text[0] || *end || days->text_len > 6 || v < 1)
+        return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen,
+                            "rule %zu: <DaysAfterInitiation> must be a positive integer",
+                            index + 1);
+    if (id && id->text_len > 255)
+        return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen,
+                            "rule %zu: <ID> is longer than 255 bytes", index + 1);
+    if (prefix && prefix->text_len > GW_S3_KEY_MAX)
+        return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen,
+                            "rule %zu: <Prefix> is longer than %d bytes", index + 1, GW_S3_KEY_MAX);
+    r->enabled = strcmp(status->text, "Enabled") == 0;
+    r->abort_days = (int)v;
+    r->id = strdup(id ? id->text : "");
+    r->prefix = strdup(prefix ? prefix->text : "");
+    return r->id && r->prefix ? GW_S3_OK : GW_S3_INTERNAL_ERROR;
+}
+
+enum gw_s3_err gw_xml_parse_lifecycle(const char *xml, size_t len, struct gw_lifecycle_rule **rules,
+                                      size_t *n, char *msg, size_t msglen)
+{
+    *rules = NULL;
+    *n = 0;
+    struct gw_xml_doc *d;
+    /* Rule, ID, Filter, Prefix, Status, the action and its days, and room for
+     * what is refused by name rather than by count. */
+    enum gw_s3_err e =
+        open_doc(xml, len, GW_S3_LIFECYCLE_MAX_BODY, 16 * GW_S3_LIFECYCLE_MAX_RULES + 8,
+                 "LifecycleConfiguration", &d, msg, msglen);
+    if (e)
+        return e;
+    const struct gw_xml_node *root = gw_xml_doc_root(d);
+    size_t count = 0;
+    for (const struct gw_xml_node *c = root->child; c; c = c->next)
+        count++;
+    struct gw_lifecycle_rule *r = calloc(count ? count : 1, sizeof(*r));
+    if (count == 0)
+        e = gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen,
+                         "<LifecycleConfiguration> has no <Rule>");
+    else if (count > GW_S3_LIFECYCLE_MAX_RULES)
+        e = gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen, "more than %d rules",
+                         GW_S3_LIFECYCLE_MAX_RULES);
+    else if (!r)
+        e = GW_S3_INTERNAL_ERROR;
+    size_t got = 0;
+    for (const struct gw_xml_node *c = root->child; c && !e; c = c->next) {
+        if (!named(c, "Rule"))
+            e = gw_s3_errorf(GW_S3_MALFORMED_XML, msg, msglen,
+                             "unexpected <%s> in <LifecycleConfiguration>", c->name);
+        else
+            e = lifecycle_rule(c, &r[got], got, msg, msglen);
+        got += !e || r[got].id || r[got].prefix;
+        for (size_t i = 0; !e && i + 1 < got; i++)
+            if (r[got - 1].id[0] && strcmp(r[i].id, r[got - 1].id) == 0)
+                e = gw_s3_errorf(GW_S3_INVALID_ARGUMENT, msg, msglen, "rule ID '%s' is given twice",
+                                 r[i].id);
+    }
+    gw_xml_doc_free(d);
+    if (e) {
+        gw_lifecycle_rules_free(r, got);
+        return e;
+    }
+    *rules = r;
+    *n = got;
+    return GW_S3_OK;
+}
+
+void gw_lifecycle_rules_free(struct gw_lifecycle_rule *rules, size_t n)
+{
+    for (size_t i = 0; rules && i < n; i++) {
+        free(rules[i].id);
+        free(rules[i].prefix);
+    }
+    free(rules);
+}
+
 void gw_complete_request_free(struct gw_complete_request *r)
 {
     if (!r)

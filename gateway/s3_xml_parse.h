@@ -93,4 +93,23 @@ enum gw_s3_err gw_xml_parse_complete(const char *xml, size_t len, struct gw_comp
                                      char *msg, size_t msglen);
 void gw_complete_request_free(struct gw_complete_request *r);
 
+/* ---- PutBucketLifecycleConfiguration ---- */
+#define GW_S3_LIFECYCLE_MAX_RULES 1000
+#define GW_S3_LIFECYCLE_MAX_BODY  (1u << 20)
+
+/*
+ * <LifecycleConfiguration> (<Rule> [<ID>] [<Filter>[<Prefix>]</Filter> |
+ * <Prefix>] <Status>Enabled|Disabled</Status> <AbortIncompleteMultipartUpload>
+ * <DaysAfterInitiation>n</DaysAfterInitiation></AbortIncompleteMultipartUpload>
+ * </Rule>)+: the rules the gateway honours. Expiration, Transition and the
+ * Noncurrent* actions, and filters on tags or sizes, are NotImplemented (so a
+ * client never believes a rule is applied that is not); a rule without an
+ * action is InvalidRequest; days not a positive integer, an ID over 255
+ * bytes or given twice, InvalidArgument; the rest MalformedXML.
+ * *rules is an array of *n rules for gw_lifecycle_rules_free.
+ */
+enum gw_s3_err gw_xml_parse_lifecycle(const char *xml, size_t len, struct gw_lifecycle_rule **rules,
+                                      size_t *n, char *msg, size_t msglen);
+void gw_lifecycle_rules_free(struct gw_lifecycle_rule *rules, size_t n);
+
 #endif

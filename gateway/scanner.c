@@ -19,7 +19,9 @@
  *      orphan in scans at least orphan_grace_ms apart is deleted. The grace
  *      must exceed the longest upload (its chunks have no record until the
  *      commit). Nothing is collected after a scan that could not read every
- *      record, or from a node whose inventory failed.
+ *      record, or from a node whose inventory failed;
+ *   5. aborts the multipart uploads older than their bucket's lifecycle rule
+ *      (AbortIncompleteMultipartUpload) or multipart_expire_ms (lifecycle.c).
  *
  * Memory: about 90 bytes per stripe and 48 per chunk during a scan.
  */
@@ -570,6 +572,9 @@ static void scan_once(struct gw_objects *o, struct seen *seen, int64_t grace_ms)
                            true);
         }
     }
+    /* 5. multipart uploads past their bucket's lifecycle rule or the default age */
+    if (!gw_repair_stopping(o))
+        gw_mpu_expire(o);
     gw_repair_scan_done(o, by_lost, maxlost, sc.nst, orphans, gw_now_ms() - t0);
     inec_log(INEC_LOG_INFO, "repair", "scan: %zu records, %zu stripes, %s, %lld ms", sc.nrecs,
              sc.nst, sc.incomplete ? "incomplete" : "complete", (long long)(gw_now_ms() - t0));

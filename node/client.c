@@ -543,13 +543,14 @@ int node_client_stats(struct node_client *c, struct node_store_stats *st)
 {
     struct rpc_msg m = {0};
     int rc = call(c, NODE_RPC_STATS, NULL, 0, NULL, 0, &m);
-    if (rc == 0 && m.len != 64)
+    /* 64 bytes from a node without compaction counters, 80 with them */
+    if (rc == 0 && m.len != 64 && m.len != 80)
         rc = cfail(c, -EPROTO, "node %s: bad stats response", c->addr);
     if (rc == 0) {
-        uint64_t v[8];
-        for (int i = 0; i < 8; i++)
+        uint64_t v[10] = {0};
+        for (size_t i = 0; i < m.len / 8; i++)
             v[i] = rpc_get64(m.data + 8 * i);
-        *st = (struct node_store_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+        *st = (struct node_store_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
     }
     free(m.data);
     return rc;

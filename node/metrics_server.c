@@ -81,6 +81,21 @@ static int render(struct node_metrics_server *m, FILE *f)
         label(f, id);
         fprintf(f, "\"} %" PRIu64 "\n", *(const uint64_t *)((const char *)&st + gauges[i].off));
     }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } counters[] = {
+        {"inec_store_compacted_segments_total", "segments background compaction removed",
+         offsetof(struct node_store_stats, compacted_segments)},
+        {"inec_store_compacted_bytes_total", "segment bytes compaction gave back",
+         offsetof(struct node_store_stats, compacted_bytes)},
+    };
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        fprintf(f, "# HELP %s %s (since the node started)\n# TYPE %s counter\n%s{node=\"",
+                counters[i].name, counters[i].help, counters[i].name, counters[i].name);
+        label(f, id);
+        fprintf(f, "\"} %" PRIu64 "\n", *(const uint64_t *)((const char *)&st + counters[i].off));
+    }
     return ferror(f) ? -EIO : 0;
 }
 

@@ -74,6 +74,7 @@ struct node_service {
     int timeout_ms, heartbeat_ms;
     struct timespec started;
     struct node_store *store;
+    struct node_compactor *compactor;
     struct inec_device *dev;
     struct inec_cq *cq;
     pthread_t loop, cm;
@@ -343,10 +344,11 @@ static void h_stats(struct req *r)
     int rc = node_store_stats(r->svc->store, &st);
     if (rc)
         return reply(r, rc);
-    uint64_t v[8] = {st.segments,   st.segment_bytes, st.chunks, st.live_bytes,
-                     st.dead_bytes, st.metas,         st.repair, st.capacity};
-    uint8_t out[64];
-    for (int i = 0; i < 8; i++)
+    uint64_t v[10] = {st.segments,           st.segment_bytes,  st.chunks, st.live_bytes,
+                      st.dead_bytes,         st.metas,          st.repair, st.capacity,
+                      st.compacted_segments, st.compacted_bytes};
+    uint8_t out[80];
+    for (int i = 0; i < 10; i++)
         rpc_put64(out + 8 * i, v[i]);
     reply_data(r, 0, out, sizeof(out), NULL, 0, NULL, NULL);
 }
@@ -1072,6 +1074,10 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     so.capacity = cfg->capacity;
     if ((rc = node_store_open(cfg->data_dir, &so, &s->store, err, errlen)))
         goto fail;
+    if ((rc = node_compactor_start(s->store, &cfg->compaction, &s->compactor))) {
+        codec_errf(err, errlen, rc, "compaction: %s", strerror(-rc));
+        goto fail;
+    }
     if ((rc = inec_device_open(NULL, s->dev_options, &s->dev))) {
         codec_errf(err, errlen, rc, "device (%s): %s", s->dev_options, inec_errmsg());
         goto fail;
@@ -1135,6 +1141,7 @@ void node_service_stop(struct node_service *s)
     }
     if (s->cm_fd >= 0)
         close(s->cm_fd);
+    node_compactor_stop(s->compactor);
     node_store_close(s->store); /* completes every queued write first */
     inec_cq_destroy(s->cq);
     inec_device_close(s->dev);

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "node/compactor.h"
 #include "node/store.h"
 
 #define NODE_ID_MAX 64
@@ -44,6 +45,7 @@ struct node_service_config {
     uint64_t capacity;   /* store capacity in bytes, 0 = unlimited */
     int timeout_ms;      /* bound of DEG vertex runs and of peers; 0 = 10000 */
     int heartbeat_ms;    /* tcp peers are pinged this often; 0 = the transport's default */
+    struct node_compaction_config compaction; /* background compaction; {0}: the defaults */
 };
 
 struct node_service;

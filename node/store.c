@@ -30,12 +30,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <isa-l/crc.h>
@@ -111,6 +113,9 @@ struct node_store {
     pthread_t writer;
 
     pthread_mutex_t compact_mu;
+    _Atomic int reads;         /* chunk reads in flight: compaction yields to them */
+    _Atomic uint64_t appended; /* record bytes ever appended (tells auto compaction to look) */
+    _Atomic uint64_t compacted_segments, compacted_bytes; /* freed by compaction, ever */
 
     char crash_at[32]; /* INEC_CRASH_AT=name[:n]: raise(SIGKILL) at the n-th hit */
     long crash_n;
@@ -595,6 +600,7 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
     }
     s->active_off += bytes;
     atomic_fetch_add(&s->used, bytes);
+    atomic_fetch_add(&s->appended, bytes);
     crash_point(s, "after_index");
     return i;
 }
@@ -801,6 +807,7 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
     key_of(id, k);
     struct loc l;
     MDB_txn *txn;
+    atomic_fetch_add(&s->reads, 1);
     pthread_rwlock_rdlock(&s->seg_lock);
     int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc == 0) {
@@ -822,6 +829,7 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
     }
     int rd = rc == 0 ? read_record(s, k, &l, buf) : 0;
     pthread_rwlock_unlock(&s->seg_lock);
+    atomic_fetch_sub(&s->reads, 1);
     if (rd) {
         if (l.len)
             memset(buf, 0, l.len); /* never hand out what failed verification */
@@ -1053,6 +1061,8 @@ int node_store_stats(struct node_store *s, struct node_store_stats *st)
         st->repair = ms.ms_entries;
     mdb_txn_abort(txn);
     st->dead_bytes = st->segment_bytes > st->live_bytes ? st->segment_bytes - st->live_bytes : 0;
+    st->compacted_segments = atomic_load(&s->compacted_segments);
+    st->compacted_bytes = atomic_load(&s->compacted_bytes);
     return rc;
 }
 
@@ -1160,6 +1170,12 @@ int node_store_scrub(struct node_store *s, node_scrub_cb cb, void *arg,
     return rc;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* ---- compaction ------------------------------------------------------------- */
 
 struct live {
@@ -1168,7 +1184,9 @@ struct live {
     int copied;
 };
 
-static int collect_live(struct node_store *s, uint32_t seg, struct live **out, size_t *n)
+/* Live records of the segments in victims[nv] (sorted), in index order. */
+static int collect_live(struct node_store *s, const uint32_t *victims, size_t nv, struct live **out,
+                        size_t *n)
 {
     MDB_txn *txn;
     MDB_cursor *cur;
@@ -1188,7 +1206,7 @@ static int collect_live(struct node_store *s, uint32_t seg, struct live **out, s
          rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
         struct loc l;
         memcpy(&l, val.mv_data, sizeof(l));
-        if (l.seg != seg)
+        if (!bsearch(&l.seg, victims, nv, sizeof(*victims), cmp_u32))
             continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -1224,18 +1242,57 @@ static void seg_remove(struct node_store *s, uint32_t id)
     unlinkat(s->dirfd, name, 0);
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool cancelled(const struct node_compact_options *o)
+{
+    return o->cancel && o->cancel(o->arg);
+}
+
 /*
- * Copies the live records of `victim` into a fresh segment, syncs it, switches
- * the index in one synced txn (only entries still pointing at the old place),
- * then unlinks the victim. A crash before the switch leaves an unregistered copy
- * (removed at open); after it, an unregistered victim (removed at open).
+ * Foreground first: before each copied record, waits (up to yield_ms) while
+ * reads are in flight or writes are queued, then keeps to the byte budget.
  */
-static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_size,
-                       struct node_compact_result *res)
+static void pace(struct node_store *s, const struct node_compact_options *o, int64_t t0,
+                 uint64_t copied)
+{
+    for (int waited = 0; waited < o->yield_ms && !cancelled(o); waited++) {
+        pthread_mutex_lock(&s->q_mu);
+        bool queued = s->q_head != NULL;
+        pthread_mutex_unlock(&s->q_mu);
+        if (!queued && atomic_load(&s->reads) == 0)
+            break;
+        usleep(1000);
+    }
+    if (!o->rate_bytes)
+        return;
+    int64_t due = t0 + (int64_t)((double)copied * 1e9 / (double)o->rate_bytes);
+    for (int64_t now = mono_ns(); now < due && !cancelled(o); now = mono_ns()) {
+        int64_t ns = due - now < 50000000 ? due - now : 50000000; /* cancel stays prompt */
+        struct timespec ts = {0, (long)ns};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/*
+ * Copies the live records of the segments victims[nv] (sorted) into one fresh
+ * segment, syncs it, switches the index in one synced txn (only entries still
+ * pointing at the old places), then unlinks the victims. A crash before the
+ * switch leaves an unregistered copy (removed at open); after it, unregistered
+ * victims (removed at open).
+ */
+static int compact_group(struct node_store *s, const uint32_t *victims, const uint64_t *vsize,
+                         size_t nv, const struct node_compact_options *opt,
+                         struct node_compact_result *res)
 {
     struct live *e;
     size_t n;
-    int rc = collect_live(s, victim, &e, &n);
+    int rc = collect_live(s, victims, nv, &e, &n);
     if (rc)
         return rc;
     uint32_t out = 0;
@@ -1243,9 +1300,15 @@ static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_si
     uint64_t off = 0;
     void *buf = NULL;
     size_t cap = 0;
+    int64_t t0 = mono_ns();
     if (n > 0)
         rc = seg_create(s, &out, &ofd);
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (cancelled(opt)) {
+            rc = -ECANCELED;
+            break;
+        }
+        pace(s, opt, t0, off);
         if (cap < e[i].old.len) {
             void *nb = realloc(buf, e[i].old.len);
             if (!nb) {
@@ -1301,7 +1364,7 @@ static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_si
         for (size_t i = 0; i < n && rc == 0; i++) {
             struct loc cur;
             int g = loc_get(s, txn, e[i].key, &cur);
-            if (g == -ENOENT || (g == 0 && (cur.seg != victim || cur.off != e[i].old.off)))
+            if (g == -ENOENT || (g == 0 && (cur.seg != e[i].old.seg || cur.off != e[i].old.off)))
                 continue; /* overwritten or deleted meanwhile: the copy is dead */
             if (g) {
                 rc = g;
@@ -1314,15 +1377,16 @@ static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_si
                 if (rc == 0)
                     rc = repair_mark(s, txn, e[i].key, e[i].old.version);
                 inec_log(INEC_LOG_WARN, "node",
-                         "compaction dropped a corrupt chunk seg=%" PRIu32 " off=%" PRIu64, victim,
-                         e[i].old.off);
+                         "compaction dropped a corrupt chunk seg=%" PRIu32 " off=%" PRIu64,
+                         e[i].old.seg, e[i].old.off);
             }
         }
-        uint8_t k[4];
-        putbe(k, victim, 4);
-        MDB_val key = {4, k};
-        if (rc == 0)
+        for (size_t v = 0; v < nv && rc == 0; v++) {
+            uint8_t k[4];
+            putbe(k, victims[v], 4);
+            MDB_val key = {4, k};
             rc = del_ok(mdb_del(txn, s->segs, &key, NULL));
+        }
         if (rc == 0 && ofd >= 0)
             rc = wm_put(s, txn, out, off);
         rc = commit_synced(s, txn, rc);
@@ -1336,57 +1400,104 @@ static int compact_one(struct node_store *s, uint32_t victim, uint64_t victim_si
         return rc;
     }
     crash_point(s, "compact_switched");
-    seg_remove(s, victim);
+    uint64_t freed = 0;
+    for (size_t v = 0; v < nv; v++) {
+        seg_remove(s, victims[v]);
+        freed += vsize[v];
+    }
     if (fsync(s->dirfd) != 0)
         inec_log(INEC_LOG_WARN, "node", "fsync dir err=%s", strerror(errno));
-    atomic_fetch_sub(&s->used, victim_size);
-    res->segments++;
+    atomic_fetch_sub(&s->used, freed);
+    atomic_fetch_add(&s->compacted_segments, nv);
+    atomic_fetch_add(&s->compacted_bytes, freed > off ? freed - off : 0);
+    res->segments += nv;
     res->bytes_copied += off;
-    res->bytes_freed += victim_size;
+    res->bytes_freed += freed;
     return 0;
 }
 
-int node_store_compact(struct node_store *s, double min_dead, struct node_compact_result *res)
+/* The store's segments (ids ascending), their sizes and live bytes; the ids of
+ * segments not fully indexed (or unregistered) are 0. */
+static int seg_snapshot(struct node_store *s, uint32_t **ids, uint64_t **size, uint64_t **live,
+                        size_t *n)
 {
-    struct node_compact_result r = {0};
-    if (!s)
-        return -EINVAL;
-    pthread_mutex_lock(&s->compact_mu);
-    /* Under write_mu no roll happens: every segment of the snapshot but the
-     * active one is sealed for good (appends only ever go to a new segment). */
-    pthread_mutex_lock(&s->write_mu);
-    uint32_t active = s->active;
     pthread_rwlock_rdlock(&s->seg_lock);
-    size_t n = s->nseg;
-    uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
-    uint64_t *size = calloc(n ? n : 1, sizeof(*size));
-    uint64_t *live = calloc(n ? n : 1, sizeof(*live));
-    for (size_t i = 0; ids && size && i < n; i++) {
-        ids[i] = s->seg[i].id;
-        size[i] = fd_size(s->seg[i].fd);
+    *n = s->nseg;
+    *ids = calloc(*n ? *n : 1, sizeof(**ids));
+    *size = calloc(*n ? *n : 1, sizeof(**size));
+    *live = calloc(*n ? *n : 1, sizeof(**live));
+    for (size_t i = 0; *ids && *size && i < *n; i++) {
+        (*ids)[i] = s->seg[i].id;
+        (*size)[i] = fd_size(s->seg[i].fd);
     }
     pthread_rwlock_unlock(&s->seg_lock);
-    pthread_mutex_unlock(&s->write_mu);
-    int rc = ids && size && live ? 0 : -ENOMEM;
+    int rc = *ids && *size && *live ? 0 : -ENOMEM;
     MDB_txn *txn;
     if (rc == 0 && (rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))) == 0) {
-        rc = live_per_segment(s, txn, ids, n, live, NULL, NULL);
-        /* registered and fully indexed ones only */
-        for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = live_per_segment(s, txn, *ids, *n, *live, NULL, NULL);
+        for (size_t i = 0; rc == 0 && i < *n; i++) {
             uint64_t wm;
-            if (wm_get(s, txn, ids[i], &wm) != 0 || wm != size[i])
-                ids[i] = 0;
+            if (wm_get(s, txn, (*ids)[i], &wm) != 0 || wm != (*size)[i])
+                (*ids)[i] = 0;
         }
         mdb_txn_abort(txn);
     }
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (ids[i] == 0 || ids[i] == active)
-            continue;
-        uint64_t dead = size[i] > live[i] ? size[i] - live[i] : 0;
-        if (dead == 0 || (double)dead < min_dead * (double)size[i])
-            continue;
-        rc = compact_one(s, ids[i], size[i], &r);
+    return rc;
+}
+
+static bool worth(uint64_t size, uint64_t live, double min_dead)
+{
+    uint64_t dead = size > live ? size - live : 0;
+    return dead > 0 && (double)dead >= min_dead * (double)size;
+}
+
+int node_store_compact_opts(struct node_store *s, const struct node_compact_options *opt,
+                            struct node_compact_result *res)
+{
+    struct node_compact_result r = {0};
+    if (!s || !opt || opt->min_dead < 0 || opt->min_dead > 1)
+        return -EINVAL;
+    pthread_mutex_lock(&s->compact_mu);
+    uint32_t *ids = NULL;
+    uint64_t *size = NULL, *live = NULL;
+    size_t n = 0;
+    int rc = seg_snapshot(s, &ids, &size, &live, &n);
+    /* The active segment takes every new record; sealing it (the next write
+     * rolls to a new one) lets a store that never fills a segment, or a
+     * small one that churns, give its dead bytes back too. */
+    pthread_mutex_lock(&s->write_mu);
+    uint32_t active = s->active;
+    for (size_t i = 0; rc == 0 && opt->seal_active_bytes && i < n; i++)
+        if (ids[i] && ids[i] == active && size[i] >= opt->seal_active_bytes &&
+            size[i] == s->active_off && worth(size[i], live[i], opt->min_dead)) {
+            s->active = 0; /* sealed: every batch of it is indexed (we hold write_mu) */
+            active = 0;
+        }
+    pthread_mutex_unlock(&s->write_mu);
+    /* Under write_mu no roll happens: every segment of the snapshot but the
+     * active one is sealed for good (appends only ever go to a new segment).
+     * Victims are compacted in groups whose live bytes fit one segment. */
+    uint32_t *grp = calloc(n ? n : 1, sizeof(*grp));
+    uint64_t *gsize = calloc(n ? n : 1, sizeof(*gsize));
+    if (rc == 0 && (!grp || !gsize))
+        rc = -ENOMEM;
+    size_t ng = 0;
+    uint64_t glive = 0;
+    for (size_t i = 0; rc == 0 && i <= n; i++) {
+        bool take = i < n && ids[i] && ids[i] != active && worth(size[i], live[i], opt->min_dead);
+        if (ng && (i == n || (take && glive + live[i] > s->opt.segment_size))) {
+            rc = compact_group(s, grp, gsize, ng, opt, &r);
+            ng = 0;
+            glive = 0;
+        }
+        if (take && rc == 0) {
+            grp[ng] = ids[i]; /* ids ascend: grp stays sorted */
+            gsize[ng++] = size[i];
+            glive += live[i];
+        }
     }
+    free(grp);
+    free(gsize);
     free(ids);
     free(size);
     free(live);
@@ -1394,6 +1505,17 @@ int node_store_compact(struct node_store *s, double min_dead, struct node_compac
     if (res)
         *res = r;
     return rc;
+}
+
+int node_store_compact(struct node_store *s, double min_dead, struct node_compact_result *res)
+{
+    struct node_compact_options o = {.min_dead = min_dead};
+    return node_store_compact_opts(s, &o, res);
+}
+
+uint64_t node_store_appended(struct node_store *s)
+{
+    return s ? atomic_load(&s->appended) : 0;
 }
 
 /* ---- open, recovery, close --------------------------------------------------- */
@@ -1496,12 +1618,6 @@ static int cut_short(struct node_store *s, uint32_t id, uint64_t size, uint64_t 
         return rc;
     }
     return mdb_err(mdb_txn_commit(txn));
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 static int recover(struct node_store *s, char *err, size_t errlen)

@@ -149,6 +149,8 @@ struct node_store_stats {
     uint64_t metas;
     uint64_t repair; /* chunks on the repair list */
     uint64_t capacity;
+    uint64_t compacted_segments; /* segments compaction removed since the store opened */
+    uint64_t compacted_bytes;    /* segment bytes compaction gave back since then */
 };
 int node_store_stats(struct node_store *s, struct node_store_stats *st);
 
@@ -178,6 +180,34 @@ struct node_compact_result {
     uint64_t bytes_freed;  /* segment bytes released */
 };
 int node_store_compact(struct node_store *s, double min_dead, struct node_compact_result *res);
+
+/*
+ * The same with the knobs of background compaction (the node service's):
+ *  - seal_active_bytes: the active segment, once at least this big and past
+ *    min_dead, is sealed (the next write rolls to a new segment) and compacted
+ *    too; 0 leaves it alone (it is sealed only when it fills);
+ *  - rate_bytes: live bytes copied per second at most (0: no limit);
+ *  - yield_ms: before each record copied, waits up to this long while reads
+ *    are in flight or writes queued, so foreground I/O goes first;
+ *  - cancel(arg): polled between records; non-zero stops with -ECANCELED
+ *    (nothing half done stays: the copy so far is dropped).
+ * Victims are merged: their live records go to one new segment per
+ * segment_size of live bytes.
+ */
+struct node_compact_options {
+    double min_dead;
+    uint64_t seal_active_bytes;
+    uint64_t rate_bytes;
+    int yield_ms;
+    int (*cancel)(void *arg);
+    void *arg;
+};
+int node_store_compact_opts(struct node_store *s, const struct node_compact_options *opt,
+                            struct node_compact_result *res);
+
+/* Record bytes appended since open (puts, tombstones): dead bytes can only
+ * grow when this does, so a background compactor looks only then. */
+uint64_t node_store_appended(struct node_store *s);
 
 /* The repair list: chunks found corrupt; a successful put or delete clears an entry. */
 typedef int (*node_repair_cb)(const struct node_chunk_id *id, uint64_t version, void *arg);

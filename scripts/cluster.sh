@@ -7,7 +7,8 @@
 # each node's data directory, the gateway section), node-I/ data, logs and pids.
 # Environment: INEC (the binary, default build/cli/inec), INEC_PROFILE
 # (rs:k=6,m=3, or k=N-3 when N < 9), INEC_CHUNK (1048576), INEC_NO_GATEWAY=1
-# (nodes only: tests drive the object layer themselves), INEC_BASE_PORT.
+# (nodes only: tests drive the object layer themselves), INEC_BASE_PORT,
+# INEC_NODE_CONFIG (JSON: cluster.json's "node" section, e.g. compaction).
 set -euo pipefail
 
 cmd=${1:-}
@@ -34,7 +35,7 @@ start)
     fi
     if [ ! -f "$dir/cluster.json" ]; then
         python3 - "$dir" "$n" "$INEC_PROFILE" "${INEC_CHUNK:-1048576}" <<'EOF'
-import json, random, socket, sys
+import json, os, random, socket, sys
 d, n, profile, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 taken = set()
 def port():
@@ -58,6 +59,8 @@ cfg = {"map": {"nodes": nodes,
        "nodes": {f"n{i}": {"data": f"{d}/node-{i}"} for i in range(n)},
        "gateway": {"listen": f"127.0.0.1:{port()}", "admin_listen": f"127.0.0.1:{port()}",
                    "data": f"{d}/gateway"}}
+if os.environ.get("INEC_NODE_CONFIG"):
+    cfg["node"] = json.loads(os.environ["INEC_NODE_CONFIG"])
 json.dump(cfg, open(f"{d}/cluster.json", "w"), indent=2)
 EOF
     fi

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -919,6 +920,86 @@ static void test_write_error(void **state)
     rmdir_all(dir);
 }
 
+static int cancel_now(void *arg)
+{
+    return ++*(int *)arg > 3;
+}
+
+/*
+ * Background compaction's knobs: a store whose churn never fills a segment
+ * (all of it in the active one) gets its dead bytes back only by sealing the
+ * active segment; victims merge into one output; cancel loses nothing; the
+ * byte budget paces the copy.
+ */
+static void test_compaction_seal_active(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    enum { N = 200, LEN = 900 };
+    struct node_store *s = open_store(dir, 1 << 20, 0, 1);
+    for (uint64_t i = 0; i < N; i++)
+        put_n(s, i, 1, LEN);
+    for (uint64_t i = 0; i < N; i++)
+        if (i % 4) {
+            struct node_chunk_id id = cid(i);
+            assert_int_equal(node_store_delete_chunk(s, &id, 1), 0);
+        }
+    struct node_store_stats st;
+    struct node_compact_result cr;
+    assert_int_equal(node_store_compact(s, 0.0, &cr), 0); /* the active one is left alone */
+    assert_int_equal(cr.segments, 0);
+    int calls = 0;
+    struct node_compact_options o = {
+        .min_dead = 0.5, .seal_active_bytes = 4096, .cancel = cancel_now, .arg = &calls};
+    assert_int_equal(node_store_compact_opts(s, &o, &cr), -ECANCELED);
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_true(st.dead_bytes > 3 * st.live_bytes); /* nothing freed, nothing lost */
+    for (uint64_t i = 0; i < N; i += 4)
+        assert_int_equal(check_n(s, i, 1, LEN), 0);
+
+    /* 50 live records of ~1 KiB at 200 KB/s: about a quarter of a second */
+    o.cancel = NULL;
+    o.rate_bytes = 200000;
+    o.yield_ms = 5;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(node_store_compact_opts(s, &o, &cr), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_int_equal(cr.segments, 1);
+    assert_true(secs >= 0.9 * (double)cr.bytes_copied / 200000.0);
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.segment_bytes, st.live_bytes);
+    assert_int_equal(st.compacted_segments, 1);
+    /* the next write rolls to a new segment; the old data still reads */
+    put_n(s, N, 1, LEN);
+    for (uint64_t i = 0; i <= N; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), i % 4 && i != N ? -ENOENT : 0);
+    /* several sealed victims merge into one output segment */
+    node_store_close(s);
+    s = open_store(dir, 8192, 0, 1);
+    for (uint64_t i = 1000; i < 1100; i++)
+        put_n(s, i, 1, LEN);
+    for (uint64_t i = 1000; i < 1100; i++)
+        if (i % 5) {
+            struct node_chunk_id id = cid(i);
+            assert_int_equal(node_store_delete_chunk(s, &id, 1), 0);
+        }
+    struct node_store_stats before;
+    assert_int_equal(node_store_stats(s, &before), 0);
+    o.rate_bytes = 0;
+    assert_int_equal(node_store_compact_opts(s, &o, &cr), 0);
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_true(cr.segments > 3);
+    assert_true(st.segments < before.segments - cr.segments / 2);
+    node_store_close(s);
+    s = open_store(dir, 8192, 0, 0);
+    for (uint64_t i = 1000; i < 1100; i++)
+        assert_int_equal(check_n(s, i, 1, LEN), i % 5 ? -ENOENT : 0);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -937,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_write_error),
         cmocka_unit_test(test_orphan_segment_removed),
         cmocka_unit_test(test_compaction_skips_corrupt),
+        cmocka_unit_test(test_compaction_seal_active),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

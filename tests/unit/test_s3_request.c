@@ -215,6 +215,10 @@ static void test_routing(void **state)
     assert_int_equal(route("GET", "/bkt/k", "versionId=3HL4kqtJ", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("GET", "/bkt", "versioning", &none), GW_OP_GET_BUCKET_VERSIONING);
     assert_int_equal(route("PUT", "/bkt", "versioning", &none), GW_OP_NOT_IMPLEMENTED);
+    assert_int_equal(route("GET", "/bkt", "lifecycle", &none), GW_OP_GET_BUCKET_LIFECYCLE);
+    assert_int_equal(route("PUT", "/bkt", "lifecycle", &none), GW_OP_PUT_BUCKET_LIFECYCLE);
+    assert_int_equal(route("DELETE", "/bkt", "lifecycle", &none), GW_OP_DELETE_BUCKET_LIFECYCLE);
+    assert_int_equal(route("GET", "/bkt/k", "lifecycle", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("PUT", "/bkt", "tagging", &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("PATCH", "/bkt/k", NULL, &none), GW_OP_NOT_IMPLEMENTED);
     assert_int_equal(route("POST", "/bkt/k", NULL, &none), GW_OP_METHOD_NOT_ALLOWED);

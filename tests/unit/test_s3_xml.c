@@ -546,6 +546,97 @@ static void test_parse_complete(void **state)
     free(h);
 }
 
+static enum gw_s3_err lifecycle(const char *rules, struct gw_lifecycle_rule **r, size_t *n)
+{
+    char xml[4096], msg[256];
+    snprintf(xml, sizeof(xml),
+             "<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">%s"
+             "</LifecycleConfiguration>",
+             rules);
+    *r = NULL;
+    enum gw_s3_err e = gw_xml_parse_lifecycle(xml, strlen(xml), r, n, msg, sizeof(msg));
+    if (e)
+        assert_true(msg[0] != '\0'); /* every refusal says why */
+    return e;
+}
+
+#define ABORT1                                                                                     \
+    "<AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>"                 \
+    "</AbortIncompleteMultipartUpload>"
+
+static void test_parse_lifecycle(void **state)
+{
+    (void)state;
+    struct gw_lifecycle_rule *r;
+    size_t n;
+    assert_int_equal(lifecycle("<Rule><ID>a</ID><Filter><Prefix>tmp/</Prefix></Filter>"
+                               "<Status>Enabled</Status>" ABORT1 "</Rule>"
+                               "<Rule><Prefix>x</Prefix><Status>Disabled</Status>"
+                               "<AbortIncompleteMultipartUpload><DaysAfterInitiation>30"
+                               "</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>"
+                               "<Rule><Filter/><Status>Enabled</Status>" ABORT1 "</Rule>",
+                               &r, &n),
+                     GW_S3_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(r[0].id, "a");
+    assert_string_equal(r[0].prefix, "tmp/");
+    assert_true(r[0].enabled);
+    assert_int_equal(r[0].abort_days, 1);
+    assert_string_equal(r[1].id, "");
+    assert_string_equal(r[1].prefix, "x");
+    assert_false(r[1].enabled);
+    assert_int_equal(r[1].abort_days, 30);
+    assert_string_equal(r[2].prefix, "");
+    struct gw_buf b = {0};
+    assert_int_equal(gw_xml_lifecycle(&b, r, n), 0);
+    HAS(b, "<Rule><ID>a</ID><Filter><Prefix>tmp/</Prefix></Filter><Status>Enabled</Status>"
+           "<AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>");
+    HAS(b, "<Rule><Filter><Prefix>x</Prefix></Filter><Status>Disabled</Status>");
+    gw_buf_free(&b);
+    gw_lifecycle_rules_free(r, n);
+
+    /* what inec cannot honour is NotImplemented, never silently ignored */
+    static const char *const not_impl[] = {
+        "<Rule><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule>",
+        "<Rule><Status>Enabled</Status>" ABORT1 "<Transition><Days>1</Days></Transition></Rule>",
+        "<Rule><Status>Enabled</Status><NoncurrentVersionExpiration/></Rule>",
+        "<Rule><Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter>"
+        "<Status>Enabled</Status>" ABORT1 "</Rule>",
+        "<Rule><Filter><And><Prefix>a</Prefix></And></Filter><Status>Enabled</Status>" ABORT1
+        "</Rule>",
+        "<Rule><Filter><ObjectSizeGreaterThan>5</ObjectSizeGreaterThan></Filter>"
+        "<Status>Enabled</Status>" ABORT1 "</Rule>",
+    };
+    for (size_t i = 0; i < sizeof(not_impl) / sizeof(not_impl[0]); i++)
+        assert_int_equal(lifecycle(not_impl[i], &r, &n), GW_S3_NOT_IMPLEMENTED);
+    static const struct {
+        const char *xml;
+        enum gw_s3_err e;
+    } bad[] = {
+        {"", GW_S3_MALFORMED_XML},
+        {"<Rule><Status>On</Status>" ABORT1 "</Rule>", GW_S3_MALFORMED_XML},
+        {"<Rule>" ABORT1 "</Rule>", GW_S3_MALFORMED_XML},
+        {"<Rule><Status>Enabled</Status></Rule>", GW_S3_INVALID_REQUEST},
+        {"<Rule><Prefix>a</Prefix><Filter/><Status>Enabled</Status>" ABORT1 "</Rule>",
+         GW_S3_MALFORMED_XML},
+        {"<Rule><Status>Enabled</Status><Bogus/>" ABORT1 "</Rule>", GW_S3_MALFORMED_XML},
+        {"<Rule><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>0"
+         "</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
+         GW_S3_INVALID_ARGUMENT},
+        {"<Rule><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>x"
+         "</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
+         GW_S3_INVALID_ARGUMENT},
+        {"<Rule><Status>Enabled</Status><AbortIncompleteMultipartUpload/></Rule>",
+         GW_S3_MALFORMED_XML},
+        {"<Rule><ID>d</ID><Status>Enabled</Status>" ABORT1 "</Rule>"
+         "<Rule><ID>d</ID><Status>Enabled</Status>" ABORT1 "</Rule>",
+         GW_S3_INVALID_ARGUMENT},
+        {"<Other/>", GW_S3_MALFORMED_XML},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(lifecycle(bad[i].xml, &r, &n), bad[i].e);
+}
+
 static void test_multipart_results(void **state)
 {
     (void)state;
@@ -603,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_parse_delete_lenient),
         cmocka_unit_test(test_parse_complete),
         cmocka_unit_test(test_multipart_results),
+        cmocka_unit_test(test_parse_lifecycle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Space comes back (9 node processes, `inec gateway`, RS(6,3)): one object
+overwritten 1000 times and 1000 keys deleted and written again, through boto3;
+then, once garbage collection (gc_delay_ms 1500) and the nodes' background
+compaction (interval_ms 500, seal_bytes 64 KiB) have had their chance, every
+node's segment files on disk hold at most 2x its live data, and the live data
+is what the 1001 objects need (nothing replaced or deleted is still live).
+argv[1]: the inec binary."""
+import concurrent.futures
+import glob
+import json
+import os
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inec_server import InecCluster  # noqa: E402
+
+try:
+    import boto3
+    from botocore.config import Config
+except ImportError:
+    sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
+
+NKEYS, NOVER, SIZE = 1000, 1000, 4096
+# RS(6,3): 6 data chunks of ceil(4096 / 6) rounded up to 64 B, 9 chunks, each
+# with its 64-byte record header.
+CHUNK = (SIZE + 5) // 6
+CHUNK = (CHUNK + 63) // 64 * 64
+PER_OBJECT = 9 * (CHUNK + 64)
+
+srv = InecCluster(sys.argv[1],
+                  env={"INEC_NODE_CONFIG": json.dumps(
+                      {"compaction": {"interval_ms": 500, "seal_bytes": 65536}})},
+                  gateway={"max_get_ms": 1000, "gc_delay_ms": 1500})
+
+
+def fail(msg):
+    srv.fail(msg)
+
+
+def client():
+    return boto3.client(
+        "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
+        aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
+        config=Config(signature_version="s3v4", retries={"max_attempts": 3},
+                      s3={"addressing_style": "path"}, max_pool_connections=16))
+
+
+def admin(path):
+    req = urllib.request.Request(srv.admin + path, headers={"Authorization": "Bearer " + srv.token})
+    return json.loads(urllib.request.urlopen(req, timeout=60).read())
+
+
+def body(key, round_):
+    return (b"%s/%d/" % (key.encode(), round_)).ljust(SIZE, b".")
+
+
+s3 = client()
+s3.create_bucket(Bucket="churn")
+keys = ["k%04d" % i for i in range(NKEYS)]
+t0 = time.monotonic()
+with concurrent.futures.ThreadPoolExecutor(8) as ex:
+    list(ex.map(lambda k: s3.put_object(Bucket="churn", Key=k, Body=body(k, 0)), keys))
+
+    def recreate(k):
+        s3.delete_object(Bucket="churn", Key=k)
+        s3.put_object(Bucket="churn", Key=k, Body=body(k, 1))
+    list(ex.map(recreate, keys))
+for r in range(NOVER):  # one writer: each overwrite replaces the last
+    s3.put_object(Bucket="churn", Key="hot", Body=body("hot", r))
+print("%d PUTs, %d DELETEs in %.1f s" % (2 * NKEYS + NOVER, NKEYS, time.monotonic() - t0))
+
+
+def disk():
+    """Per node: segment bytes on disk (the files themselves) and live bytes."""
+    live = {n["id"]: n["live_bytes"] for n in admin("/admin/v1/cluster")["nodes"]}
+    out = {}
+    for i, node in enumerate(srv.nodes()):
+        segs = glob.glob(os.path.join(srv.dir, "node-%d" % i, "seg-*.log"))
+        out[node] = (sum(os.path.getsize(p) for p in segs), live[node])
+    return out
+
+
+want_live = (NKEYS + 1) * PER_OBJECT
+deadline = time.monotonic() + 90
+while True:
+    d = disk()
+    live = sum(v[1] for v in d.values())
+    over = {n: v for n, v in d.items() if v[0] > 2 * v[1]}
+    if not over and live <= want_live * 1.05:
+        break
+    if time.monotonic() > deadline:
+        fail("after 90 s: live %d (the objects need %d), nodes over 2x live: %s"
+             % (live, want_live, over))
+    time.sleep(1)
+if live < want_live:
+    fail("live %d < %d: the nodes lost chunks" % (live, want_live))
+print("disk/live per node: %s" % ", ".join("%s %.2f" % (n, v[0] / v[1]) for n, v in d.items()))
+compacted = sum(n.get("compacted_bytes", 0) for n in admin("/admin/v1/cluster")["nodes"])
+if compacted == 0:
+    fail("no node reports compacted bytes")
+
+s3 = client()
+for k in keys[:50] + keys[-50:]:
+    if s3.get_object(Bucket="churn", Key=k)["Body"].read() != body(k, 1):
+        fail("%s reads back wrong after compaction" % k)
+if s3.get_object(Bucket="churn", Key="hot")["Body"].read() != body("hot", NOVER - 1):
+    fail("the overwritten object reads back wrong after compaction")
+srv.stop()
+print("OK: %d bytes compacted away" % compacted)
