@@ -922,12 +922,38 @@ static int commit_synced(struct node_store *s, MDB_txn *txn, int rc)
     return rc ? rc : mdb_err(mdb_env_sync(s->env, 1));
 }
 
-int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, const void *blob,
-                        size_t len)
+/* A metadata value: META_FORMAT, the version (little-endian), the blob. A
+ * value without the format byte (written before versions were kept) is all
+ * blob at version 0, so any versioned write replaces it. */
+#define META_FORMAT 0x01
+#define META_HEAD   9
+
+static uint64_t meta_version(const MDB_val *v)
+{
+    const uint8_t *p = v->mv_data;
+    uint64_t ver = 0;
+    if (v->mv_size >= META_HEAD && p[0] == META_FORMAT)
+        for (int i = 8; i >= 1; i--)
+            ver = ver << 8 | p[i];
+    return ver;
+}
+
+static MDB_val meta_blob(const MDB_val *v)
+{
+    const uint8_t *p = v->mv_data;
+    if (v->mv_size >= META_HEAD && p[0] == META_FORMAT)
+        return (MDB_val){v->mv_size - META_HEAD, (uint8_t *)v->mv_data + META_HEAD};
+    return *v;
+}
+
+int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
+                        unsigned flags, const void *blob, size_t len, uint64_t *stored)
 {
     uint8_t k[NODE_KEY_MAX + 1];
     size_t klen;
-    if (!s || (!blob && len))
+    if (stored)
+        *stored = 0;
+    if (!s || (!blob && len) || version == 0 || (flags & ~NODE_META_CHECK))
         return -EINVAL;
     if (len > NODE_META_MAX)
         return -EMSGSIZE;
@@ -938,8 +964,40 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
     rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
     if (rc)
         return rc;
-    MDB_val mk = {klen, k}, mv = {len, (void *)blob};
-    return commit_synced(s, txn, mdb_err(mdb_put(txn, s->meta, &mk, &mv, 0)));
+    /* LMDB runs one write txn at a time: the compare and the put below are
+     * atomic against every other writer of the store. */
+    MDB_val mk = {klen, k}, old;
+    rc = mdb_err(mdb_get(txn, s->meta, &mk, &old));
+    if (rc == 0) {
+        uint64_t have = meta_version(&old);
+        MDB_val ob = meta_blob(&old);
+        if (stored)
+            *stored = have;
+        if (have > version)
+            rc = -ESTALE;
+        else if (have == version)
+            rc = !(flags & NODE_META_CHECK) && ob.mv_size == len &&
+                         (len == 0 || memcmp(ob.mv_data, blob, len) == 0)
+                     ? 1 /* the same record again: done, nothing to write */
+                     : -EEXIST;
+    } else if (rc == -ENOENT) {
+        rc = 0;
+    }
+    if (rc || (flags & NODE_META_CHECK)) {
+        mdb_txn_abort(txn);
+        return rc == 1 ? 0 : rc;
+    }
+    MDB_val mv = {META_HEAD + len, NULL};
+    rc = mdb_err(mdb_put(txn, s->meta, &mk, &mv, MDB_RESERVE));
+    if (rc == 0) {
+        uint8_t *p = mv.mv_data;
+        p[0] = META_FORMAT;
+        for (int i = 1; i <= 8; i++)
+            p[i] = (uint8_t)(version >> (8 * (i - 1)));
+        if (len)
+            memcpy(p + META_HEAD, blob, len);
+    }
+    return commit_synced(s, txn, rc);
 }
 
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
@@ -959,6 +1017,8 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
         return rc;
     MDB_val mk = {klen, k}, mv;
     rc = mdb_err(mdb_get(txn, s->meta, &mk, &mv));
+    if (rc == 0)
+        mv = meta_blob(&mv);
     if (rc == 0) {
         *blob = malloc(mv.mv_size ? mv.mv_size : 1);
         if (*blob) {
@@ -1046,7 +1106,8 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
         memcpy(kbuf, (char *)key.mv_data + blen, key.mv_size - blen);
         kbuf[key.mv_size - blen] = 0;
         n++;
-        if (cb(kbuf, val.mv_data, val.mv_size, arg))
+        MDB_val b = meta_blob(&val);
+        if (cb(kbuf, b.mv_data, b.mv_size, arg))
             break;
     }
     mdb_cursor_close(cur);
