@@ -4,21 +4,35 @@
  * Records, in the store bucket ".mpu" (no S3 bucket starts with '.', so no
  * listing of a bucket sees them), replicated like every other record:
  *   "<bucket>/U/<upload id>"          the upload: key, initiated, content type
- *                                     and user metadata of the object to be
+ *                                     and user metadata of the object to be,
+ *                                     and its state (below)
  *   "<bucket>/P/<upload id>/<00001>"  a part: what gw_put_seal returned (its
  *                                     own object id, stripes, size, MD5)
+ *   "<bucket>/X/<upload id>/<oid>"    every part ever sealed for the upload,
+ *                                     written before its P record: what the
+ *                                     end of the upload frees (a part number
+ *                                     uploaded again leaves its old chunks
+ *                                     here, not freed while a Complete may
+ *                                     still pick them)
  * Complete writes the object's record at bucket/key, its stripes the parts'
  * stripes in order, each naming its part's chunks ("oid", "i") and object
- * offset ("off"; layout.c): that one write is the commit. Only then are the
- * upload and part records deleted and the parts left out freed.
+ * offset ("off"; layout.c).
  *
- * Crash safety: before Complete's record write, nothing of the upload is
- * visible; a gateway dying anywhere leaves the upload records, which a later
- * Abort (from any gateway) frees. A death between the object record and the
- * deletion of the upload records leaves an upload whose Abort frees only the
- * parts the live object does not use. Known gap: an Abort racing a Complete of
- * the same upload can free parts the Complete just committed (the records
- * have no compare-and-swap); S3 leaves that race undefined as well.
+ * The upload's state changes once, by a decision (gw_meta_decide): created
+ * "open" at version v, Complete votes "completing" (with the ETag and part
+ * object ids it chose) and Abort votes "aborting", both at version v + 1;
+ * whichever vote W homes hold is decided and no other can ever be. Only the
+ * decided side acts: Complete writes the object record, Abort frees the
+ * parts, never both. The outcome ("completed" or "aborted", a tombstone at
+ * v + 2) is written after. A Complete whose vote won but which died, or whose
+ * object write failed, is finished by a Complete sent again with the same
+ * parts (the same vote); an Abort then answers NoSuchUpload. A split vote
+ * (neither side on W homes, homes down) answers 503 until it is decided.
+ *
+ * Chunks are freed only where no live record can name them: the parts a
+ * Complete left out and the part chunks an Abort decided on, at the end;
+ * a replaced object's chunks minus those the new record names (a Complete
+ * sent again writes a record naming the same parts as the one it replaces).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,11 +46,82 @@
 #include "node/store.h"
 
 #define MPU_BUCKET ".mpu"
-#define KEYLEN     (GW_BUCKET_MAX + GW_UPLOAD_ID_LEN + 16)
+#define KEYLEN     (GW_BUCKET_MAX + GW_UPLOAD_ID_LEN + 56) /* room for "/X/<uid>/<oid>" */
 
 static void upload_key(char *out, const char *bucket, const char *uid)
 {
     snprintf(out, KEYLEN, "%s/U/%s", bucket, uid);
+}
+
+/* "<bucket>/X/<uid>/<oid>"; oid NULL: the prefix of them all. */
+static void sealed_key(char *out, const char *bucket, const char *uid, const char *oid)
+{
+    snprintf(out, KEYLEN, "%s/X/%s/%s", bucket, uid, oid ? oid : "");
+}
+
+static const char *state_of(const json_t *u)
+{
+    return json_string_value(json_object_get(u, "state")) ?: "open";
+}
+
+static bool is_open(const json_t *u)
+{
+    return strcmp(state_of(u), "open") == 0;
+}
+
+/* rec without the stripes whose chunks belong to an object id keep holds
+ * (keys); each kept stripe names its chunks itself. NULL on ENOMEM. */
+static json_t *unkept(const json_t *rec, const json_t *keep)
+{
+    json_t *out = json_copy((json_t *)rec), *stripes = json_array();
+    const char *oid0 = json_string_value(json_object_get(rec, "oid"));
+    size_t s;
+    json_t *st;
+    json_array_foreach(json_object_get(rec, "stripes"), s, st)
+    {
+        const char *oid = json_string_value(json_object_get(st, "oid")) ?: oid0;
+        if (!oid || json_object_get(keep, oid))
+            continue;
+        json_t *c = json_copy(st);
+        if (!c || json_object_set_new(c, "oid", json_string(oid)) ||
+            (!json_object_get(st, "i") &&
+             json_object_set_new(c, "i", json_integer((json_int_t)s))) ||
+            json_array_append_new(stripes, c)) {
+            json_decref(stripes);
+            stripes = NULL;
+            break;
+        }
+    }
+    if (!out || !stripes || json_object_set_new(out, "stripes", stripes)) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Queues the chunks of rec that keep's object ids do not name. */
+static void gc_unkept(struct gw_objects *o, const json_t *rec, const json_t *keep, int delay_ms)
+{
+    json_t *g = unkept(rec, keep);
+    if (g)
+        gw_gc_queue(o, g, delay_ms);
+    json_decref(g);
+}
+
+/* The object ids a record's stripes name, as the keys of an object. */
+static json_t *oids_of(const json_t *rec)
+{
+    json_t *keep = json_object();
+    const char *oid0 = json_string_value(json_object_get(rec, "oid"));
+    size_t s;
+    json_t *st;
+    json_array_foreach(json_object_get(rec, "stripes"), s, st)
+    {
+        const char *oid = json_string_value(json_object_get(st, "oid")) ?: oid0;
+        if (keep && oid)
+            json_object_set_new(keep, oid, json_true());
+    }
+    return keep;
 }
 
 static void part_key(char *out, const char *bucket, const char *uid, int number)
@@ -102,10 +187,10 @@ int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
     for (size_t i = 0; i < sizeof(id); i++)
         snprintf(upload_id + 2 * i, 3, "%02x", id[i]);
     json_t *um = attrs && attrs->user_meta ? json_deep_copy(attrs->user_meta) : json_object();
-    json_t *rec =
-        json_pack("{s:I,s:b,s:s,s:I,s:s,s:o}", "version", (json_int_t)gw_next_version(o, NULL),
-                  "deleted", 0, "key", key, "initiated", (json_int_t)gw_realtime_ns(),
-                  "content_type", attrs ? attrs->content_type : "", "user_meta", um);
+    json_t *rec = json_pack("{s:I,s:b,s:s,s:s,s:I,s:s,s:o}", "version",
+                            (json_int_t)gw_next_version(o, NULL), "deleted", 0, "state", "open",
+                            "key", key, "initiated", (json_int_t)gw_realtime_ns(), "content_type",
+                            attrs ? attrs->content_type : "", "user_meta", um);
     char k[KEYLEN];
     upload_key(k, bucket, upload_id);
     rc = !rec ? -ENOMEM : gw_rec_set_extras(rec, attrs);
@@ -121,6 +206,8 @@ int gw_mpu_part_begin(struct gw_objects *o, const char *bucket, const char *key,
     *out = NULL;
     json_t *u;
     int rc = upload_rec(o, bucket, key, upload_id, &u);
+    if (rc == 0 && !is_open(u))
+        rc = -ESRCH; /* being completed or aborted */
     json_decref(u);
     return rc ? rc : gw_put_begin(o, bucket, key, NULL, out);
 }
@@ -142,39 +229,54 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
         gw_put_abort(p);
         return -EINVAL;
     }
-    json_t *part = NULL, *prev = NULL, *u = NULL;
+    json_t *part = NULL, *u = NULL, *sealed = NULL;
     int rc = gw_put_seal(p, &part);
     if (rc)
         return rc;
     /* The upload may have been completed or aborted while the part streamed. */
     rc = upload_rec(o, bucket, key, upload_id, &u);
+    if (rc == 0 && !is_open(u))
+        rc = -ESRCH;
+    json_decref(u);
     char k[KEYLEN];
-    part_key(k, bucket, upload_id, number);
-    if (rc == 0 && (rc = gw_meta_read(o, MPU_BUCKET, k, &prev)) == -ENOENT)
-        rc = 0;
-    uint64_t version = gw_next_version(o, prev);
+    /* First the upload's list of sealed parts, so its end frees this one
+     * whatever happens to the part record below. */
     if (rc == 0) {
-        json_object_set_new(part, "version", json_integer((json_int_t)version));
+        sealed = json_deep_copy(part);
+        rc = sealed ? 0 : -ENOMEM;
+    }
+    if (rc == 0) {
+        json_object_set_new(sealed, "version", json_integer((json_int_t)gw_hlc_next(o)));
+        json_object_set_new(sealed, "deleted", json_false());
+        sealed_key(k, bucket, upload_id, json_string_value(json_object_get(part, "oid")));
+        rc = gw_meta_write(o, MPU_BUCKET, k, sealed);
+    }
+    bool listed = rc == 0 || rc == GW_META_IN_DOUBT;
+    if (rc == 0) {
+        part_key(k, bucket, upload_id, number);
+        json_object_set_new(part, "version", json_integer((json_int_t)gw_hlc_next(o)));
         json_object_set_new(part, "deleted", json_false());
         json_object_set_new(part, "number", json_integer(number));
         json_object_set_new(part, "mtime", json_integer(gw_realtime_ns()));
         rc = gw_meta_write(o, MPU_BUCKET, k, part);
     }
-    if (rc) {
-        gw_gc_queue(o, part, 0);
-    } else {
-        json_t *now = NULL; /* a concurrent upload of the same number wins, or loses */
-        if (gw_meta_read(o, MPU_BUCKET, k, &now) == 0 && gw_rec_version(now) != version)
+    if (!listed) {
+        gw_gc_queue(o, part, 0); /* nothing names it anywhere */
+    } else if (rc == 0) {
+        /* An upload that ended meanwhile without this part: its end may
+         * have listed the sealed parts before ours landed. */
+        json_t *end = NULL;
+        upload_key(k, bucket, upload_id);
+        if (gw_meta_read(o, MPU_BUCKET, k, &end) == 0 && gw_rec_deleted(end) &&
+            !json_object_get(json_object_get(end, "oids"),
+                             json_string_value(json_object_get(part, "oid")) ?: ""))
             gw_gc_queue(o, part, o->gc_delay_ms);
-        else if (prev && !gw_rec_deleted(prev))
-            gw_gc_queue(o, prev, o->gc_delay_ms);
-        json_decref(now);
+        json_decref(end);
         if (out)
             part_info(part, out);
     }
+    json_decref(sealed);
     json_decref(part);
-    json_decref(prev);
-    json_decref(u);
     return rc;
 }
 
@@ -202,20 +304,39 @@ static int parts_of(struct gw_objects *o, const char *bucket, const char *uid, i
     return rc;
 }
 
-/* Deletes the part records; frees the chunks of those whose oid `keep` lacks. */
-static void drop_parts(struct gw_objects *o, const char *bucket, const char *uid,
-                       const json_t *parts, const json_t *keep)
+static int collect_all(const char *key, json_t *rec, void *arg)
 {
+    (void)key;
+    return json_array_append(arg, rec) ? 1 : 0;
+}
+
+/* The end of an upload: its part records and sealed list go, and every part
+ * chunk the object ids of `keep` do not name is freed (the decision is
+ * known: no record can name them any more). */
+static void end_parts(struct gw_objects *o, const char *bucket, const char *uid,
+                      const json_t *parts, const json_t *keep)
+{
+    char k[KEYLEN];
+    sealed_key(k, bucket, uid, NULL);
+    json_t *sealed = json_array();
+    if (sealed && gw_meta_list(o, MPU_BUCKET, k, NULL, collect_all, sealed) == 0) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(sealed, i, x)
+        {
+            gc_unkept(o, x, keep, 0);
+            sealed_key(k, bucket, uid, json_string_value(json_object_get(x, "oid")) ?: "");
+            tombstone(o, k, x);
+        }
+    }
+    json_decref(sealed);
     size_t i;
     json_t *part;
     json_array_foreach(parts, i, part)
     {
-        const char *oid = json_string_value(json_object_get(part, "oid"));
-        if (!oid || !json_object_get(keep, oid))
-            gw_gc_queue(o, part, 0);
-        char k[KEYLEN];
+        gc_unkept(o, part, keep, 0); /* parts sealed before the sealed list existed */
         part_key(k, bucket, uid, (int)json_integer_value(json_object_get(part, "number")));
-        tombstone(o, k, part); /* a failure leaves a record Abort can still find */
+        tombstone(o, k, part); /* a failure leaves a record: only space */
     }
 }
 
@@ -362,18 +483,81 @@ static int completed_before(struct gw_objects *o, const char *bucket, const char
     return same ? 0 : -ESRCH;
 }
 
+/* The upload's vote at u's slot (u: the open record or a vote): u's own
+ * fields, the state, and for Complete the ETag and part object ids chosen.
+ * The same choice makes the same bytes (objmeta.c dumps keys sorted). */
+static json_t *vote_of(const json_t *u, const char *state, const char *etag, const json_t *oids)
+{
+    json_t *v = json_deep_copy(u);
+    uint64_t slot = gw_rec_version(u) + (is_open(u) ? 1 : 0);
+    if (!v || json_object_set_new(v, "version", json_integer((json_int_t)slot)) ||
+        json_object_set_new(v, "state", json_string(state))) {
+        json_decref(v);
+        return NULL;
+    }
+    json_object_del(v, "etag");
+    json_object_del(v, "oids");
+    if (etag && (json_object_set_new(v, "etag", json_string(etag)) ||
+                 json_object_set(v, "oids", (json_t *)oids))) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* The outcome record after the decision `won` (a tombstone at the slot + 1). */
+static void write_outcome(struct gw_objects *o, const char *bucket, const char *uid,
+                          const json_t *won, const char *state)
+{
+    json_t *end =
+        json_pack("{s:I,s:b,s:s,s:O?,s:O?,s:O?}", "version", (json_int_t)(gw_rec_version(won) + 1),
+                  "deleted", 1, "state", state, "key", json_object_get(won, "key"), "etag",
+                  json_object_get(won, "etag"), "oids", json_object_get(won, "oids"));
+    char k[KEYLEN];
+    upload_key(k, bucket, uid);
+    if (end)
+        gw_meta_write_at(o, MPU_BUCKET, k, end); /* a failure leaves the vote: same meaning */
+    json_decref(end);
+}
+
+/* The upload record as it is, open, voted on or ended; -ESRCH: none of key's. */
+static int upload_any(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
+                      json_t **rec)
+{
+    *rec = NULL;
+    int rc = gw_check_key(bucket, key);
+    if (rc)
+        return rc;
+    if (!valid_upload_id(uid))
+        return gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    char k[KEYLEN];
+    upload_key(k, bucket, uid);
+    rc = gw_meta_read(o, MPU_BUCKET, k, rec);
+    if (rc == 0 && strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0) {
+        json_decref(*rec);
+        *rec = NULL;
+        rc = -ENOENT;
+    }
+    if (rc == -ENOENT)
+        rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    return rc;
+}
+
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
                     struct gw_object_info *out)
 {
     if (n == 0)
         return -EPROTO;
-    json_t *u, *list = NULL, *rec = NULL, *prev = NULL, *keep = json_object();
+    json_t *u = NULL, *list = NULL, *rec = NULL, *prev = NULL, *keep = NULL, *vote = NULL,
+           *won = NULL;
     json_t **have = calloc(GW_PART_MAX + 1, sizeof(*have));
-    int rc = have && keep ? upload_rec(o, bucket, key, upload_id, &u) : -ENOMEM;
+    int rc = have ? upload_any(o, bucket, key, upload_id, &u) : -ENOMEM;
+    if (rc == 0 && gw_rec_deleted(u))
+        rc = -ESRCH; /* ended: completed before (answered below), or aborted */
     if (rc) {
         free(have);
-        json_decref(keep);
+        json_decref(u);
         return rc == -ESRCH ? completed_before(o, bucket, key, upload_id, parts, n, out) : rc;
     }
     if ((rc = parts_of(o, bucket, upload_id, 0, &list)) == 0) {
@@ -387,72 +571,70 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
         }
         rc = build_record(o, u, key, upload_id, have, parts, n, &rec);
     }
-    uint64_t version = 0;
+    /* The vote: this ETag and these parts' chunks, or nothing. */
+    if (rc == 0 &&
+        !((keep = oids_of(rec)) &&
+          (vote = vote_of(u, "completing", json_string_value(json_object_get(rec, "etag")), keep))))
+        rc = -ENOMEM;
+    char k[KEYLEN];
+    upload_key(k, bucket, upload_id);
+    if (rc == 0 && (rc = gw_meta_decide(o, MPU_BUCKET, k, vote, &won)) == 0 &&
+        !json_equal(won, vote))
+        rc = -ESRCH; /* aborted, or completed with other parts */
     if (rc == 0 && (rc = gw_meta_read(o, bucket, key, &prev)) == -ENOENT)
         rc = 0;
     if (rc == 0) {
-        json_t *again; /* narrows the window of a racing Abort */
-        rc = upload_rec(o, bucket, key, upload_id, &again);
-        json_decref(again);
-    }
-    if (rc == 0) {
-        version = gw_next_version(o, prev);
-        json_object_set_new(rec, "version", json_integer((json_int_t)version));
+        json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev)));
         rc = gw_meta_write(o, bucket, key, rec);
     }
+    /* On a failure the decided vote stays: the same Complete again finishes it. */
     if (rc == 0) {
-        /* Committed. A concurrent commit with a higher version wins: then ours is garbage. */
-        json_t *now = NULL;
-        if (gw_meta_read(o, bucket, key, &now) == 0 && gw_rec_version(now) != version)
-            gw_gc_queue(o, rec, o->gc_delay_ms);
+        /* A newer commit of the key wins: then ours is garbage, but for what it names too. */
+        json_t *now = NULL, *nk = NULL;
+        if (gw_meta_read(o, bucket, key, &now) == 0 && gw_rec_version(now) != gw_rec_version(rec) &&
+            (nk = oids_of(now)))
+            gc_unkept(o, rec, nk, o->gc_delay_ms);
         else if (prev && !gw_rec_deleted(prev))
-            gw_gc_queue(o, prev, o->gc_delay_ms);
+            gc_unkept(o, prev, keep, o->gc_delay_ms);
+        json_decref(nk);
         json_decref(now);
-        for (size_t i = 0; i < n; i++)
-            json_object_set(keep, json_string_value(json_object_get(have[parts[i].number], "oid")),
-                            json_true());
-        char k[KEYLEN];
-        upload_key(k, bucket, upload_id);
-        tombstone(o, k, u);
-        drop_parts(o, bucket, upload_id, list, keep);
+        write_outcome(o, bucket, upload_id, won, "completed");
+        end_parts(o, bucket, upload_id, list, keep);
         if (out)
             gw_rec_object_info(rec, out);
     }
     free(have);
     json_decref(keep);
+    json_decref(vote);
+    json_decref(won);
     json_decref(list);
     json_decref(rec);
     json_decref(prev);
     json_decref(u);
-    return rc;
+    return rc == -ESRCH ? completed_before(o, bucket, key, upload_id, parts, n, out) : rc;
 }
 
 int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id)
 {
-    json_t *u, *list = NULL, *obj = NULL, *keep = json_object();
-    int rc = keep ? upload_rec(o, bucket, key, upload_id, &u) : -ENOMEM;
-    if (rc) {
-        json_decref(keep);
-        return rc;
-    }
+    json_t *u = NULL, *list = NULL, *vote = NULL, *won = NULL, *none = json_object();
+    int rc = none ? upload_any(o, bucket, key, upload_id, &u) : -ENOMEM;
+    if (rc == 0 && gw_rec_deleted(u))
+        rc = -ESRCH;
+    if (rc == 0 && !(vote = vote_of(u, "aborting", NULL, NULL)))
+        rc = -ENOMEM;
     char k[KEYLEN];
     upload_key(k, bucket, upload_id);
-    if ((rc = tombstone(o, k, u)) == 0)
-        rc = parts_of(o, bucket, upload_id, 0, &list);
-    /* A Complete that committed but died before deleting the upload: the
-     * object's stripes stay. */
-    if (rc == 0 && gw_meta_read(o, bucket, key, &obj) == 0 && !gw_rec_deleted(obj) &&
-        strcmp(json_string_value(json_object_get(obj, "upload")) ?: "", upload_id) == 0) {
-        size_t i;
-        json_t *st;
-        json_array_foreach(json_object_get(obj, "stripes"), i, st)
-            json_object_set(keep, json_string_value(json_object_get(st, "oid")) ?: "", json_true());
+    if (rc == 0 && (rc = gw_meta_decide(o, MPU_BUCKET, k, vote, &won)) == 0 &&
+        !json_equal(won, vote))
+        rc = -ESRCH; /* a Complete won: its parts are the object's now */
+    if (rc == 0 && (rc = parts_of(o, bucket, upload_id, 0, &list)) == 0) {
+        write_outcome(o, bucket, upload_id, won, "aborted");
+        end_parts(o, bucket, upload_id, list, none);
     }
-    if (rc == 0)
-        drop_parts(o, bucket, upload_id, list, keep);
-    json_decref(obj);
     json_decref(list);
-    json_decref(keep);
+    json_decref(vote);
+    json_decref(won);
+    json_decref(none);
     json_decref(u);
     return rc;
 }

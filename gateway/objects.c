@@ -15,9 +15,8 @@
  * {object id, stripe, chunk index}, so two uploads of one key never share a
  * chunk, and a reader that fetched version v's record reads only v's chunks.
  * The record (objmeta.c) is written after every stripe is durable; its
- * version is the commit time in ns with the low 10 bits replaced by a random
- * gateway id (tiebreak), and always above the version it replaces. The
- * highest version wins on read, so the last acknowledged commit wins. The
+ * version comes from the gateway's hybrid logical clock (objmeta.c) and the
+ * nodes keep only the highest version, so the last acknowledged commit wins. The
  * replaced version's chunks are deleted gc_delay_ms after the commit
  * (readers that started before it can finish); a commit that lost a race
  * deletes its own chunks.
@@ -91,11 +90,12 @@ static int check_key(const char *bucket, const char *key)
     return 0;
 }
 
+/* The version clock (objmeta.c) past prev, if the caller has read it. */
 static uint64_t next_version(struct gw_objects *o, const json_t *prev)
 {
-    uint64_t v = ((uint64_t)gw_realtime_ns() & ~(uint64_t)1023) | o->gw_id;
-    uint64_t p = prev ? gw_rec_version(prev) : 0;
-    return v > p ? v : p + 1;
+    if (prev)
+        gw_hlc_observe(o, gw_rec_version(prev));
+    return gw_hlc_next(o);
 }
 
 static int node_of(struct gw_objects *o, const json_t *stripe, int c)
@@ -1275,9 +1275,9 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     if (rc == 0 && (rc = gw_meta_read(o, p->bucket, p->key, &prev)) == -ENOENT)
         rc = 0;
     json_t *rec = NULL;
-    uint64_t version = 0;
+    bool sent = false;
     if (rc == 0) {
-        version = next_version(o, prev);
+        uint64_t version = next_version(o, prev);
         rec = json_pack(
             "{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O}", "version",
             (json_int_t)version, "deleted", 0, "key", p->key, "size", (json_int_t)p->size, "etag",
@@ -1286,15 +1286,21 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
             p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n, "chunk_size",
             (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
         rc = !rec ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
-        if (rc == 0)
+        if (rc == 0) {
             rc = gw_meta_write(o, p->bucket, p->key, rec);
+            sent = true;
+        }
     }
-    if (rc) {
+    if (rc == GW_META_IN_DOUBT && sent) {
+        /* Readers may yet take the record: its chunks stay (the scanner frees orphans). */
+        inflight_drain(p);
+    } else if (rc) {
         put_discard(p, 0);
     } else {
         /* A concurrent commit with a higher version wins: then ours is garbage. */
         json_t *now = NULL;
-        if (gw_meta_read(o, p->bucket, p->key, &now) == 0 && gw_rec_version(now) != version)
+        if (gw_meta_read(o, p->bucket, p->key, &now) == 0 &&
+            gw_rec_version(now) != gw_rec_version(rec))
             put_discard(p, o->gc_delay_ms);
         else if (prev && !gw_rec_deleted(prev))
             gw_gc_queue(o, prev, o->gc_delay_ms);

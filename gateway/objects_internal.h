@@ -6,6 +6,7 @@
 #ifndef INEC_GATEWAY_OBJECTS_INTERNAL_H
 #define INEC_GATEWAY_OBJECTS_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -76,8 +77,10 @@ struct gw_objects {
     int64_t mpu_expire_ms;    /* multipart uploads older are aborted (0: never), lifecycle.c */
     int64_t lifecycle_day_ms; /* a lifecycle rule's day (shorter only for tests) */
     uint32_t gw_id;           /* version tiebreak between gateways */
+    _Atomic uint64_t hlc;     /* the version clock (objmeta.c), without gw_id */
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (objmeta.c) */
+    _Atomic uint64_t meta_repairs;     /* copies rewritten by read repair */
 
     struct gw_fanout *fan;
 
@@ -150,8 +153,24 @@ int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *hold
 /* objmeta.c: metadata records on the nodes, replicated by quorum. */
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
-/* Writes rec on the key's metadata nodes; 0 once meta_wq copies are durable. */
-int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec);
+/* Commits rec on the key's metadata nodes; 0 once meta_wq copies are
+ * durable. rec's version may be raised past a newer one a node holds.
+ * -EHOSTDOWN (or a node's own error): no copy was sent, nothing of rec can
+ * ever be read. GW_META_IN_DOUBT: fewer than meta_wq took it but some may
+ * have; a later read may return it, so what it names must be kept. */
+#define GW_META_IN_DOUBT (-ETIMEDOUT)
+int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, json_t *rec);
+/* As gw_meta_write at rec's own version: -ESTALE (nothing written) when a
+ * node holds a newer one (a compare-and-set of a read record, e.g. repair's). */
+int gw_meta_write_at(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec);
+/* A once-only decision at vote's version (see objmeta.c): *out is the vote
+ * held by W homes (maybe vote itself), or a newer record of the key (the
+ * outcome, written after the decision); -EAGAIN while undecided. */
+int gw_meta_decide(struct gw_objects *o, const char *bucket, const char *key, const json_t *vote,
+                   json_t **out);
+/* The version clock: the next version of this gateway, and a version seen. */
+uint64_t gw_hlc_next(struct gw_objects *o);
+void gw_hlc_observe(struct gw_objects *o, uint64_t version);
 /* Every record of `bucket`, tombstones too (what a migration copies). */
 int gw_meta_list_all(struct gw_objects *o, const char *bucket,
                      int (*cb)(const char *key, json_t *rec, void *arg), void *arg);

@@ -3,12 +3,16 @@
  * store bucket ".") has one JSON record, kept by the nodes, not the gateway:
  *
  *   copies    C = 2M+1 nodes (M = the most parities of any pool, C at most the
- *             up nodes), chosen by rendezvous hashing of bucket + key, so any
- *             gateway finds them knowing only the name;
- *   write     to all C in parallel, done once W = C - M are durable;
+ *             members), chosen by rendezvous hashing of bucket + key among the
+ *             map's members, so any gateway finds them knowing only the name,
+ *             and a node going down never moves them;
+ *   versions  a hybrid logical clock per gateway (gw_hlc_next), no read first;
+ *   write     a compare-and-set on every home (higher version wins, in the
+ *             node's LMDB transaction), prepared first, done once W = C - M
+ *             hold it (see "writes" below);
  *   read      from all C in parallel, answered once R = M+1 have answered
  *             (R + W > C: some answer holds the newest acknowledged record),
- *             and the highest version wins;
+ *             the highest version wins and homes that lack it are repaired;
  *   delete    a tombstone record with a higher version, never a removal, so a
  *             stale copy on a node that was down cannot come back to life;
  *   list      every node's ordered index merged (k-way, by key), each key's
@@ -16,6 +20,7 @@
  *             silent every key is still seen (it is on at least M+1 nodes).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +37,38 @@ bool gw_rec_deleted(const json_t *rec)
     return json_is_true(json_object_get(rec, "deleted"));
 }
 
-/* The key's metadata nodes: among the up nodes of the map that are members
- * (a node set out, once its records moved, is not: gw_meta_migrated). */
+/* --- versions: a hybrid logical clock --------------------------------------------
+ * A version is the wall clock in ns with its low 10 bits replaced by this
+ * gateway's id, unless a version this gateway has seen (read, or a node's
+ * refusal) is ahead of the wall clock: then one tick (1024 ns) past it. So a
+ * gateway never needs to read a record to version the next one, versions of
+ * one gateway only grow, and a gateway that learns of a newer version
+ * (through any read) versions its next write above it. */
+
+#define HLC_TICK 1024u
+
+void gw_hlc_observe(struct gw_objects *o, uint64_t version)
+{
+    uint64_t v = version & ~(uint64_t)(HLC_TICK - 1), cur = atomic_load(&o->hlc);
+    while (v > cur && !atomic_compare_exchange_weak(&o->hlc, &cur, v))
+        ;
+}
+
+uint64_t gw_hlc_next(struct gw_objects *o)
+{
+    uint64_t cur = atomic_load(&o->hlc), next;
+    do {
+        uint64_t wall = (uint64_t)gw_realtime_ns() & ~(uint64_t)(HLC_TICK - 1);
+        next = wall > cur ? wall : cur + HLC_TICK;
+    } while (!atomic_compare_exchange_weak(&o->hlc, &cur, next));
+    return next | o->gw_id;
+}
+
+/* The key's metadata homes: chosen among the map's members (every node not
+ * out, and not one whose records moved away: gw_meta_migrated), whatever
+ * their up or down state, so a node going down never moves a key's homes;
+ * its copies are simply missing until it is back (and read repair, or the
+ * next write, refreshes them). */
 static int meta_nodes_excl(struct gw_objects *o, const char *bucket, const char *key,
                            const bool *excl, int *out);
 
@@ -56,7 +91,7 @@ static int meta_nodes_excl(struct gw_objects *o, const char *bucket, const char 
     bool stack[64], *use = o->nnodes <= 64 ? stack : malloc((size_t)o->nnodes);
     int rc = use ? 0 : -ENOMEM;
     for (int i = 0; use && i < o->nnodes; i++)
-        use[i] = o->map->nodes[i].state == PLACE_UP &&
+        use[i] = o->map->nodes[i].state != PLACE_OUT &&
                  !(excl ? excl[i] : atomic_load(&o->nodes[i].meta_out));
     if (rc == 0)
         rc = place_stripe_among(o->map, use, name, bl + kl + 1, UINT64_MAX, o->meta_copies, out,
@@ -67,14 +102,38 @@ static int meta_nodes_excl(struct gw_objects *o, const char *bucket, const char 
     return rc;
 }
 
+/* --- writes ----------------------------------------------------------------------
+ * Every write is a compare-and-set on each home (node_store_put_meta): a home
+ * keeps the record only if its version is above the one it holds, so copies
+ * never go back in time whatever order concurrent writes arrive in. A home
+ * that refuses because it holds a newer version counts towards the write
+ * quorum: the record is superseded there, which is what a later write
+ * would have done anyway.
+ *
+ * gw_meta_write commits in two rounds. The first (prepare) writes nothing:
+ * each home answers whether it is up and would keep the version. If fewer
+ * than W answer yes, the commit fails having sent no record anywhere, so
+ * nothing of it can ever shadow the previous version. A home holding a
+ * newer version sends the writer's clock past it and the commit is
+ * re-versioned (a write that starts after another was acknowledged is
+ * ordered after it). The second round sends the record to the homes that
+ * prepared. Only a home dying between the two rounds can leave the commit
+ * on fewer than W homes; the writer cannot know whether those copies will
+ * be read, so it answers GW_META_IN_DOUBT and must keep what the record
+ * names (whichever version readers settle on is then whole). */
+
 struct meta_job {
     struct gw_objects *o;
     const char *bucket, *key;
     int nodes[PLACE_MAX_CHUNKS];
     const char *blob; /* write */
     size_t len;
+    uint64_t version;
+    unsigned flags;
+    bool skip[PLACE_MAX_CHUNKS]; /* not sent to */
+    bool sent[PLACE_MAX_CHUNKS]; /* the request left: a transport error may hide a write */
     int rc[PLACE_MAX_CHUNKS];
-    json_t *rec[PLACE_MAX_CHUNKS]; /* read */
+    uint64_t stored[PLACE_MAX_CHUNKS]; /* of a refusal */
 };
 
 static void write_one(void *arg, int i)
@@ -82,52 +141,145 @@ static void write_one(void *arg, int i)
     struct meta_job *j = arg;
     int node = j->nodes[i];
     struct node_client *c = NULL;
+    j->sent[i] = false;
+    j->stored[i] = 0;
+    if (j->skip[i]) {
+        j->rc[i] = -EHOSTDOWN;
+        return;
+    }
     int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
-    if (rc == 0)
-        rc = node_client_put_meta(c, j->bucket, j->key, j->blob, j->len);
-    gw_client_put(j->o, node, c, rc);
+    if (rc == 0) {
+        j->sent[i] = true;
+        rc = node_client_put_meta(c, j->bucket, j->key, j->version, j->flags, j->blob, j->len,
+                                  &j->stored[i]);
+    }
+    gw_client_put(j->o, node, c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
     j->rc[i] = rc;
 }
 
-/* rec to the key's homes (excl: as meta_nodes_excl); *ok copies are durable,
- * *err the most telling failure. */
-static int write_homes(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
-                       const bool *excl, int *ok, int *err)
+struct round {
+    int ok;       /* homes that hold the record (or a newer one) */
+    int held;     /* homes that answered they hold this very record */
+    int landed;   /* homes that may hold this very record */
+    int refused;  /* homes holding a newer version (or this one with other bytes) */
+    uint64_t max; /* the newest version a refusal named */
+    int err;      /* the most telling failure */
+};
+
+static void round_run(struct meta_job *j, struct round *r)
 {
-    struct meta_job j = {.o = o, .bucket = bucket, .key = key};
-    int rc = meta_nodes_excl(o, bucket, key, excl, j.nodes);
-    if (rc)
-        return rc == -ENOSPC ? -EHOSTDOWN : rc;
-    char *blob = json_dumps(rec, JSON_COMPACT);
-    if (!blob)
-        return -ENOMEM;
-    j.blob = blob;
-    j.len = strlen(blob);
-    gw_fanout_run(o, o->meta_copies, write_one, &j);
-    free(blob);
-    *ok = *err = 0;
+    struct gw_objects *o = j->o;
+    gw_fanout_run(o, o->meta_copies, write_one, j);
+    memset(r, 0, sizeof(*r));
     for (int i = 0; i < o->meta_copies; i++) {
-        if (j.rc[i] == 0)
-            ++*ok;
-        else if (!*err || !gw_transport_error(j.rc[i]))
-            *err = j.rc[i]; /* a store's own answer (-ENAMETOOLONG...) says more than "down" */
+        int rc = j->rc[i];
+        if (rc == -ESTALE || rc == -EEXIST) {
+            r->refused++;
+            if (j->stored[i] > r->max)
+                r->max = j->stored[i];
+        }
+        if (rc == 0 || rc == -ESTALE)
+            r->ok++;
+        r->held += rc == 0;
+        if (rc == 0 || (j->sent[i] && gw_transport_error(rc)))
+            r->landed++;
+        if (rc && rc != -ESTALE && (!r->err || !gw_transport_error(rc)))
+            r->err = rc; /* a store's own answer (-ENAMETOOLONG...) says more than "down" */
     }
-    return 0;
+    if (r->max)
+        gw_hlc_observe(o, r->max);
 }
 
-int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec)
+static int job_init(struct meta_job *j, struct gw_objects *o, const char *bucket, const char *key,
+                    const bool *excl)
 {
-    int ok, err, rc = write_homes(o, bucket, key, rec, NULL, &ok, &err);
-    if (rc || ok >= o->meta_wq)
+    *j = (struct meta_job){.o = o, .bucket = bucket, .key = key};
+    int rc = meta_nodes_excl(o, bucket, key, excl, j->nodes);
+    return rc == -ENOSPC ? -EHOSTDOWN : rc;
+}
+
+/* Byte-stable: a record sent twice is the same bytes (a retry is idempotent). */
+static char *dump(const json_t *rec)
+{
+    return json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+static int failed(const struct round *r)
+{
+    return r->err && !gw_transport_error(r->err) ? r->err : -EHOSTDOWN;
+}
+
+/* The two rounds; `again`: re-version rec past a newer version a home holds. */
+static int commit(struct gw_objects *o, const char *bucket, const char *key, json_t *rec,
+                  bool again)
+{
+    struct meta_job j;
+    struct round r;
+    int rc = job_init(&j, o, bucket, key, NULL);
+    for (int attempt = 0; rc == 0; attempt++) {
+        j.version = gw_rec_version(rec);
+        j.flags = NODE_META_CHECK;
+        round_run(&j, &r);
+        if (r.refused && again && attempt < 4) {
+            json_object_set_new(rec, "version", json_integer((json_int_t)gw_hlc_next(o)));
+            continue;
+        }
+        if (r.refused && !again)
+            return -ESTALE;
+        if (r.ok < o->meta_wq)
+            return failed(&r); /* nothing was sent: nothing can shadow */
+        break;
+    }
+    if (rc)
         return rc;
-    return err && !gw_transport_error(err) ? err : -EHOSTDOWN;
+    char *blob = dump(rec);
+    if (!blob)
+        return -ENOMEM;
+    for (int i = 0; i < o->meta_copies; i++)
+        j.skip[i] = !(j.rc[i] == 0 || j.rc[i] == -ESTALE);
+    j.blob = blob;
+    j.len = strlen(blob);
+    j.flags = 0;
+    round_run(&j, &r);
+    free(blob);
+    if (r.ok >= o->meta_wq)
+        return 0;
+    return r.landed ? GW_META_IN_DOUBT : failed(&r);
+}
+
+int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, json_t *rec)
+{
+    return commit(o, bucket, key, rec, true);
+}
+
+int gw_meta_write_at(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec)
+{
+    return commit(o, bucket, key, (json_t *)rec, false);
+}
+
+/* One round of rec as it is (a copy, a repair): no prepare, no new version. */
+static int put_as_is(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
+                     const bool *excl, struct round *r)
+{
+    struct meta_job j;
+    int rc = job_init(&j, o, bucket, key, excl);
+    char *blob = rc ? NULL : dump(rec);
+    if (rc || !blob)
+        return rc ? rc : -ENOMEM;
+    j.blob = blob;
+    j.len = strlen(blob);
+    j.version = gw_rec_version(rec);
+    round_run(&j, r);
+    free(blob);
+    return 0;
 }
 
 int gw_meta_copy(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
                  const bool *excl)
 {
-    int ok, err, rc = write_homes(o, bucket, key, rec, excl, &ok, &err);
-    return rc ? rc : ok >= o->meta_wq ? 0 : -EHOSTDOWN;
+    struct round r;
+    int rc = put_as_is(o, bucket, key, rec, excl, &r);
+    return rc ? rc : r.ok >= o->meta_wq ? 0 : -EHOSTDOWN;
 }
 
 static void remove_one(void *arg, int i)
@@ -155,9 +307,27 @@ int gw_meta_remove(struct gw_objects *o, const char *bucket, const char *key)
     return ok >= o->meta_wq ? 0 : -EHOSTDOWN;
 }
 
-static void read_one(void *arg, int i)
+/* --- decisions -------------------------------------------------------------------
+ * One decision among racers (Complete against Abort of an upload): each
+ * racer sends its vote at the same version, the slot. A home keeps the first
+ * record of a version it gets and refuses that version with other bytes, so
+ * a home never changes its vote, and since two sets of W homes always share
+ * one, at most one vote is ever held by W homes: that one is decided, for
+ * good. Read repair may spread either vote to homes that have none, which
+ * changes nothing of that. Records of a higher version (the outcome, written
+ * once a decision is known) end the slot. */
+
+struct get_job {
+    struct gw_objects *o;
+    const char *bucket, *key;
+    int nodes[PLACE_MAX_CHUNKS];
+    int rc[PLACE_MAX_CHUNKS];
+    json_t *rec[PLACE_MAX_CHUNKS];
+};
+
+static void get_one(void *arg, int i)
 {
-    struct meta_job *j = arg;
+    struct get_job *j = arg;
     int node = j->nodes[i];
     struct node_client *c = NULL;
     int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
@@ -166,41 +336,211 @@ static void read_one(void *arg, int i)
     if (rc == 0)
         rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
     gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
-    if (rc == 0) {
-        j->rec[i] = json_loadb(blob, len, 0, NULL);
-        if (!j->rec[i])
-            rc = -EBADMSG;
-    }
+    if (rc == 0 && !(j->rec[i] = json_loadb(blob, len, 0, NULL)))
+        rc = -EBADMSG;
     free(blob);
     j->rc[i] = rc;
+}
+
+int gw_meta_decide(struct gw_objects *o, const char *bucket, const char *key, const json_t *vote,
+                   json_t **out)
+{
+    *out = NULL;
+    struct round r;
+    int rc = put_as_is(o, bucket, key, vote, NULL, &r);
+    if (rc)
+        return rc;
+    if (r.held >= o->meta_wq) { /* held by W homes: ours is the decision */
+        *out = json_incref((json_t *)vote);
+        return 0;
+    }
+    uint64_t slot = gw_rec_version(vote);
+    struct get_job j = {.o = o, .bucket = bucket, .key = key};
+    if ((rc = meta_nodes(o, bucket, key, j.nodes)))
+        return rc == -ENOSPC ? -EHOSTDOWN : rc;
+    gw_fanout_run(o, o->meta_copies, get_one, &j);
+    for (int i = 0; i < o->meta_copies && !*out; i++) {
+        if (!j.rec[i])
+            continue;
+        if (gw_rec_version(j.rec[i]) > slot) {
+            *out = json_incref(j.rec[i]); /* the outcome is out already */
+            break;
+        }
+        int same = 0;
+        for (int k = 0; gw_rec_version(j.rec[i]) == slot && k < o->meta_copies; k++)
+            same += j.rec[k] && gw_rec_version(j.rec[k]) == slot && json_equal(j.rec[k], j.rec[i]);
+        if (same >= o->meta_wq)
+            *out = json_incref(j.rec[i]);
+    }
+    for (int i = 0; i < o->meta_copies; i++)
+        json_decref(j.rec[i]);
+    return *out ? 0 : -EAGAIN; /* split, or homes silent: undecided for now */
+}
+
+/* --- reads -----------------------------------------------------------------------
+ * Sent to every home, answered once R homes have answered (a record or "none").
+ * R + W > C, so some answer holds the newest acknowledged record. When the R
+ * answers do not all hold the newest record they name, it is written back to
+ * the ones that lack it before the read returns (so it is then on W homes and
+ * no later read can return anything older: reads are monotonic even after a
+ * commit that ended in doubt). Homes answering after the read returned are
+ * repaired by the thread that got their answer. */
+
+struct read_job {
+    struct gw_objects *o;
+    char *bucket, *key;
+    int n, nodes[PLACE_MAX_CHUNKS];
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, answered, refs;
+    json_t *best; /* once the caller returned: what it returned (NULL: nothing) */
+    bool returned;
+    int rc[PLACE_MAX_CHUNKS];
+    json_t *rec[PLACE_MAX_CHUNKS];
+};
+
+static void read_job_put(struct read_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    bool last = --j->refs == 0;
+    pthread_mutex_unlock(&j->lock);
+    if (!last)
+        return;
+    for (int i = 0; i < j->n; i++)
+        json_decref(j->rec[i]);
+    json_decref(j->best);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->cond);
+    free(j->bucket);
+    free(j->key);
+    free(j);
+}
+
+/* Home i answered rc and rec: does it lack best? */
+static bool stale(int rc, const json_t *rec, const json_t *best)
+{
+    if (!best || (rc != 0 && rc != -ENOENT))
+        return false;
+    return !rec || gw_rec_version(rec) < gw_rec_version(best) ||
+           (gw_rec_version(rec) == gw_rec_version(best) && !json_equal(rec, best));
+}
+
+/* best to one home, as is (its compare-and-set keeps whatever is newer). */
+static int repair_one(struct gw_objects *o, int node, const char *bucket, const char *key,
+                      const json_t *best)
+{
+    char *blob = dump(best);
+    struct node_client *c = NULL;
+    int rc = !blob ? -ENOMEM : gw_node_is_down(o, node) ? -EHOSTDOWN : gw_client_get(o, node, &c);
+    if (rc == 0)
+        rc =
+            node_client_put_meta(c, bucket, key, gw_rec_version(best), 0, blob, strlen(blob), NULL);
+    if (blob)
+        gw_client_put(o, node, c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
+    free(blob);
+    if (rc == 0)
+        atomic_fetch_add(&o->meta_repairs, 1);
+    return rc;
+}
+
+static void read_one(void *arg, int i)
+{
+    struct read_job *j = arg;
+    struct gw_objects *o = j->o;
+    int node = j->nodes[i];
+    struct node_client *c = NULL;
+    int rc = gw_node_is_down(o, node) ? -EHOSTDOWN : gw_client_get(o, node, &c);
+    void *blob = NULL;
+    size_t len = 0;
+    json_t *rec = NULL;
+    if (rc == 0)
+        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
+    gw_client_put(o, node, c, rc == -ENOENT ? 0 : rc);
+    if (rc == 0 && !(rec = json_loadb(blob, len, 0, NULL)))
+        rc = -EBADMSG;
+    free(blob);
+    pthread_mutex_lock(&j->lock);
+    j->rc[i] = rc;
+    j->rec[i] = rec;
+    j->done++;
+    j->answered += rc == 0 || rc == -ENOENT;
+    bool late = j->returned && stale(rc, rec, j->best);
+    json_t *best = late ? json_incref(j->best) : NULL;
+    pthread_cond_broadcast(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    if (late)
+        repair_one(o, node, j->bucket, j->key, best);
+    json_decref(best);
+    read_job_put(j);
+}
+
+struct writeback {
+    struct read_job *j;
+    const json_t *best;
+    bool want[PLACE_MAX_CHUNKS];
+    int rc[PLACE_MAX_CHUNKS];
+};
+
+static void writeback_one(void *arg, int i)
+{
+    struct writeback *w = arg;
+    w->rc[i] = w->want[i] ? repair_one(w->j->o, w->j->nodes[i], w->j->bucket, w->j->key, w->best)
+                          : -ECANCELED;
 }
 
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
 {
     *out = NULL;
-    struct meta_job j = {.o = o, .bucket = bucket, .key = key};
-    int rc = meta_nodes(o, bucket, key, j.nodes);
-    if (rc)
+    struct read_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    j->o = o;
+    j->n = o->meta_copies;
+    j->bucket = strdup(bucket);
+    j->key = strdup(key);
+    int rc = j->bucket && j->key ? meta_nodes(o, bucket, key, j->nodes) : -ENOMEM;
+    if (rc) {
+        free(j->bucket);
+        free(j->key);
+        free(j);
         return rc == -ENOSPC ? -EHOSTDOWN : rc;
-    gw_fanout_run(o, o->meta_copies, read_one, &j);
-    int answered = 0, err = 0;
-    json_t *best = NULL;
-    for (int i = 0; i < o->meta_copies; i++) {
-        if (j.rc[i] == 0 || j.rc[i] == -ENOENT)
-            answered++;
-        else if (!err || !gw_transport_error(j.rc[i]))
-            err = j.rc[i];
-        if (j.rec[i] && (!best || gw_rec_version(j.rec[i]) > gw_rec_version(best)))
-            best = j.rec[i];
     }
-    if (answered >= o->meta_rq) {
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->cond, NULL);
+    j->refs = j->n + 1;
+    for (int i = 0; i < j->n; i++)
+        if (gw_fanout_post(o->fan, read_one, j, i))
+            read_one(j, i);
+    pthread_mutex_lock(&j->lock);
+    while (j->answered < o->meta_rq && j->done < j->n)
+        pthread_cond_wait(&j->cond, &j->lock);
+    json_t *best = NULL;
+    int err = 0;
+    for (int i = 0; i < j->n; i++) {
+        if (j->rec[i] && (!best || gw_rec_version(j->rec[i]) > gw_rec_version(best)))
+            best = j->rec[i];
+        if (j->rc[i] && j->rc[i] != -ENOENT && (!err || !gw_transport_error(j->rc[i])))
+            err = j->rc[i];
+    }
+    bool enough = j->answered >= o->meta_rq;
+    struct writeback w = {.j = j, .best = best};
+    int lacking = 0;
+    for (int i = 0; enough && best && i < j->n; i++)
+        lacking += w.want[i] = stale(j->rc[i], j->rec[i], best);
+    j->best = enough ? json_incref(best) : NULL;
+    j->returned = true;
+    *out = json_incref(j->best);
+    pthread_mutex_unlock(&j->lock);
+    if (lacking)
+        gw_fanout_run(o, j->n, writeback_one, &w);
+    if (enough) {
         rc = best ? 0 : -ENOENT;
-        *out = json_incref(best);
+        if (best)
+            gw_hlc_observe(o, gw_rec_version(best));
     } else {
         rc = err == -ENAMETOOLONG ? err : -EHOSTDOWN;
     }
-    for (int i = 0; i < o->meta_copies; i++)
-        json_decref(j.rec[i]);
+    read_job_put(j);
     return rc;
 }
 

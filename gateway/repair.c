@@ -149,6 +149,7 @@ struct all_job {
     struct gw_objects *o;
     const char *blob;
     size_t len;
+    uint64_t version;
     int *rc;
     json_t **rec;
 };
@@ -175,8 +176,9 @@ static void admin_put_one(void *arg, int i)
     struct node_client *c = NULL;
     int rc = gw_node_is_down(j->o, i) ? -EHOSTDOWN : gw_client_get(j->o, i, &c);
     if (rc == 0)
-        rc = node_client_put_meta(c, GW_ADMIN_BUCKET, GW_ADMIN_KEY, j->blob, j->len);
-    gw_client_put(j->o, i, c, rc);
+        rc = node_client_put_meta(c, GW_ADMIN_BUCKET, GW_ADMIN_KEY, j->version, 0, j->blob, j->len,
+                                  NULL);
+    gw_client_put(j->o, i, c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
     j->rc[i] = rc;
 }
 
@@ -216,8 +218,11 @@ static int admin_write(struct gw_objects *o, const json_t *rec)
 {
     int n = o->nnodes;
     char *blob = json_dumps(rec, JSON_COMPACT);
-    struct all_job j = {
-        .o = o, .blob = blob, .len = blob ? strlen(blob) : 0, .rc = calloc((size_t)n, sizeof(int))};
+    struct all_job j = {.o = o,
+                        .blob = blob,
+                        .len = blob ? strlen(blob) : 0,
+                        .version = gw_rec_version(rec),
+                        .rc = calloc((size_t)n, sizeof(int))};
     int rc = blob && j.rc ? 0 : -ENOMEM;
     if (rc == 0) {
         gw_fanout_run(o, n, admin_put_one, &j);
@@ -488,25 +493,27 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
     json_decref(e);
 }
 
-/* Pending reports to the nodes; what fails stays pending. */
+/* Pending reports to the nodes; each stays pending (and listed) until it is
+ * written, what fails stays pending. */
 static void flush_pending(struct gw_repair *r)
 {
     pthread_mutex_lock(&r->lock);
-    json_t *p = r->pending;
-    r->pending = json_object();
+    json_t *p = json_copy(r->pending);
     pthread_mutex_unlock(&r->lock);
     const char *k;
-    json_t *e, *failed = json_object();
+    json_t *e;
     json_object_foreach(p, k, e)
     {
-        if (gw_rq_put(r->o, e))
-            json_object_set(failed, k, e);
+        json_t *c = json_deep_copy(e); /* gw_rq_put versions it; e is shared with listers */
+        if (c && gw_rq_put(r->o, c) == 0) {
+            pthread_mutex_lock(&r->lock);
+            if (json_object_get(r->pending, k) == e)
+                json_object_del(r->pending, k);
+            pthread_mutex_unlock(&r->lock);
+        }
+        json_decref(c);
     }
     json_decref(p);
-    pthread_mutex_lock(&r->lock);
-    json_object_update_missing(r->pending, failed);
-    pthread_mutex_unlock(&r->lock);
-    json_decref(failed);
 }
 
 /* --- repairing one stripe --------------------------------------------------------------- */
@@ -912,12 +919,16 @@ static enum outcome repair_entry(struct gw_repair *r, const json_t *e, uint64_t 
                 json_decref(nm);
             }
             json_object_set_new(nrec, "version", json_integer((json_int_t)(version + 1)));
-            rc = gw_meta_write(o, bucket, key, nrec);
+            rc = gw_meta_write_at(o, bucket, key, nrec);
             json_decref(nrec);
         } else if (rc == 0) {
             rc = -EAGAIN; /* changed meanwhile: the next pass looks again */
         }
         json_decref(now);
+        if (rc == GW_META_IN_DOUBT) { /* either layout may be read: keep both */
+            out = WAIT;
+            goto done;
+        }
         if (rc) {
             /* What we rebuilt elsewhere is nobody's: free it now. */
             for (int c = 0; c < x.n; c++)

@@ -357,39 +357,58 @@ int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *
 /* ---- metadata ------------------------------------------------------------------- */
 
 /* "bucket\0key\0" in a malloc'ed buffer. */
-static char *names(const char *bucket, const char *key, size_t *len)
+/* "bucket\0key\0" and `extra` more bytes of head, uninitialized. */
+static char *names(const char *bucket, const char *key, size_t extra, size_t *len)
 {
     size_t b = strlen(bucket) + 1, k = strlen(key) + 1;
-    char *p = malloc(b + k);
+    char *p = malloc(b + k + extra);
     if (p) {
         memcpy(p, bucket, b);
         memcpy(p + b, key, k);
     }
-    *len = b + k;
+    *len = b + k + extra;
     return p;
 }
 
+/* A metadata call; `put` (may be NULL): the write's version and flags. */
 static int meta_call(struct node_client *c, int type, const char *bucket, const char *key,
-                     const void *blob, size_t len, struct rpc_msg *m)
+                     const uint64_t *put, unsigned flags, const void *blob, size_t len,
+                     struct rpc_msg *m)
 {
     size_t hlen;
     if (!bucket || !key)
         return cfail(c, -EINVAL, "bucket and key are required");
     if (len > NODE_META_MAX)
         return cfail(c, -EMSGSIZE, "metadata of %zu bytes exceeds %u", len, NODE_META_MAX);
-    char *head = names(bucket, key, &hlen);
+    char *head = names(bucket, key, put ? RPC_META_HEAD : 0, &hlen);
     if (!head)
         return -ENOMEM;
+    if (put) {
+        rpc_put64((uint8_t *)head + hlen - RPC_META_HEAD, *put);
+        rpc_put32((uint8_t *)head + hlen - 4, flags);
+    }
     int rc = call(c, type, head, hlen, blob, len, m);
     free(head);
     return rc;
 }
 
 int node_client_put_meta(struct node_client *c, const char *bucket, const char *key,
-                         const void *blob, size_t len)
+                         uint64_t version, unsigned flags, const void *blob, size_t len,
+                         uint64_t *stored)
 {
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_PUT_META, bucket, key, blob, len, &m);
+    int rc = meta_call(c, NODE_RPC_PUT_META, bucket, key, &version, flags, blob, len, &m);
+    size_t n = strlen(RPC_META_STORED);
+    if (stored) {
+        *stored = 0;
+        if ((rc == -ESTALE || rc == -EEXIST) && m.len > n && m.len < n + 24 &&
+            memcmp(m.data, RPC_META_STORED, n) == 0) {
+            char num[24];
+            memcpy(num, (char *)m.data + n, m.len - n);
+            num[m.len - n] = '\0';
+            *stored = strtoull(num, NULL, 10);
+        }
+    }
     free(m.data);
     return rc;
 }
@@ -398,7 +417,7 @@ int node_client_get_meta(struct node_client *c, const char *bucket, const char *
                          size_t *len)
 {
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_GET_META, bucket, key, NULL, 0, &m);
+    int rc = meta_call(c, NODE_RPC_GET_META, bucket, key, NULL, 0, NULL, 0, &m);
     if (rc) {
         free(m.data);
         return rc;
@@ -411,7 +430,7 @@ int node_client_get_meta(struct node_client *c, const char *bucket, const char *
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key)
 {
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, &m);
+    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, NULL, 0, &m);
     free(m.data);
     return rc;
 }

@@ -65,8 +65,11 @@ int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *
 
 /* --- object metadata (node_store_*_meta semantics) ---------------------- */
 
+/* A compare-and-set write (node_store_put_meta); on -ESTALE or -EEXIST
+ * *stored (may be NULL) is the version the node holds. */
 int node_client_put_meta(struct node_client *c, const char *bucket, const char *key,
-                         const void *blob, size_t len);
+                         uint64_t version, unsigned flags, const void *blob, size_t len,
+                         uint64_t *stored);
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);

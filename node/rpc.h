@@ -101,6 +101,12 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
 /* A chunk request's head: object id, stripe, index, version. */
 #define RPC_CHUNK_HEAD 36
 
+/* A metadata write's head after "bucket\0key\0": version (u64), flags (u32,
+ * NODE_META_*); the record follows. A refusal (-ESTALE, -EEXIST) answers
+ * RPC_META_STORED and the version the node holds, in decimal. */
+#define RPC_META_HEAD   12
+#define RPC_META_STORED "stored version "
+
 struct node_chunk_id;
 void rpc_chunk_head_encode(uint8_t *p, const struct node_chunk_id *id, uint64_t version);
 void rpc_chunk_head_decode(const uint8_t *p, struct node_chunk_id *id, uint64_t *version);
@@ -123,6 +129,15 @@ static inline uint64_t rpc_get64(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
+}
+static inline uint32_t rpc_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline void rpc_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 #endif

@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -240,6 +241,12 @@ static const char *names(const struct req *r, const char **key, size_t *used)
     return b;
 }
 
+static const char *msg_stored(char *buf, size_t len, uint64_t stored)
+{
+    snprintf(buf, len, RPC_META_STORED "%" PRIu64, stored);
+    return buf;
+}
+
 static void h_put_meta(struct req *r)
 {
     const char *key;
@@ -247,8 +254,16 @@ static void h_put_meta(struct req *r)
     const char *bucket = names(r, &key, &used);
     if (!bucket)
         return reply(r, -EPROTO);
-    reply(r,
-          node_store_put_meta(r->svc->store, bucket, key, r->msg.data + used, r->msg.len - used));
+    if (r->msg.len < used + RPC_META_HEAD)
+        return reply(r, -EPROTO);
+    const uint8_t *p = r->msg.data + used;
+    uint64_t stored = 0;
+    int rc = node_store_put_meta(r->svc->store, bucket, key, rpc_get64(p), rpc_get32(p + 8),
+                                 p + RPC_META_HEAD, r->msg.len - used - RPC_META_HEAD, &stored);
+    if (rc != -ESTALE && rc != -EEXIST)
+        return reply(r, rc);
+    char msg[64]; /* the version that refused it, for the writer's clock */
+    reply_err(r, rc, msg_stored(msg, sizeof(msg), stored));
 }
 
 static void h_get_meta(struct req *r)

@@ -924,10 +924,37 @@ static int commit_synced(struct node_store *s, MDB_txn *txn, int rc)
     return rc ? rc : mdb_err(mdb_env_sync(s->env, 1));
 }
 
-int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, const void *blob,
-                        size_t len)
+/* A metadata value (what node/meta_index.h stores as the entry's blob):
+ * META_FORMAT, the version (little-endian), the blob. A value without the
+ * format byte (written before versions were kept) is all blob at version 0,
+ * so any versioned write replaces it. */
+#define META_FORMAT 0x01
+#define META_HEAD   9
+
+static uint64_t meta_version(const MDB_val *v)
 {
-    if (!s || (!blob && len))
+    const uint8_t *p = v->mv_data;
+    uint64_t ver = 0;
+    if (v->mv_size >= META_HEAD && p[0] == META_FORMAT)
+        for (int i = 8; i >= 1; i--)
+            ver = ver << 8 | p[i];
+    return ver;
+}
+
+static MDB_val meta_blob(const MDB_val *v)
+{
+    const uint8_t *p = v->mv_data;
+    if (v->mv_size >= META_HEAD && p[0] == META_FORMAT)
+        return (MDB_val){v->mv_size - META_HEAD, (uint8_t *)v->mv_data + META_HEAD};
+    return *v;
+}
+
+int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
+                        unsigned flags, const void *blob, size_t len, uint64_t *stored)
+{
+    if (stored)
+        *stored = 0;
+    if (!s || (!blob && len) || version == 0 || (flags & ~NODE_META_CHECK))
         return -EINVAL;
     if (len > NODE_META_MAX)
         return -EMSGSIZE;
@@ -938,7 +965,42 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
     rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
     if (rc)
         return rc;
-    return commit_synced(s, txn, meta_index_put(txn, s->meta, bucket, key, blob, len));
+    /* LMDB runs one write txn at a time: the compare and the put below are
+     * atomic against every other writer of the store. */
+    MDB_val old;
+    rc = meta_index_get(txn, s->meta, bucket, key, &old);
+    if (rc == 0) {
+        uint64_t have = meta_version(&old);
+        MDB_val ob = meta_blob(&old);
+        if (stored)
+            *stored = have;
+        if (have > version)
+            rc = -ESTALE;
+        else if (have == version)
+            rc = !(flags & NODE_META_CHECK) && ob.mv_size == len &&
+                         (len == 0 || memcmp(ob.mv_data, blob, len) == 0)
+                     ? 1 /* the same record again: done, nothing to write */
+                     : -EEXIST;
+    } else if (rc == -ENOENT) {
+        rc = 0;
+    }
+    if (rc || (flags & NODE_META_CHECK)) {
+        mdb_txn_abort(txn);
+        return rc == 1 ? 0 : rc;
+    }
+    uint8_t *v = malloc(META_HEAD + len);
+    if (!v) {
+        mdb_txn_abort(txn);
+        return -ENOMEM;
+    }
+    v[0] = META_FORMAT;
+    for (int i = 1; i <= 8; i++)
+        v[i] = (uint8_t)(version >> (8 * (i - 1)));
+    if (len)
+        memcpy(v + META_HEAD, blob, len);
+    rc = meta_index_put(txn, s->meta, bucket, key, v, META_HEAD + len);
+    free(v);
+    return commit_synced(s, txn, rc);
 }
 
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
@@ -957,6 +1019,7 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
     MDB_val mv;
     rc = meta_index_get(txn, s->meta, bucket, key, &mv);
     if (rc == 0) {
+        mv = meta_blob(&mv);
         *blob = malloc(mv.mv_size ? mv.mv_size : 1);
         if (*blob) {
             memcpy(*blob, mv.mv_data, mv.mv_size);
@@ -983,6 +1046,19 @@ int node_store_delete_meta(struct node_store *s, const char *bucket, const char 
     return commit_synced(s, txn, meta_index_del(txn, s->meta, bucket, key));
 }
 
+/* Listings hand out the blob, never the version in front of it. */
+struct unversioned {
+    node_meta_cb cb;
+    void *arg;
+};
+
+static int unversioned_cb(const char *key, const void *value, size_t len, void *arg)
+{
+    struct unversioned *u = arg;
+    MDB_val b = meta_blob(&(MDB_val){len, (void *)value});
+    return u->cb(key, b.mv_data, b.mv_size, u->arg);
+}
+
 int node_store_list_meta(struct node_store *s, const char *bucket, const char *prefix,
                          const char *start_after, size_t limit, node_meta_cb cb, void *arg,
                          int *more)
@@ -998,7 +1074,9 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
     rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
         return rc;
-    rc = meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, cb, arg, more);
+    struct unversioned u = {cb, arg};
+    rc = meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, unversioned_cb, &u,
+                         more);
     mdb_txn_abort(txn);
     return rc;
 }

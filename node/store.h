@@ -122,9 +122,18 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
  * bucket + key must fit NODE_KEY_MAX (-ENAMETOOLONG), a blob NODE_META_MAX
  * (-EMSGSIZE). Keys beyond LMDB's key size are indexed by their first bytes
  * and a hash (node/meta_index.h), in the same order. Writes are durable on return.
+ *
+ * Every record carries a version (> 0) and a write is a compare-and-set in
+ * one LMDB transaction: the record is kept only if its version is above the
+ * stored one's. The same version with the same bytes again is a success that
+ * writes nothing (a retry); a lower version is -ESTALE, the same version with
+ * other bytes -EEXIST, and either way *stored (may be NULL) is the version the
+ * key holds. NODE_META_CHECK stores nothing and answers what a write of that
+ * version would (0, -ESTALE, or -EEXIST for an equal version).
  */
-int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, const void *blob,
-                        size_t len);
+#define NODE_META_CHECK 1u
+int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
+                        unsigned flags, const void *blob, size_t len, uint64_t *stored);
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
                         size_t *len); /* malloc'ed; -ENOENT */
 int node_store_delete_meta(struct node_store *s, const char *bucket, const char *key);

@@ -224,8 +224,8 @@ static void test_meta(void **state)
     struct fixture *f = *state;
     const char *keys[] = {"a/1", "a/2", "a/3", "b/1"};
     for (int i = 0; i < 4; i++)
-        assert_int_equal(node_client_put_meta(f->c, "bk", keys[i], keys[i], strlen(keys[i]) + 1),
-                         0);
+        assert_int_equal(
+            node_client_put_meta(f->c, "bk", keys[i], 1, 0, keys[i], strlen(keys[i]) + 1, NULL), 0);
     void *blob;
     size_t len;
     assert_int_equal(node_client_get_meta(f->c, "bk", "a/2", &blob, &len), 0);
@@ -247,7 +247,7 @@ static void test_meta(void **state)
     char longkey[NODE_KEY_MAX + 10];
     memset(longkey, 'k', sizeof(longkey) - 1);
     longkey[sizeof(longkey) - 1] = 0;
-    assert_int_equal(node_client_put_meta(f->c, "bk", longkey, "x", 1), -ENAMETOOLONG);
+    assert_int_equal(node_client_put_meta(f->c, "bk", longkey, 1, 0, "x", 1, NULL), -ENAMETOOLONG);
 }
 
 static void test_state(void **state)
@@ -255,7 +255,7 @@ static void test_state(void **state)
     struct fixture *f = *state;
     struct node_chunk_id id = chunk_id(3, 0, 0);
     assert_int_equal(node_client_put_chunk(f->c, &id, 1, "hello", 5), 0);
-    assert_int_equal(node_client_put_meta(f->c, "b", "k", "v", 1), 0);
+    assert_int_equal(node_client_put_meta(f->c, "b", "k", 1, 0, "v", 1, NULL), 0);
     struct node_store_stats st;
     assert_int_equal(node_client_stats(f->c, &st), 0);
     assert_int_equal(st.chunks, 1);

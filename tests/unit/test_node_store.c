@@ -302,10 +302,11 @@ static void test_meta(void **state)
     struct node_store *s = open_store(dir, 0, 0, 1);
     const char *keys[] = {"b/2", "a", "b/1", "b/10", "c", "b/"};
     for (size_t i = 0; i < 6; i++)
-        assert_int_equal(node_store_put_meta(s, "bk", keys[i], keys[i], strlen(keys[i])), 0);
+        assert_int_equal(
+            node_store_put_meta(s, "bk", keys[i], 1, 0, keys[i], strlen(keys[i]), NULL), 0);
     /* A bucket that extends "bk" must not mix in, before or after. */
-    assert_int_equal(node_store_put_meta(s, "bk2", "a", "x", 1), 0);
-    assert_int_equal(node_store_put_meta(s, "b", "zz", "y", 1), 0);
+    assert_int_equal(node_store_put_meta(s, "bk2", "a", 1, 0, "x", 1, NULL), 0);
+    assert_int_equal(node_store_put_meta(s, "b", "zz", 1, 0, "y", 1, NULL), 0);
 
     void *blob;
     size_t len;
@@ -314,11 +315,11 @@ static void test_meta(void **state)
     assert_memory_equal(blob, "b/10", 4);
     free(blob);
     assert_int_equal(node_store_get_meta(s, "bk", "zz", &blob, &len), -ENOENT);
-    assert_int_equal(node_store_put_meta(s, "", "k", "x", 1), -EINVAL);
+    assert_int_equal(node_store_put_meta(s, "", "k", 1, 0, "x", 1, NULL), -EINVAL);
     char toolong[NODE_KEY_MAX];
     memset(toolong, 'b', sizeof(toolong) - 1); /* "bk" + NUL + this: one byte over */
     toolong[sizeof(toolong) - 1] = 0;
-    assert_int_equal(node_store_put_meta(s, "bk", toolong, "x", 1), -ENAMETOOLONG);
+    assert_int_equal(node_store_put_meta(s, "bk", toolong, 1, 0, "x", 1, NULL), -ENAMETOOLONG);
     char longkey[600];
     memset(longkey, 'b', sizeof(longkey) - 1); /* sorts between "b/..." and "c" */
     longkey[599] = 0;
@@ -358,6 +359,95 @@ static void test_meta(void **state)
     assert_int_equal(st.metas, 7);
     node_store_close(s);
     rmdir_all(dir);
+}
+
+static int blob_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    (void)key;
+    snprintf(arg, 8, "%.*s", (int)len, (const char *)blob);
+    return 0;
+}
+
+/* The stored record of bk/k as a string ("" when none). */
+static char *meta_str(struct node_store *s, const char *key)
+{
+    void *blob;
+    size_t len;
+    static char out[64];
+    out[0] = 0;
+    if (node_store_get_meta(s, "bk", key, &blob, &len) == 0) {
+        snprintf(out, sizeof(out), "%.*s", (int)len, (char *)blob);
+        free(blob);
+    }
+    return out;
+}
+
+static void test_meta_cas(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    uint64_t stored = 99;
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 0, 0, "v0", 2, NULL), -EINVAL);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, NODE_META_CHECK, NULL, 0, &stored), 0);
+    assert_string_equal(meta_str(s, "k"), ""); /* a check stores nothing */
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, 0, "v5", 2, &stored), 0);
+    /* Higher wins. */
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 7, 0, "v7", 2, &stored), 0);
+    assert_string_equal(meta_str(s, "k"), "v7");
+    /* Lower is refused and names what the key holds. */
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 6, 0, "v6", 2, &stored), -ESTALE);
+    assert_int_equal(stored, 7);
+    assert_string_equal(meta_str(s, "k"), "v7");
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 6, NODE_META_CHECK, NULL, 0, &stored),
+                     -ESTALE);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 8, NODE_META_CHECK, NULL, 0, &stored), 0);
+    /* The same record again is a success; the same version with other bytes is not. */
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 7, 0, "v7", 2, &stored), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 7, 0, "vX", 2, &stored), -EEXIST);
+    assert_int_equal(stored, 7);
+    assert_string_equal(meta_str(s, "k"), "v7");
+    /* It lasts a reopen, and listing sees the record, not its version. */
+    node_store_close(s);
+    s = open_store(dir, 0, 0, 1);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 6, 0, "v6", 2, &stored), -ESTALE);
+    char seen[8] = "";
+    assert_int_equal(node_store_list_meta(s, "bk", NULL, NULL, 0, blob_cb, seen, NULL), 1);
+    assert_string_equal(seen, "v7");
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+/* Writers racing on one key, each with its own versions: the key ends at the
+ * highest version any of them sent, never a lower one that came later. */
+#define CAS_THREADS 4
+#define CAS_ROUNDS  300
+
+struct cas_writer {
+    struct node_store *s;
+    int id;
+    uint64_t top; /* highest version this writer had accepted */
+    int refused;
+};
+
+static void *cas_main(void *arg)
+{
+    struct cas_writer *w = arg;
+    for (int r = 1; r <= CAS_ROUNDS; r++) {
+        /* Interleaved versions: writer w sends r * CAS_THREADS + w, in a shuffled order. */
+        uint64_t v = (uint64_t)((r * 7919) % CAS_ROUNDS + 1) * CAS_THREADS + (uint64_t)w->id;
+        char blob[32];
+        int len = snprintf(blob, sizeof(blob), "%llu", (unsigned long long)v);
+        uint64_t stored = 0;
+        int rc = node_store_put_meta(w->s, "bk", "hot", v, 0, blob, (size_t)len, &stored);
+        if (rc == 0 && v > w->top)
+            w->top = v;
+        else if (rc == -ESTALE && stored > v)
+            w->refused++;
+        else if (rc)
+            return (void *)1;
+    }
+    return NULL;
 }
 
 struct long_names {
@@ -411,15 +501,15 @@ static void test_meta_long_keys(void **state)
     };
     const int nk = (int)(sizeof(keys) / sizeof(keys[0]));
     for (int i = 0; i < nk; i++)
-        assert_int_equal(node_store_put_meta(s, "bk", keys[i], keys[i], strlen(keys[i])), 0);
-    assert_int_equal(node_store_put_meta(s, "bk", keys[0], "new", 3), 0); /* replaced */
+        assert_int_equal(node_store_put_meta(s, "bk", keys[i], 1, 0, keys[i], strlen(keys[i]), NULL), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", keys[0], 2, 0, "new", 3, NULL), 0); /* replaced */
     void *blob;
     size_t len;
     assert_int_equal(node_store_get_meta(s, "bk", keys[0], &blob, &len), 0);
     assert_int_equal(len, 3);
     assert_memory_equal(blob, "new", 3);
     free(blob);
-    assert_int_equal(node_store_put_meta(s, "bk", keys[0], keys[0], strlen(keys[0])), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", keys[0], 3, 0, keys[0], strlen(keys[0]), NULL), 0);
     for (int i = 0; i < nk; i++) {
         assert_int_equal(node_store_get_meta(s, "bk", keys[i], &blob, &len), 0);
         assert_int_equal(len, strlen(keys[i]));
@@ -467,6 +557,35 @@ static void test_meta_long_keys(void **state)
         free(keys[i]);
     free(other);
     free(pre);
+    rmdir_all(dir);
+}
+
+static void test_meta_cas_concurrent(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    pthread_t t[CAS_THREADS];
+    struct cas_writer w[CAS_THREADS];
+    for (int i = 0; i < CAS_THREADS; i++) {
+        w[i] = (struct cas_writer){.s = s, .id = i};
+        assert_int_equal(pthread_create(&t[i], NULL, cas_main, &w[i]), 0);
+    }
+    uint64_t top = 0;
+    int refused = 0;
+    for (int i = 0; i < CAS_THREADS; i++) {
+        void *ret;
+        pthread_join(t[i], &ret);
+        assert_null(ret);
+        top = w[i].top > top ? w[i].top : top;
+        refused += w[i].refused;
+    }
+    /* The highest version sent was accepted and is what the key holds. */
+    uint64_t max = (uint64_t)CAS_ROUNDS * CAS_THREADS + CAS_THREADS - 1;
+    assert_int_equal(top, max);
+    assert_int_equal(strtoull(meta_str(s, "hot"), NULL, 10), max);
+    assert_true(refused > 0); /* shuffled versions: lower ones came after higher ones */
+    node_store_close(s);
     rmdir_all(dir);
 }
 
@@ -1010,6 +1129,8 @@ int main(void)
         cmocka_unit_test(test_async_put),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_meta_long_keys),
+        cmocka_unit_test(test_meta_cas),
+        cmocka_unit_test(test_meta_cas_concurrent),
         cmocka_unit_test(test_list_chunks),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_compaction),
