@@ -27,7 +27,7 @@
 #define DRAIN_MS 30000 /* what a request in flight gets to finish at shutdown */
 
 struct opts {
-    const char *data, *listen, *admin_listen, *base_domain, *region, *config;
+    const char *data, *listen, *admin_listen, *base_domain, *region, *config, *secret;
     bool help;
 };
 
@@ -43,6 +43,7 @@ static int parse(const char *cmd, int argc, char **argv, struct opts *o)
         {"--base-domain", offsetof(struct opts, base_domain)},
         {"--region", offsetof(struct opts, region)},
         {"--config", offsetof(struct opts, config)},
+        {"--secret", offsetof(struct opts, secret)},
     };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -243,8 +244,9 @@ int cmd_server(int argc, char **argv)
                "else DATA/" GW_CREDENTIALS_FILE ", generated on first start.\n");
         return 0;
     }
-    if (o.config) {
-        fprintf(stderr, "inec server: --config belongs to 'inec gateway'\n");
+    if (o.config || o.secret) {
+        fprintf(stderr, "inec server: --config and --secret belong to 'inec gateway' (the\n"
+                        "embedded nodes talk in-process, over no network)\n");
         return 2;
     }
     if (!o.data)
@@ -280,11 +282,14 @@ int cmd_gateway(int argc, char **argv)
     if (o.help || !o.config) {
         fprintf(o.help ? stdout : stderr,
                 "usage: inec gateway --config cluster.json [--data DIR] [--listen HOST:PORT]\n"
-                "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n\n"
+                "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n"
+                "                    [--secret FILE]\n\n"
                 "Runs a gateway in front of storage nodes that run as their own processes.\n"
                 "cluster.json names the nodes and pools, and optionally a \"gateway\" object\n"
                 "with listen, admin_listen, base_domain, region, data, access_key,\n"
-                "secret_key, admin_token.\n");
+                "secret_key, admin_token. --secret FILE (or \"secret_file\" in cluster.json,\n"
+                "relative to it; default cluster.secret beside it; created 0600 if missing) is\n"
+                "the cluster secret the gateway and the nodes prove to each other.\n");
         return o.help ? 0 : 2;
     }
     json_error_t jerr;
@@ -310,6 +315,14 @@ int cmd_gateway(int argc, char **argv)
         json_decref(cfg);
         return 2;
     }
+    char secret[4096];
+    if (cli_secret_file(o.secret, o.config,
+                        json_string_value(json_object_get(cfg, "secret_file")), secret,
+                        sizeof(secret))) {
+        json_decref(cfg);
+        return 1;
+    }
+    json_object_set_new(cfg, "secret_file", json_string(secret));
     block_signals();
     int rc = 1;
     struct gw_objects *objects = NULL;
