@@ -183,6 +183,7 @@ bool gw_transport_error(int rc)
     case -ENETDOWN:
     case -ENOTCONN:
     case -EPIPE:
+    case -EACCES: /* the node failed authentication, or refused ours: not one of ours */
         return true;
     default:
         return false;
