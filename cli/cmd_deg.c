@@ -10,14 +10,16 @@
 
 #include "cli/commands.h"
 #include "deg/deg.h"
+#include "inec/auth.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: inec deg show  GRAPH [--format text|json|dot]\n"
             "       inec deg run   GRAPH [--size BYTES] [--incoherent] [--timeout MS]\n"
-            "                            [--peers HOST:PORT,... [--gateway HOST:PORT]]\n"
-            "       inec deg serve --listen HOST:PORT\n\n"
+            "                            [--peers HOST:PORT,... [--gateway HOST:PORT]\n"
+            "                             --secret FILE]\n"
+            "       inec deg serve --listen HOST:PORT --secret FILE\n\n"
             "GRAPH: [--scheme rs|lrc|ppr|ecpipe|tri --k K --m M [--l L --r R] | --profile TEXT]\n"
             "       [--op encode|decode] [--lost I[,J...]] [--slice BYTES]\n"
             "(default rs:k=6,m=3 encode; --lost implies decode; chunk i lives on node i)\n\n"
@@ -27,11 +29,13 @@ static void usage(FILE *out)
             "      participants given by --peers (node i = i-th address), and checks every\n"
             "      result against the codecs layer; exit 0 only if all are equal.\n"
             "serve waits for vertices sent by `inec deg run --peers`, runs each on a tcp device\n"
-            "      and serves again; prints 'listening HOST:PORT' once ready.\n");
+            "      and serves again; prints 'listening HOST:PORT' once ready.\n"
+            "--secret: the cluster secret file (`inec secret init FILE`) runner and\n"
+            "      participants prove to each other on every connection.\n");
 }
 
 struct args {
-    const char *scheme, *profile, *op, *lost, *format, *peers, *gateway, *listen;
+    const char *scheme, *profile, *op, *lost, *format, *peers, *gateway, *listen, *secret;
     int k, m, l, r, timeout_ms;
     long slice, size;
     bool incoherent;
@@ -58,7 +62,8 @@ static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
         {"size", required_argument, NULL, 'S'},    {"incoherent", no_argument, NULL, 'i'},
         {"timeout", required_argument, NULL, 't'}, {"peers", required_argument, NULL, 'P'},
         {"gateway", required_argument, NULL, 'g'}, {"listen", required_argument, NULL, 'L'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"secret", required_argument, NULL, 'K'},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     *a = (struct args){
         .scheme = "rs", .format = "text", .k = 6, .m = 3, .l = 2, .r = 2, .size = 65536};
@@ -111,6 +116,9 @@ static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
             break;
         case 'L':
             a->listen = optarg;
+            break;
+        case 'K':
+            a->secret = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -285,7 +293,8 @@ static int run(const struct args *a)
         for (char *save, *tok = strtok_r(list, ",", &save); tok && nn < CODEC_MAX_CHUNKS;
              tok = strtok_r(NULL, ",", &save))
             nodes[nn++] = tok;
-        struct deg_peers peers = {.gateway = a->gateway, .nnodes = nn, .nodes = nodes};
+        struct deg_peers peers = {
+            .gateway = a->gateway, .nnodes = nn, .nodes = nodes, .secret_file = a->secret};
         rc = deg_remote_run(g, len, inputs, &peers, &opts, check_result, &t, err, sizeof(err));
         free(list);
     } else {
@@ -318,8 +327,20 @@ static int serve(const struct args *a)
         fprintf(stderr, "inec deg serve: --listen HOST:PORT is required\n");
         return 2;
     }
-    char err[256];
-    deg_serve(a->listen, ready, NULL, err, sizeof(err));
+    if (!a->secret) {
+        fprintf(stderr, "inec deg serve: --secret FILE is required (the cluster secret; "
+                        "`inec secret init FILE` makes one)\n");
+        return 2;
+    }
+    char err[512];
+    struct inec_keyring kr;
+    int rc = inec_secret_load(a->secret, &kr, err, sizeof(err));
+    inec_keyring_clear(&kr);
+    if (rc) {
+        fprintf(stderr, "inec deg serve: %s\n", err);
+        return 1;
+    }
+    deg_serve(a->listen, a->secret, ready, NULL, err, sizeof(err));
     fprintf(stderr, "inec deg serve: %s\n", err);
     return 1;
 }

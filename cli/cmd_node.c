@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/dispatch.h"
 #include "cli/control.h"
+#include "inec/auth.h"
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/client.h"
@@ -149,19 +150,26 @@ static void print_stats(const struct node_store_stats *st)
 }
 
 /* Through the node's service: stats, health and the repair list over RPC. */
-static int stat_remote(const char *addr)
+static int stat_remote(const char *addr, const char *secret)
 {
     struct inec_device *dev = NULL;
     struct node_client *c = NULL;
-    char err[256] = "";
-    struct node_client_opts o = {.timeout_ms = 10000};
-    /* Our device listens where the node can reach it back: loopback for a
-     * local node, every address otherwise. */
+    char err[512] = "", devopts[4200];
+    struct node_client_opts o = {.timeout_ms = 10000, .secret_file = secret, .name = "node-stat"};
+    struct inec_keyring kr;
+    int lrc = inec_secret_load(secret, &kr, err, sizeof(err));
+    inec_keyring_clear(&kr);
+    if (lrc || strchr(secret, ',')) {
+        fprintf(stderr, "inec node stat: %s\n", lrc ? err : "the secret's path has a comma");
+        return 1;
+    }
+    /* Our device listens on loopback for a local node, every address otherwise. */
     bool local = strncmp(addr, "127.", 4) == 0 || strncmp(addr, "localhost:", 10) == 0;
-    int rc = inec_device_open(NULL,
-                              local ? "transport=tcp,listen=127.0.0.1:0,timeout_ms=10000"
-                                    : "transport=tcp,listen=0.0.0.0:0,timeout_ms=10000",
-                              &dev);
+    snprintf(devopts, sizeof(devopts), "transport=tcp,listen=%s:0,timeout_ms=10000,secret=%s",
+             local ? "127.0.0.1" : "0.0.0.0", secret);
+    int rc = inec_device_open(NULL, devopts, &dev);
+    if (rc)
+        snprintf(err, sizeof(err), "%s", inec_errmsg());
     if (rc == 0)
         rc = node_client_connect(dev, addr, &o, &c, err, sizeof(err));
     struct node_health h;
@@ -191,30 +199,31 @@ static int node_stat(int argc, char **argv)
 {
     static const char usage[] =
         "usage: inec node stat --data DIR\n"
-        "       inec node stat --connect HOST:PORT\n\n"
+        "       inec node stat --connect HOST:PORT --secret FILE\n\n"
         "Prints segment, chunk and metadata counts, live/dead bytes and capacity of a\n"
         "node's store, and the chunks waiting for repair. A running node is asked\n"
-        "through its service (found from DIR/" LISTEN_FILE ", or --connect); a stopped\n"
-        "one's store is opened directly.\n";
+        "through its service (found from DIR/" LISTEN_FILE ", with its cluster secret,\n"
+        "or --connect and --secret); a stopped one's store is opened directly.\n";
     static const struct option opts[] = {
         {"data", required_argument, NULL, 'd'},
         {"connect", required_argument, NULL, 'c'},
+        {"secret", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dir = NULL, *connect = NULL;
+    const char *dir = NULL, *connect = NULL, *secret = NULL;
     optind = 1;
     for (int o; (o = getopt_long(argc, argv, "d:c:h", opts, NULL)) != -1;) {
         if (o == 'h')
             return printf("%s", usage), 0;
-        if (o != 'd' && o != 'c')
+        if (o != 'd' && o != 'c' && o != 'K')
             return fprintf(stderr, "%s", usage), 2;
-        *(o == 'd' ? &dir : &connect) = optarg;
+        *(o == 'd' ? &dir : o == 'c' ? &connect : &secret) = optarg;
     }
-    if ((!dir == !connect) || optind != argc)
+    if ((!dir == !connect) || (connect && !secret) || optind != argc)
         return fprintf(stderr, "%s", usage), 2;
     if (connect)
-        return stat_remote(connect);
+        return stat_remote(connect, secret);
     char err[256];
     struct node_store_options so;
     node_store_options_default(&so);
@@ -223,15 +232,17 @@ static int node_stat(int argc, char **argv)
     struct node_store *s;
     int rc = node_store_open(dir, &so, &s, err, sizeof(err));
     if (rc == -EBUSY) {
-        char path[4096], addr[256] = "";
+        char path[4096], addr[256] = "", line[4200] = "";
         snprintf(path, sizeof(path), "%s/%s", dir, LISTEN_FILE);
         FILE *f = fopen(path, "r");
         if (f && fgets(addr, sizeof(addr), f))
             addr[strcspn(addr, "\n")] = '\0';
+        if (f && fgets(line, sizeof(line), f))
+            line[strcspn(line, "\n")] = '\0';
         if (f)
             fclose(f);
-        if (addr[0])
-            return stat_remote(addr);
+        if (addr[0] && (secret || strncmp(line, "secret ", 7) == 0))
+            return stat_remote(addr, secret ? secret : line + 7);
         fprintf(stderr,
                 "inec node stat: %s is in use by a running node whose address is not "
                 "known: give --connect HOST:PORT\n",
@@ -257,14 +268,16 @@ static int node_stat(int argc, char **argv)
     return 0;
 }
 
-/* DIR/node.listen, written whole (temporary file, rename) once the node listens. */
-static void note_listen(const char *dir, const char *addr)
+/* DIR/node.listen, written whole (temporary file, rename) once the node
+ * listens: its address, then "secret PATH" (the file, never the secret). */
+static void note_listen(const char *dir, const char *addr, const char *secret)
 {
     char tmp[4200], path[4200];
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, LISTEN_FILE);
     snprintf(path, sizeof(path), "%s/%s", dir, LISTEN_FILE);
     FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%s\n", addr) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+    if (!f || fprintf(f, "%s\nsecret %s\n", addr, secret) < 0 || fclose(f) != 0 ||
+        rename(tmp, path) != 0)
         inec_log(INEC_LOG_WARN, "node", "cannot record the listen address in %s", path);
 }
 
@@ -272,7 +285,7 @@ static const char run_usage[] =
     "usage: inec node [run] --config FILE --id ID [--data DIR] [--capacity BYTES]\n"
     "       inec node [run] --listen HOST:PORT --data DIR [--id ID] [--domain D]\n"
     "                       [--capacity BYTES] [--timeout-ms N]\n"
-    "       (both) [--metrics-listen HOST:PORT]\n\n"
+    "       (both) [--metrics-listen HOST:PORT] [--secret FILE]\n\n"
     "Serves a storage node: its chunk store in DIR, RPCs and DEG vertices over inec\n"
     "(tcp transport) through a connection manager on HOST:PORT (port 0 = any; the\n"
     "bound address is printed as 'listening HOST:PORT'). FILE is\n"
@@ -289,11 +302,16 @@ static const char run_usage[] =
     "Background compaction (defaults above; a node's own \"compaction\" in \"nodes\"\n"
     "overrides): every interval_ms after writes, segments at least dead_ratio dead\n"
     "(the active one once seal_bytes big) are rewritten at mbps MB/s at most, after\n"
-    "reads and writes in flight; interval_ms -1 turns it off, mbps -1 unlimits it.\n";
+    "reads and writes in flight; interval_ms -1 turns it off, mbps -1 unlimits it.\n"
+    "--secret FILE (or \"secret_file\" in FILE, relative to its directory; default\n"
+    "cluster.secret beside it) is the cluster secret every peer must prove before\n"
+    "anything is served; created (mode 0600) if missing, refused if group or others\n"
+    "may read it. See `inec secret`.\n";
 
 struct run_args {
     char id[PLACE_ID_MAX], domain[PLACE_ID_MAX], listen[PLACE_ADDRESS_MAX], data[4096];
     char metrics_listen[PLACE_ADDRESS_MAX];
+    char secret[4096], secret_cfg[4096]; /* --secret; the config's "secret_file" */
     unsigned long long capacity;
     int timeout_ms, heartbeat_ms;
     struct node_compaction_config compaction;
@@ -348,6 +366,9 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
         fprintf(stderr, "inec node: %s: %s\n", path, err);
         goto out;
     }
+    const char *sf = json_string_value(json_object_get(root, "secret_file"));
+    if (sf)
+        snprintf(a->secret_cfg, sizeof(a->secret_cfg), "%s", sf);
     const char *ml = json_string_value(json_object_get(local, "metrics_listen"));
     if (!a->metrics_listen[0] && ml)
         snprintf(a->metrics_listen, sizeof(a->metrics_listen), "%s", ml);
@@ -370,6 +391,7 @@ static int node_run(int argc, char **argv)
         {"capacity", required_argument, NULL, 'C'},
         {"timeout-ms", required_argument, NULL, 't'},
         {"metrics-listen", required_argument, NULL, 'M'},
+        {"secret", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -415,6 +437,9 @@ static int node_run(int argc, char **argv)
         case 'M':
             snprintf(a.metrics_listen, sizeof(a.metrics_listen), "%s", optarg);
             break;
+        case 'K':
+            snprintf(a.secret, sizeof(a.secret), "%s", optarg);
+            break;
         case 'h':
             printf("%s", run_usage);
             return 0;
@@ -440,6 +465,10 @@ static int node_run(int argc, char **argv)
         fprintf(stderr, "inec node: no data directory for node '%s' (--data)\n", a.id);
         return 2;
     }
+    char secret[4096];
+    if (cli_secret_file(a.secret[0] ? a.secret : NULL, config,
+                        a.secret_cfg[0] ? a.secret_cfg : NULL, secret, sizeof(secret)))
+        return 1;
     /* Every thread the service starts inherits the mask: only sigwait below
      * sees SIGTERM/SIGINT. */
     sigset_t set;
@@ -457,6 +486,7 @@ static int node_run(int argc, char **argv)
         .timeout_ms = a.timeout_ms,
         .heartbeat_ms = a.heartbeat_ms,
         .compaction = a.compaction,
+        .secret_file = secret,
     };
     struct node_service *svc;
     char err[512];
@@ -479,7 +509,7 @@ static int node_run(int argc, char **argv)
         printf("metrics %s:%u\n", host, node_metrics_port(metrics));
     }
     fflush(stdout);
-    note_listen(a.data, node_service_listen_addr(svc));
+    note_listen(a.data, node_service_listen_addr(svc), secret);
     int sig = 0;
     sigwait(&set, &sig);
     inec_log(INEC_LOG_INFO, "node", "signal=%s: stopping id=%s", sig == SIGTERM ? "TERM" : "INT",

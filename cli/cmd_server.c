@@ -27,7 +27,7 @@
 #define DRAIN_MS 30000 /* what a request in flight gets to finish at shutdown */
 
 struct opts {
-    const char *data, *listen, *admin_listen, *base_domain, *region, *config;
+    const char *data, *listen, *admin_listen, *base_domain, *region, *config, *secret;
     const char *tls_cert, *tls_key, *header_timeout, *max_client_connections;
     unsigned header_timeout_s, max_per_client; /* parsed by check_options; 0: the default */
     bool help;
@@ -49,6 +49,7 @@ static int parse(const char *cmd, int argc, char **argv, struct opts *o)
         {"--tls-key", offsetof(struct opts, tls_key)},
         {"--header-timeout", offsetof(struct opts, header_timeout)},
         {"--max-client-connections", offsetof(struct opts, max_client_connections)},
+        {"--secret", offsetof(struct opts, secret)},
     };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -306,8 +307,9 @@ int cmd_server(int argc, char **argv)
                "else DATA/" GW_CREDENTIALS_FILE ", generated on first start.\n");
         return 0;
     }
-    if (o.config) {
-        fprintf(stderr, "inec server: --config belongs to 'inec gateway'\n");
+    if (o.config || o.secret) {
+        fprintf(stderr, "inec server: --config and --secret belong to 'inec gateway' (the\n"
+                        "embedded nodes talk in-process, over no network)\n");
         return 2;
     }
     if (!o.data)
@@ -345,12 +347,15 @@ int cmd_gateway(int argc, char **argv)
                 "usage: inec gateway --config cluster.json [--data DIR] [--listen HOST:PORT]\n"
                 "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n"
                 "                    [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
-                "                    [--max-client-connections N]\n\n"
+                "                    [--max-client-connections N] [--secret FILE]\n\n"
                 "Runs a gateway in front of storage nodes that run as their own processes.\n"
                 "cluster.json names the nodes and pools, and optionally a \"gateway\" object\n"
                 "with listen, admin_listen, base_domain, region, data, access_key,\n"
                 "secret_key, admin_token, tls_cert, tls_key (file names), header_timeout\n"
-                "and max_client_connections (numbers). The flags are as for 'inec server'.\n");
+                "and max_client_connections (numbers). The flags are as for 'inec server'.\n"
+                "--secret FILE (or \"secret_file\" in cluster.json, relative to it; default\n"
+                "cluster.secret beside it; created 0600 if missing) is the cluster secret the\n"
+                "gateway and the nodes prove to each other.\n");
         return o.help ? 0 : 2;
     }
     json_error_t jerr;
@@ -376,6 +381,14 @@ int cmd_gateway(int argc, char **argv)
         json_decref(cfg);
         return 2;
     }
+    char secret[4096];
+    if (cli_secret_file(o.secret, o.config,
+                        json_string_value(json_object_get(cfg, "secret_file")), secret,
+                        sizeof(secret))) {
+        json_decref(cfg);
+        return 1;
+    }
+    json_object_set_new(cfg, "secret_file", json_string(secret));
     block_signals();
     int rc = 1;
     struct gw_objects *objects = NULL;

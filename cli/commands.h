@@ -17,5 +17,14 @@ int cmd_admin(int argc, char **argv);
 int cmd_admin_repair(int argc, char **argv);
 int cmd_admin_node(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_secret(int argc, char **argv);
+
+#include <stddef.h>
+/* The cluster secret file a node or gateway uses: --secret's value, else the
+ * config's "secret_file" (relative to the config's directory), else
+ * cluster.secret beside the config. Created (0600) at first start, then
+ * checked (readable, mode 0600); 0, or -1 with a message printed. */
+int cli_secret_file(const char *flag, const char *config, const char *from_config, char *out,
+                    size_t outlen);
 
 #endif

@@ -14,6 +14,7 @@ static const struct cli_command commands[] = {
     {"ec", cmd_ec, "erasure-code a file into chunk files and back"},
     {"server", cmd_server, "run the S3 gateway with 9 embedded nodes (RS(6,3)) in one process"},
     {"gateway", cmd_gateway, "run the S3 gateway in front of node processes (--config)"},
+    {"secret", cmd_secret, "make and rotate the cluster secret nodes and gateways prove"},
     {NULL, NULL, NULL},
 };
 

@@ -269,14 +269,15 @@ struct deg_peers {
     const char *gateway; /* for DEG_GATEWAY vertices, may be NULL */
     int nnodes;
     const char *const *nodes; /* nodes[id] */
+    const char *secret_file;  /* the participants' cluster secret; NULL: this process's */
 };
 
 /* A participant: accepts vertices from runners on listen_addr ("host:port",
  * port 0 = any), runs each on its own tcp device, answers with its results,
  * and serves again. ready() gets the bound address once listening. Returns
  * only on a listening error. */
-int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr), void *arg,
-              char *err, size_t errlen);
+int deg_serve(const char *listen_addr, const char *secret_file,
+              void (*ready)(void *arg, const char *addr), void *arg, char *err, size_t errlen);
 
 /* As deg_run, with every vertex run by the participant serving its node (its
  * local chunks are sent along, its results sent back). */

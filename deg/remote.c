@@ -18,7 +18,9 @@
  * participants' inec devices (transport=tcp), never over this channel.
  *
  * Every socket has send and receive timeouts, so a participant that dies or
- * hangs turns into an error naming its vertex, never a hang.
+ * hangs turns into an error naming its vertex, never a hang. Each control
+ * connection starts with the mutual HMAC handshake of inec/auth.h (ctx "deg")
+ * under the cluster secret, and the participants' devices use it too.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +39,7 @@
 
 #include "deg/deg.h"
 #include "codecs/errf.h"
+#include "inec/auth.h"
 #include "inec/log.h"
 
 #define MAX_FRAME ((uint32_t)1 << 30)
@@ -172,8 +175,18 @@ static int dial(const char *addr, int timeout_ms)
 
 struct session {
     int fd;
-    char host[256];
+    char host[256], bound[300], from[64];
+    const char *secret; /* NULL: this process's random secret */
 };
+
+static int load_keys(const char *secret, struct inec_keyring *kr, char *err, size_t errlen)
+{
+    if (!secret) {
+        inec_keyring_ephemeral(kr);
+        return 0;
+    }
+    return inec_secret_load(secret, kr, err, errlen);
+}
 
 static json_t *error_msg(const char *text, int rc)
 {
@@ -220,9 +233,10 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         .incoherent = json_is_true(json_object_get(msg, "incoherent")),
         .timeout_ms = (int)json_integer_value(json_object_get(msg, "timeout_ms")),
     };
-    char options[320];
-    snprintf(options, sizeof(options), "transport=tcp,listen=%s:0,timeout_ms=%d", s->host,
-             opts.timeout_ms > 0 ? opts.timeout_ms : 10000);
+    char options[640];
+    snprintf(options, sizeof(options), "transport=tcp,listen=%s:0,timeout_ms=%d%s%s", s->host,
+             opts.timeout_ms > 0 ? opts.timeout_ms : 10000, s->secret ? ",secret=" : "",
+             s->secret ? s->secret : "");
     opts.options = options;
     char *gtext = json_dumps(json_object_get(msg, "graph"), JSON_COMPACT);
     if (!name || len <= 0 || len > MAX_FRAME || !gtext) {
@@ -328,14 +342,23 @@ static void *session_main(void *p)
 {
     struct session *s = p;
     char err[512] = "";
-    serve_vertex(s, err, sizeof(err));
+    struct inec_keyring kr;
+    int rc = load_keys(s->secret, &kr, err, sizeof(err));
+    if (!rc)
+        rc = inec_auth_respond(s->fd, &kr, "deg", s->bound, "participant", NULL, 10000, err,
+                               sizeof(err));
+    inec_keyring_clear(&kr);
+    if (rc)
+        inec_log(INEC_LOG_WARN, "deg", "connection refused from=%s why=%s", s->from, err);
+    else
+        serve_vertex(s, err, sizeof(err));
     close(s->fd);
     free(s);
     return NULL;
 }
 
-int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr), void *arg,
-              char *err, size_t errlen)
+int deg_serve(const char *listen_addr, const char *secret_file,
+              void (*ready)(void *arg, const char *addr), void *arg, char *err, size_t errlen)
 {
     char host[256], port[16];
     if (split_addr(listen_addr, host, sizeof(host), port, sizeof(port)))
@@ -367,7 +390,9 @@ int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr
     if (ready)
         ready(arg, bound);
     for (;;) {
-        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof(from);
+        int c = accept4(fd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
         if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -382,7 +407,13 @@ int deg_serve(const char *listen_addr, void (*ready)(void *arg, const char *addr
             continue;
         }
         s->fd = c;
+        s->secret = secret_file;
         snprintf(s->host, sizeof(s->host), "%s", host);
+        snprintf(s->bound, sizeof(s->bound), "%s", bound);
+        char ip[64] = "?";
+        if (from.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, ip, sizeof(ip));
+        snprintf(s->from, sizeof(s->from), "%s", ip);
         /* A runner that goes silent between messages costs a session at
          * most this long. */
         set_timeouts(c, 60000);
@@ -478,6 +509,18 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
         if ((r->fd = dial(r->peer, timeout * 2 + 1000)) < 0) {
             r->rc = codec_errf(r->err, sizeof(r->err), r->fd,
                                "vertex %s: cannot reach participant %s", vx->name, r->peer);
+            continue;
+        }
+        struct inec_keyring kr;
+        char aerr[300];
+        int arc = load_keys(peers->secret_file, &kr, aerr, sizeof(aerr));
+        if (!arc)
+            arc = inec_auth_initiate(r->fd, &kr, "deg", "runner", r->peer, NULL, timeout, aerr,
+                                     sizeof(aerr));
+        inec_keyring_clear(&kr);
+        if (arc) {
+            r->rc = codec_errf(r->err, sizeof(r->err), arc, "vertex %s: participant %s: %s",
+                               vx->name, r->peer, aerr);
             continue;
         }
         json_t *m = json_pack("{s:s,s:O,s:s,s:I,s:b,s:i}", "op", "setup", "graph", gjson, "vertex",

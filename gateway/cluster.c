@@ -183,6 +183,7 @@ bool gw_transport_error(int rc)
     case -ENETDOWN:
     case -ENOTCONN:
     case -EPIPE:
+    case -EACCES: /* the node failed authentication, or refused ours: not one of ours */
         return true;
     default:
         return false;
@@ -209,7 +210,10 @@ int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_c
     pthread_mutex_lock(&nd->lock);
     struct node_service *svc = nd->svc;
     pthread_mutex_unlock(&nd->lock);
-    struct node_client_opts co = {.timeout_ms = timeout_ms};
+    struct node_client_opts co = {.timeout_ms = timeout_ms,
+                                  .secret_file = o->secret[0] ? o->secret : NULL,
+                                  .name = "gateway",
+                                  .node_id = nd->id};
     char err[256];
     int rc;
     if (o->embedded)
@@ -438,12 +442,19 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
     msg[0] = '\0';
     const json_t *opts = json_object_get(cfg, "gateway");
     int rc = open_common(o, json_object_get(cfg, "map"), opts, msg, msglen);
+    /* The cluster secret (inec/auth.h) every node connection proves; the CLI
+     * resolves "secret_file" against cluster.json's directory. */
+    const char *secret = json_string_value(json_object_get(cfg, "secret_file"));
+    if (rc == 0 && secret && (strchr(secret, ',') || strlen(secret) >= sizeof(o->secret)))
+        rc = -EINVAL, snprintf(msg, msglen, "secret_file '%s': too long or has a comma", secret);
     if (rc == 0) {
+        snprintf(o->secret, sizeof(o->secret), "%s", secret ? secret : "");
         const char *host = json_string_value(json_object_get(opts, "deg_listen"));
-        char devopts[300];
+        char devopts[sizeof(o->deg_options)];
         snprintf(devopts, sizeof(devopts),
-                 "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d",
-                 host ? host : "127.0.0.1", o->timeout_ms, o->heartbeat_ms);
+                 "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d%s%s",
+                 host ? host : "127.0.0.1", o->timeout_ms, o->heartbeat_ms,
+                 secret ? ",secret=" : "", secret ? secret : "");
         snprintf(o->deg_options, sizeof(o->deg_options), "%s", devopts);
         rc = open_device(o, devopts, msg, msglen);
     }

@@ -81,8 +81,10 @@ void gw_peer_failed(struct gw_objects *o, int node, int rc, bool connecting)
     struct gw_node *nd = &o->nodes[node];
     atomic_fetch_add(&nd->failures, 1);
     atomic_fetch_add(&nd->misses, 1);
-    /* A refused connection (or an embedded node stopped) is no guess. */
-    if (connecting && (rc == -ECONNREFUSED || rc == -EHOSTDOWN || rc == -ESHUTDOWN))
+    /* A refused connection (or an embedded node stopped, or one that fails
+     * authentication: not a member of this cluster) is no guess. */
+    if (connecting &&
+        (rc == -ECONNREFUSED || rc == -EHOSTDOWN || rc == -ESHUTDOWN || rc == -EACCES))
         atomic_store(&nd->refused_ms, gw_now_ms());
     note(o, node, rc ? strerror(-rc) : "failed");
 }

@@ -69,7 +69,8 @@ struct gw_objects {
     char dir[4096];           /* embedded: DATA; cluster.json lives there */
     char node_devopts[128];   /* embedded node services */
     struct inec_device *dev;  /* carries every RPC client */
-    char deg_options[320];    /* devices of gateway DEG vertices */
+    char deg_options[600];    /* devices of gateway DEG vertices */
+    char secret[256];         /* the cluster secret's file (inec/auth.h), "" = none */
     int timeout_ms;           /* RPC bound and peer timeout (the map's peer_timeout_ms) */
     int heartbeat_ms;         /* the map's: tcp pings, node probes */
     int gc_delay_ms;          /* old versions' chunks are deleted this long after a commit */

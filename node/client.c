@@ -25,6 +25,7 @@
 
 #include <jansson.h>
 
+#include "inec/auth.h"
 #include "inec/inec.h"
 #include "node/rpc.h"
 
@@ -36,6 +37,7 @@ struct node_client {
     struct rpc_ep *ep;
     struct node_service *local; /* in-process node, or NULL */
     char addr[300];
+    char secret[256], name[INEC_AUTH_NAME], node_id[NODE_ID_MAX]; /* see node_client_opts */
     int timeout_ms;
     uint64_t seq;
     pthread_mutex_t lock;
@@ -89,6 +91,24 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
             rc = -ETIMEDOUT;
         return cfail(c, rc, "cannot connect to node %s: %s", c->addr, strerror(-rc));
     }
+    /* Mutual proof of the cluster secret before anything else. */
+    struct inec_keyring kr;
+    char aerr[300], who[INEC_AUTH_NAME] = "";
+    if (c->secret[0])
+        rc = inec_secret_load(c->secret, &kr, aerr, sizeof(aerr));
+    else
+        inec_keyring_ephemeral(&kr);
+    if (!rc)
+        rc = inec_auth_initiate(fd, &kr, "cm", c->name, c->addr, who, c->timeout_ms, aerr,
+                                sizeof(aerr));
+    inec_keyring_clear(&kr);
+    if (!rc && c->node_id[0] && strcmp(who, c->node_id) != 0)
+        rc = -EACCES, snprintf(aerr, sizeof(aerr), "it is node '%s', not '%s'", who, c->node_id);
+    if (rc) {
+        close(fd);
+        return cfail(c, rc == -EACCES || rc == -EPROTO ? -EACCES : rc, "node %s: %s", c->addr,
+                     aerr);
+    }
     char line[512];
     int n = snprintf(line, sizeof(line), "{\"addr\":\"%s\",\"qpn\":%u}\n", inec_device_addr(c->dev),
                      qpn);
@@ -117,7 +137,14 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
         return cfail(c, e > 0 ? -e : -EPROTO, "node %s refused the connection: %s", c->addr,
                      e > 0 ? strerror(e) : "bad answer");
     }
-    snprintf(peer, peerlen, "%s", a);
+    /* The node's device, at the host we reached the node on (the map's):
+     * only its port comes from the answer. */
+    const char *port = strrchr(a, ':');
+    if (strncmp(a, "tcp:", 4) != 0 || !port) {
+        json_decref(j);
+        return cfail(c, -EPROTO, "node %s answered a bad device address", c->addr);
+    }
+    snprintf(peer, peerlen, "tcp:%s%s", host, port);
     *peer_qpn = (uint32_t)json_integer_value(json_object_get(j, "qpn"));
     json_decref(j);
     return 0;
@@ -158,6 +185,9 @@ static int client_new(struct inec_device *dev, const struct node_client_opts *op
         return -ENOMEM;
     c->dev = dev;
     c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT;
+    snprintf(c->secret, sizeof(c->secret), "%s", opts && opts->secret_file ? opts->secret_file : "");
+    snprintf(c->name, sizeof(c->name), "%s", opts && opts->name ? opts->name : "client");
+    snprintf(c->node_id, sizeof(c->node_id), "%s", opts && opts->node_id ? opts->node_id : "");
     pthread_mutex_init(&c->lock, NULL);
     int rc = inec_cq_create(dev, 4096, &c->cq);
     if (rc) {

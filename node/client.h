@@ -36,11 +36,17 @@ struct node_client;
 #define NODE_RPC_MAX_MSG (NODE_CHUNK_MAX + (64u << 10))
 
 struct node_client_opts {
-    int timeout_ms; /* bound of each call; 0 = 5000 */
+    int timeout_ms;          /* bound of each call; 0 = 5000 */
+    const char *secret_file; /* the cluster secret (inec/auth.h); NULL: this process's */
+    const char *name;        /* who we are, as the node logs it; NULL: "client" */
+    const char *node_id;     /* the node we expect at addr (the map's); NULL: any */
 };
 
 /* To the node whose connection manager listens on addr ("host:port"); dev
- * must use the tcp transport. */
+ * must use the tcp transport, with the same cluster secret. Both sides prove
+ * the secret first (-EACCES if the node does not, or refuses our proof); the
+ * node's device is then dialed at addr's host, never at a host the node
+ * names. */
 int node_client_connect(struct inec_device *dev, const char *addr,
                         const struct node_client_opts *opts, struct node_client **out, char *err,
                         size_t errlen);

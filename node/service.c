@@ -32,6 +32,7 @@
 
 #include <jansson.h>
 
+#include "inec/auth.h"
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/client.h"
@@ -71,7 +72,9 @@ struct hosted {
 struct node_service {
     char id[NODE_ID_MAX], domain[NODE_ID_MAX];
     char listen[300];
-    char dev_options[400];
+    char dev_options[700];  /* vertex devices: they dial their edges' peers */
+    char main_options[720]; /* the RPC device: passive, it never dials */
+    char secret[256];       /* cluster secret file, "" = this process's random one */
     int timeout_ms, heartbeat_ms;
     struct timespec started;
     struct node_store *store;
@@ -966,10 +969,30 @@ int node_service_accept(struct node_service *s, const char *addr, uint32_t qpn, 
 
 /* ---- the connection manager (tcp) ------------------------------------------------- */
 
-/* One exchange per TCP connection: the client's {"addr","qpn"} line, our
- * {"addr","qpn","id"} or {"error","errno"} line. */
-static void cm_serve(struct node_service *s, int fd)
+/* One exchange per TCP connection, after the client proved the cluster secret
+ * (inec/auth.h, ctx "cm"): the client's {"addr","qpn"} line, our
+ * {"addr","qpn","id"} or {"error","errno"} line. The QP waits for the
+ * client's device to connect to ours (authenticated too): a node never dials
+ * an address a peer names. */
+static void cm_serve(struct node_service *s, int fd, const char *from)
 {
+    struct inec_keyring kr;
+    char aerr[300] = "", peer[INEC_AUTH_NAME];
+    int arc = 0;
+    if (s->secret[0])
+        arc = inec_secret_load(s->secret, &kr, aerr, sizeof(aerr));
+    else
+        inec_keyring_ephemeral(&kr);
+    if (!arc)
+        arc = inec_auth_respond(fd, &kr, "cm", s->listen, s->id, peer, 5000, aerr, sizeof(aerr));
+    inec_keyring_clear(&kr);
+    if (arc) {
+        inec_log(INEC_LOG_WARN, "node", "connection refused id=%s from=%s why=%s", s->id, from,
+                 aerr);
+        return;
+    }
+    inec_log(INEC_LOG_DEBUG, "node", "peer authenticated id=%s peer=%s from=%s", s->id, peer,
+             from);
     char buf[1024];
     size_t got = 0;
     while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
@@ -1007,16 +1030,21 @@ static void *cm_main(void *arg)
 {
     struct node_service *s = arg;
     while (!atomic_load(&s->stop)) {
-        int fd = accept4(s->cm_fd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof(sa);
+        int fd = accept4(s->cm_fd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             break; /* shut down */
         }
+        char from[64], ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+        snprintf(from, sizeof(from), "%s:%u", ip, ntohs(sa.sin_port));
         struct timeval tv = {.tv_sec = 5};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        cm_serve(s, fd);
+        cm_serve(s, fd, from);
         close(fd);
     }
     return NULL;
@@ -1056,8 +1084,11 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
     int n = snprintf(s->dev_options, sizeof(s->dev_options),
                      "transport=tcp,listen=%s:0,timeout_ms=%d", host, s->timeout_ms);
     if (s->heartbeat_ms > 0 && n > 0 && (size_t)n < sizeof(s->dev_options))
-        snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",heartbeat_ms=%d",
-                 s->heartbeat_ms);
+        n += snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",heartbeat_ms=%d",
+                      s->heartbeat_ms);
+    if (s->secret[0] && n > 0 && (size_t)n < sizeof(s->dev_options))
+        snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",secret=%s",
+                 s->secret);
     return 0;
 }
 
@@ -1074,6 +1105,13 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
     s->heartbeat_ms = cfg->heartbeat_ms;
     s->cm_fd = -1;
+    if (cfg->secret_file && (strchr(cfg->secret_file, ',') ||
+                             strlen(cfg->secret_file) >= sizeof(s->secret))) {
+        free(s);
+        return codec_errf(err, errlen, -EINVAL,
+                          "cluster secret path '%s': too long or has a comma", cfg->secret_file);
+    }
+    snprintf(s->secret, sizeof(s->secret), "%s", cfg->secret_file ? cfg->secret_file : "");
     clock_gettime(CLOCK_MONOTONIC, &s->started);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->drained, NULL);
@@ -1084,6 +1122,8 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         goto fail;
     if (cfg->listen && cfg->device_options)
         snprintf(s->dev_options, sizeof(s->dev_options), "%s", cfg->device_options);
+    snprintf(s->main_options, sizeof(s->main_options), "%s%s", s->dev_options,
+             strstr(s->dev_options, "transport=tcp") ? ",passive=1" : "");
     struct node_store_options so;
     node_store_options_default(&so);
     so.capacity = cfg->capacity;
@@ -1093,8 +1133,8 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         codec_errf(err, errlen, rc, "compaction: %s", strerror(-rc));
         goto fail;
     }
-    if ((rc = inec_device_open(NULL, s->dev_options, &s->dev))) {
-        codec_errf(err, errlen, rc, "device (%s): %s", s->dev_options, inec_errmsg());
+    if ((rc = inec_device_open(NULL, s->main_options, &s->dev))) {
+        codec_errf(err, errlen, rc, "device (%s): %s", s->main_options, inec_errmsg());
         goto fail;
     }
     if ((rc = inec_cq_create(s->dev, 0, &s->cq))) {

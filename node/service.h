@@ -22,7 +22,10 @@
  *               node_client_connect_local().
  *   process     listen = "host:port": a small TCP connection manager there
  *               hands out QPs (exchange of device address and QP number, as
- *               rdma_cm does); RPCs then flow over the tcp transport.
+ *               rdma_cm does); RPCs then flow over the tcp transport. Both
+ *               the manager and the devices serve only peers that proved the
+ *               cluster secret (secret_file), and the node's RPC device never
+ *               dials: the client's device connects to it.
  */
 #ifndef INEC_NODE_SERVICE_H
 #define INEC_NODE_SERVICE_H
@@ -46,6 +49,10 @@ struct node_service_config {
     int timeout_ms;      /* bound of DEG vertex runs and of peers; 0 = 10000 */
     int heartbeat_ms;    /* tcp peers are pinged this often; 0 = the transport's default */
     struct node_compaction_config compaction; /* background compaction; {0}: the defaults */
+    /* The cluster secret's file (inec/auth.h): every connection to the
+     * connection manager and to the node's devices must prove it. NULL: a
+     * random secret of this process (only its own clients get in). */
+    const char *secret_file;
 };
 
 struct node_service;

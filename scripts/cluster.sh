@@ -4,7 +4,9 @@
 #   scripts/cluster.sh stop [DIR]      SIGTERM everything it started
 #   scripts/cluster.sh status [DIR]    which processes are alive
 # DIR (default ./inec-cluster, or $INEC_CLUSTER_DIR) gets cluster.json (the map,
-# each node's data directory, the gateway section), node-I/ data, logs and pids.
+# each node's data directory, the gateway section), cluster.secret (mode 0600:
+# what every node and the gateway prove to each other, `inec secret`), node-I/
+# data, logs and pids.
 # Environment: INEC (the binary, default build/cli/inec), INEC_PROFILE
 # (rs:k=6,m=3, or k=N-3 when N < 9), INEC_CHUNK (1048576), INEC_NO_GATEWAY=1
 # (nodes only: tests drive the object layer themselves), INEC_BASE_PORT,
@@ -54,7 +56,8 @@ def port():
             taken.add(p)
             return p
 nodes = [{"id": f"n{i}", "address": f"127.0.0.1:{port()}"} for i in range(n)]
-cfg = {"map": {"nodes": nodes,
+cfg = {"secret_file": "cluster.secret",
+       "map": {"nodes": nodes,
                "pools": [{"name": "default", "profile": profile, "chunk_size": chunk}]},
        "nodes": {f"n{i}": {"data": f"{d}/node-{i}"} for i in range(n)},
        "gateway": {"listen": f"127.0.0.1:{port()}", "admin_listen": f"127.0.0.1:{port()}",
@@ -64,6 +67,8 @@ if os.environ.get("INEC_NODE_CONFIG"):
 json.dump(cfg, open(f"{d}/cluster.json", "w"), indent=2)
 EOF
     fi
+    # The cluster secret, made once (0600) before any process starts.
+    [ -f "$dir/cluster.secret" ] || "$INEC" secret init "$dir/cluster.secret" >/dev/null
     ids=$(python3 -c 'import json,sys; print(" ".join(n["id"] for n in json.load(open(sys.argv[1]))["map"]["nodes"]))' "$dir/cluster.json")
     for id in $ids; do
         if pid_alive "$dir/$id.pid"; then continue; fi

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "codecs/gf.h"
+#include "inec/auth.h"
 #include "inec/inec.h"
 
 #define K      3
@@ -60,10 +61,22 @@ struct node {
     uint8_t *mem;
 };
 
+
+/* Every process of a test proves the secret file the parent made (tcp
+ * connections are authenticated, inec/auth.h). */
+static const char *peer_options(void)
+{
+    static char opts[512];
+    const char *secret = getenv("INEC_PEER_SECRET");
+    snprintf(opts, sizeof(opts), "transport=tcp,listen=127.0.0.1:0,timeout_ms=2000%s%s",
+             secret ? ",secret=" : "", secret ? secret : "");
+    return opts;
+}
+
 static void node_open(struct node *n, size_t bytes)
 {
     memset(n, 0, sizeof(*n));
-    CHECK(inec_device_open("soft", "transport=tcp,listen=127.0.0.1:0,timeout_ms=2000", &n->dev));
+    CHECK(inec_device_open("soft", peer_options(), &n->dev));
     CHECK(inec_cq_create(n->dev, 0, &n->cq));
     CHECK(inec_cq_create(n->dev, 0, &n->calc_cq));
     struct inec_qp_attr a = {.type = INEC_QP_CALC, .send_cq = n->calc_cq};
@@ -451,12 +464,25 @@ int main(int argc, char **argv)
         unsigned flags = argc >= 4 && strcmp(argv[3], "incoherent") == 0 ? INEC_PRIM_INCOHERENT : 0;
         return role(argv[2], flags);
     }
+    char dir[] = "/tmp/inec-peer-XXXXXX", secret[64], err[256];
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(secret, sizeof(secret), "%s/secret", dir);
+    if (inec_secret_create(secret, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    setenv("INEC_PEER_SECRET", secret, 1);
+    int rc = 2;
     if (argc >= 2 && strcmp(argv[1], "flow") == 0)
-        return flow(argc >= 3 ? argv[2] : "coherent");
-    if (argc >= 2 && strcmp(argv[1], "kill") == 0)
-        return kill_test(SIGKILL);
-    if (argc >= 2 && strcmp(argv[1], "hang") == 0)
-        return kill_test(SIGSTOP);
-    fprintf(stderr, "usage: inec_peer flow [coherent|incoherent] | kill | hang\n");
-    return 2;
+        rc = flow(argc >= 3 ? argv[2] : "coherent");
+    else if (argc >= 2 && strcmp(argv[1], "kill") == 0)
+        rc = kill_test(SIGKILL);
+    else if (argc >= 2 && strcmp(argv[1], "hang") == 0)
+        rc = kill_test(SIGSTOP);
+    else
+        fprintf(stderr, "usage: inec_peer flow [coherent|incoherent] | kill | hang\n");
+    unlink(secret);
+    rmdir(dir);
+    return rc;
 }

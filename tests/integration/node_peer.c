@@ -24,7 +24,17 @@
 #include "inec/inec.h"
 #include "node/client.h"
 
-#define DEVOPTS    "transport=tcp,listen=127.0.0.1:0,timeout_ms=3000"
+#define DEVOPTS    devopts()
+
+/* The nodes' cluster secret: INEC_SECRET_FILE (node_tcp.py makes it). */
+static const char *devopts(void)
+{
+    static char opts[600];
+    const char *secret = getenv("INEC_SECRET_FILE");
+    snprintf(opts, sizeof(opts), "transport=tcp,listen=127.0.0.1:0,timeout_ms=3000%s%s",
+             secret ? ",secret=" : "", secret ? secret : "");
+    return opts;
+}
 #define STRIPE_LEN (256 * 1024 + 3)
 
 static long long now_ms(void)
@@ -54,7 +64,7 @@ static int connect_all(struct inec_device *dev, char *addrs, struct node_client 
 {
     int n = 0;
     char err[512];
-    struct node_client_opts o = {.timeout_ms = timeout};
+    struct node_client_opts o = {.timeout_ms = timeout, .secret_file = getenv("INEC_SECRET_FILE")};
     for (char *a = strtok(addrs, ","); a && n < CODEC_MAX_CHUNKS; a = strtok(NULL, ","), n++)
         if (node_client_connect(dev, a, &o, &c[n], err, sizeof(err))) {
             fprintf(stderr, "node_peer: %s\n", err);
@@ -190,7 +200,7 @@ static int cmd_health(struct inec_device *dev, char *addr, int timeout)
     struct node_client *c = NULL;
     struct node_health h;
     char err[512];
-    struct node_client_opts o = {.timeout_ms = timeout};
+    struct node_client_opts o = {.timeout_ms = timeout, .secret_file = getenv("INEC_SECRET_FILE")};
     long long t0 = now_ms();
     int rc = node_client_connect(dev, addr, &o, &c, err, sizeof(err));
     if (rc == 0)

@@ -26,6 +26,11 @@ INEC, PEER = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="inec-nodetcp-")
 ETIMEDOUT = 110
 BOUND_MS = 15000  # a call's timeout (2-5 s) plus generous slack for a loaded machine
+# The cluster secret nodes and node_peer prove to each other; cluster.json's
+# default (cluster.secret beside it) is this same file.
+SECRET = os.path.join(TMP, "cluster.secret")
+subprocess.run([INEC, "secret", "init", SECRET], check=True, capture_output=True)
+os.environ["INEC_SECRET_FILE"] = SECRET
 
 
 def fail(msg):
@@ -35,7 +40,7 @@ def fail(msg):
 def start(name, *extra):
     log = open(os.path.join(TMP, name + ".log"), "a")
     args = list(extra) or ["--listen", "127.0.0.1:0", "--data", os.path.join(TMP, name),
-                           "--id", name, "--timeout-ms", "3000"]
+                           "--id", name, "--timeout-ms", "3000", "--secret", SECRET]
     p = subprocess.Popen([INEC, "node"] + args, stdout=subprocess.PIPE, stderr=log, text=True)
     line = p.stdout.readline()
     if not line.startswith("listening "):

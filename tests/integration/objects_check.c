@@ -136,6 +136,15 @@ int main(int argc, char **argv)
     json_error_t je;
     json_t *cfg = json_load_file(argv[1], 0, &je);
     CHECK(cfg);
+    /* The nodes' cluster secret: "secret_file" is relative to the config. */
+    const char *sf = json_string_value(json_object_get(cfg, "secret_file"));
+    if (sf && sf[0] != '/') {
+        char path[4200];
+        const char *slash = strrchr(argv[1], '/');
+        snprintf(path, sizeof(path), "%.*s/%s", slash ? (int)(slash - argv[1]) : 1,
+                 slash ? argv[1] : ".", sf);
+        json_object_set_new(cfg, "secret_file", json_string(path));
+    }
     struct gw_objects *o;
     char msg[256];
     if (gw_objects_open(cfg, &o, msg, sizeof(msg))) {

@@ -101,6 +101,10 @@ struct soft_qp {
     uint64_t acked;       /* our messages the peer acknowledged */
     uint64_t ack_cursor;  /* SQ index from which to look for unacknowledged messages */
     bool err_sent;        /* the peer was told we are in error */
+    /* A passive device's QP waits for its peer's authenticated connection
+     * (the address it will come from, since when in ns) instead of dialing. */
+    char await_peer[96];
+    uint64_t await_since;
 };
 
 struct soft_device;

@@ -24,6 +24,14 @@
  * posting thread only connects. Frames are in host byte order: peers share
  * an architecture. Listen on an address peers can reach: it is the device's
  * address.
+ *
+ * Every connection starts with the mutual HMAC handshake of inec/auth.h
+ * (ctx "tcp", names = device addresses) under the device's cluster secret
+ * (option secret=PATH, else a per-process random one): the dialer runs it
+ * before the engine owns the socket, the acceptor on the engine thread,
+ * which reads nothing but the handshake until the peer proved the secret
+ * (the peer's address is the one it proved). A passive device (passive=1)
+ * never dials: its QPs wait for the peer's authenticated connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +47,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "inec/auth.h"
 #include "inec/log.h"
 #include "inec/providers/soft/soft.h"
 
@@ -49,8 +58,7 @@
 #define SUSPECT_BEATS   2 /* heartbeats without a word from the peer before suspicion */
 
 enum frame_op {
-    F_HELLO = 1, /* payload: the sender's device address */
-    F_SEND,
+    F_SEND = 2,
     F_WRITE,
     F_WRITE_IMM,
     F_CREDIT, /* addr: RECVs posted by src_qpn so far */
@@ -83,8 +91,15 @@ struct tcp_conn {
     struct tcp_conn *next;
     struct soft_device *dev;
     int fd;
-    char peer[128]; /* the peer device's address ("" until its HELLO) */
+    char peer[128]; /* the peer device's address ("" until it proved it) */
     bool dead, started;
+    /* acceptor: the handshake (inec/auth.h) before anything else */
+    bool authed;
+    uint64_t born;     /* ns: the handshake must end within timeout_ms */
+    char from_ip[64];  /* who connected, for the log */
+    struct inec_auth_m1 m1;
+    struct inec_auth_m2 m2;
+    uint8_t key[INEC_SECRET_BYTES];
     int ops;                     /* io_uring requests in flight */
     uint64_t last_rx, last_ping; /* ns: the failure detector's clock */
     bool suspect;                /* silent for SUSPECT_BEATS heartbeats (logged once) */
@@ -114,6 +129,8 @@ struct tcp_dev {
     struct soft_device *dev;
     int lfd;
     int timeout_ms, heartbeat_ms;
+    char secret[256]; /* the cluster secret's file, "" = this process's random one */
+    bool passive;     /* never dial: QPs wait for the peer's connection */
     struct io_op accept_op, cancel_op;
     bool accepting, closing, cancelling, leak;
     struct tcp_conn *conns;
@@ -166,6 +183,16 @@ static void sock_opts(int fd, int timeout_ms)
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
 }
 
+/* Read for every handshake, so a rotated file applies to new connections. */
+static int dev_keys(struct tcp_dev *t, struct inec_keyring *kr, char *err, size_t errlen)
+{
+    if (!t->secret[0]) {
+        inec_keyring_ephemeral(kr);
+        return 0;
+    }
+    return inec_secret_load(t->secret, kr, err, errlen);
+}
+
 static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *peer)
 {
     struct tcp_conn *c = calloc(1, sizeof(*c));
@@ -175,7 +202,8 @@ static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *pe
     }
     c->dev = dev;
     c->fd = fd;
-    c->last_rx = c->last_ping = now_ns();
+    c->last_rx = c->last_ping = c->born = now_ns();
+    c->authed = peer[0] != '\0'; /* a dialed connection authenticated before */
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     sock_opts(fd, td(dev)->timeout_ms);
     return c;
@@ -466,8 +494,80 @@ static void rx_payload_done(struct tcp_conn *c)
     }
 }
 
+/* The acceptor's side of the handshake: true once the peer proved the
+ * secret (or the connection failed); false while bytes are missing. */
+static bool rx_auth(struct tcp_conn *c)
+{
+    struct tcp_dev *t = td(c->dev);
+    size_t avail = c->rx_len - c->rx_off;
+    char err[256] = "";
+    int rc = 0;
+    if (c->m1.magic[0] == 0) {
+        if (avail < sizeof(c->m1))
+            return false;
+        memcpy(&c->m1, c->rxbuf + c->rx_off, sizeof(c->m1));
+        c->rx_off += sizeof(c->m1);
+        if (c->m1.magic[0] == 0)
+            c->m1.magic[0] = 1; /* garbage: fails below, never read again */
+        struct inec_keyring kr;
+        const uint8_t *key = NULL;
+        rc = dev_keys(t, &kr, err, sizeof(err));
+        if (!rc)
+            rc = inec_auth_m2_make(&kr, "tcp", c->dev->base.addr, c->dev->base.addr, &c->m1,
+                                   &c->m2, &key, err, sizeof(err));
+        if (!rc)
+            memcpy(c->key, key, sizeof(c->key));
+        /* A fresh socket's send buffer takes these bytes at once. */
+        if (!rc && send(c->fd, &c->m2, sizeof(c->m2), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                       (ssize_t)sizeof(c->m2))
+            rc = -EIO, snprintf(err, sizeof(err), "could not answer the handshake");
+        inec_keyring_clear(&kr);
+        avail = c->rx_len - c->rx_off;
+    }
+    if (!rc) {
+        struct inec_auth_m3 m3;
+        if (avail < sizeof(m3))
+            return false;
+        memcpy(&m3, c->rxbuf + c->rx_off, sizeof(m3));
+        c->rx_off += sizeof(m3);
+        rc = inec_auth_m3_check(c->key, "tcp", &c->m1, &c->m2, &m3, err, sizeof(err));
+    }
+    memset(c->key, 0, sizeof(c->key));
+    if (rc) {
+        inec_log(INEC_LOG_WARN, "inec", "tcp connection refused from=%s dev=%s why=%s",
+                 c->from_ip, c->dev->base.addr, err);
+        conn_fail(c, "authentication failed");
+        return true;
+    }
+    c->authed = true;
+    snprintf(c->peer, sizeof(c->peer), "%s", c->m1.from);
+    inec_log(INEC_LOG_DEBUG, "inec", "tcp peer authenticated peer=%s from=%s", c->peer,
+             c->from_ip);
+    /* QPs of a passive device waiting for this peer start using it. */
+    struct soft_device *dev = c->dev;
+    pthread_mutex_lock(&dev->lock);
+    for (uint32_t i = 0; i < dev->nqps; i++) {
+        struct soft_qp *qp = dev->qps[i];
+        if (qp && !qp->conn && qp->await_peer[0] && strcmp(qp->await_peer, c->peer) == 0) {
+            qp->conn = c;
+            qp->await_peer[0] = '\0';
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return true;
+}
+
 static void rx_process(struct tcp_conn *c)
 {
+    if (!c->authed && (!rx_auth(c) || c->dead)) {
+        if (!c->dead) { /* keep the partial message */
+            size_t avail = c->rx_len - c->rx_off;
+            memmove(c->rxbuf, c->rxbuf + c->rx_off, avail);
+            c->rx_len = avail;
+            c->rx_off = 0;
+        }
+        return;
+    }
     for (;;) {
         size_t avail = c->rx_len - c->rx_off;
         if (c->state == RX_PAYLOAD) {
@@ -486,26 +586,13 @@ static void rx_process(struct tcp_conn *c)
         if (avail >= sizeof(struct frame)) {
             struct frame h;
             memcpy(&h, c->rxbuf + c->rx_off, sizeof(h));
-            if (h.op == F_HELLO) {
-                if (h.len >= sizeof(c->peer)) {
-                    conn_fail(c, "bad hello");
-                    return;
-                }
-                if (avail >= sizeof(h) + h.len) {
-                    memcpy(c->peer, c->rxbuf + c->rx_off + sizeof(h), h.len);
-                    c->peer[h.len] = '\0';
-                    c->rx_off += sizeof(h) + h.len;
-                    continue;
-                }
-            } else {
-                c->cur = h;
-                c->rx_off += sizeof(h);
-                if (rx_header(c))
-                    c->state = RX_PAYLOAD;
-                if (c->dead)
-                    return;
-                continue;
-            }
+            c->cur = h;
+            c->rx_off += sizeof(h);
+            if (rx_header(c))
+                c->state = RX_PAYLOAD;
+            if (c->dead)
+                return;
+            continue;
         }
         /* Need more: keep the partial frame at the start of the buffer. */
         memmove(c->rxbuf, c->rxbuf + c->rx_off, avail);
@@ -617,6 +704,12 @@ static void accept_done(struct io_op *op, int res, uint32_t flags)
         close(res);
         return;
     }
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    char ip[INET_ADDRSTRLEN] = "?";
+    if (getpeername(res, (struct sockaddr *)&sa, &sl) == 0)
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+    snprintf(c->from_ip, sizeof(c->from_ip), "%s:%u", ip, ntohs(sa.sin_port));
     c->next = t->conns;
     t->conns = c;
     conn_start(c);
@@ -678,8 +771,8 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
     struct tcp_dev *t = td(dev);
     if (strncmp(addr, "tcp:", 4) != 0)
         return inec_fail(-EINVAL, "tcp transport: address '%s' is not tcp:HOST:PORT", addr);
-    /* A connection the peer just opened to us is reused once its HELLO says
-     * who it is; wait a little for unidentified ones (one connection per pair
+    /* A connection the peer just opened to us is reused once it proved who
+     * it is; wait a little for unidentified ones (one connection per pair
      * unless both sides dial at the same moment). */
     struct tcp_conn *c = NULL;
     bool connected = false, unknown = true;
@@ -696,18 +789,40 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
     }
     if (connected)
         return inec_fail(-EISCONN, "qp %u is already connected", qp->base.qpn);
+    if (!c && t->passive) {
+        if (strlen(addr) >= sizeof(qp->await_peer))
+            return inec_fail(-EINVAL, "tcp: address '%s' is too long", addr);
+        pthread_mutex_lock(&dev->eng->lock);
+        pthread_mutex_lock(&dev->lock);
+        c = find_conn(t, addr); /* it may have come meanwhile */
+        if (!c) {
+            snprintf(qp->await_peer, sizeof(qp->await_peer), "%s", addr);
+            qp->await_since = now_ns();
+        }
+        qp->conn = c;
+        qp->rqpn = rqpn;
+        pthread_mutex_unlock(&dev->lock);
+        pthread_mutex_unlock(&dev->eng->lock);
+        engine_wake(dev->eng);
+        return 0;
+    }
     if (!c) {
         int fd = -1;
         int rc = dial(addr + 4, t->timeout_ms, &fd);
         if (rc)
             return rc;
-        /* HELLO goes first, before the engine owns the socket. */
-        size_t alen = strlen(dev->base.addr);
-        struct frame h = {.op = F_HELLO, .len = alen};
-        struct iovec v[2] = {{&h, sizeof(h)}, {dev->base.addr, alen}};
-        if (writev(fd, v, 2) != (ssize_t)(sizeof(h) + alen)) {
+        /* The handshake goes first, before the engine owns the socket. */
+        struct inec_keyring kr;
+        char err[256], name[INEC_AUTH_NAME];
+        rc = dev_keys(t, &kr, err, sizeof(err));
+        if (!rc)
+            rc = inec_auth_initiate(fd, &kr, "tcp", dev->base.addr, addr, name, t->timeout_ms, err,
+                                    sizeof(err));
+        inec_keyring_clear(&kr);
+        if (rc) {
             close(fd);
-            return inec_fail(-EIO, "tcp: hello to %s failed", addr);
+            inec_log(INEC_LOG_WARN, "inec", "tcp connection to %s not made: %s", addr, err);
+            return inec_fail(rc, "tcp: %s", err);
         }
         c = conn_new(dev, fd, addr);
         if (!c) {
@@ -741,6 +856,7 @@ static void tcp_detach(struct soft_qp *qp)
             c->ndst = 0;
         }
     qp->conn = NULL;
+    qp->await_peer[0] = '\0';
     pthread_mutex_unlock(&dev->eng->lock);
     engine_wake(dev->eng);
 }
@@ -760,6 +876,15 @@ static bool heartbeat(struct tcp_conn *c, uint64_t now)
     struct tcp_dev *t = td(c->dev);
     if (c->dead || !c->started)
         return false;
+    if (!c->authed) { /* no pings before the handshake, and a bound on it */
+        if (now - c->born > (uint64_t)t->timeout_ms * 1000000u) {
+            inec_log(INEC_LOG_WARN, "inec", "tcp connection refused from=%s dev=%s why=%s",
+                     c->from_ip, c->dev->base.addr, "no authentication in time");
+            conn_fail(c, "no authentication in time");
+            return true;
+        }
+        return false;
+    }
     uint64_t beat = (uint64_t)t->heartbeat_ms * 1000000u;
     uint64_t silent = now > c->last_rx ? now - c->last_rx : 0;
     if (silent > (uint64_t)t->timeout_ms * 1000000u) {
@@ -819,8 +944,16 @@ static bool tcp_pass(struct soft_device *dev)
     struct tcp_dev *t = td(dev);
     bool progress = false;
     pthread_mutex_lock(&dev->lock);
+    uint64_t now = now_ns();
     for (uint32_t i = 0; i < dev->nqps; i++) {
         struct soft_qp *qp = dev->qps[i];
+        if (qp && qp->await_peer[0] &&
+            now - qp->await_since > (uint64_t)t->timeout_ms * 1000000u) {
+            inec_log(INEC_LOG_INFO, "inec", "tcp qp %u: peer %s never connected", qp->base.qpn,
+                     qp->await_peer);
+            qp->await_peer[0] = '\0';
+            soft_qp_set_error(qp);
+        }
         if (!qp || !qp->conn)
             continue;
         if (atomic_load(&qp->base.error)) {
@@ -907,6 +1040,18 @@ static int tcp_init(struct soft_device *dev, const char *options)
         }
         t->heartbeat_ms = (int)v;
     }
+    if (soft_opt(options, "secret", t->secret, sizeof(t->secret))) {
+        struct inec_keyring kr;
+        char err[300];
+        int rc = inec_secret_load(t->secret, &kr, err, sizeof(err));
+        inec_keyring_clear(&kr);
+        if (rc) {
+            free(t);
+            return inec_fail(rc, "tcp: %s", err);
+        }
+    }
+    char pv[8];
+    t->passive = soft_opt(options, "passive", pv, sizeof(pv)) && strcmp(pv, "1") == 0;
     struct sockaddr_in sa;
     if (parse_hostport(val, &sa)) {
         free(t);
