@@ -51,6 +51,7 @@ struct gw_pool {
 };
 
 struct gw_fanout;
+struct gw_fetcher;
 struct gw_session;
 
 struct gw_objects {
@@ -74,6 +75,7 @@ struct gw_objects {
     int meta_copies, meta_wq, meta_rq; /* metadata replication (objmeta.c) */
 
     struct gw_fanout *fan;
+    struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
 
     /* The failure detector (detector.c): probes on their own threads. */
     struct gw_fanout *det_fan;
@@ -88,6 +90,7 @@ struct gw_objects {
 
     _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
     _Atomic uint64_t sessions_opened, degraded_writes;
+    _Atomic uint64_t hedged_reads, read_retries; /* GET stripes (stripe_fetch.c) */
 
     struct gw_repair *rep; /* the repair service (repair.c), NULL when not running */
 
