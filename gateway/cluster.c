@@ -22,6 +22,7 @@
 #include "deg/deg.h"
 #include "gateway/objects_internal.h"
 #include "gateway/repair.h"
+#include "gateway/stripe_fetch.h"
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/service.h"
@@ -51,6 +52,7 @@ struct fan_job {
     int *left;
     pthread_cond_t *done;
     struct fan_job *next;
+    char ctx[INEC_LOG_CONTEXT_MAX]; /* the log context of who queued it: its request */
 };
 
 struct gw_fanout {
@@ -76,7 +78,9 @@ static void *fan_main(void *arg)
         if (!f->head)
             f->tail = NULL;
         pthread_mutex_unlock(&f->lock);
+        inec_log_context_set(j->ctx);
         j->fn(j->arg, j->i);
+        inec_log_context_set(NULL);
         pthread_mutex_lock(&f->lock);
         if (!j->left) /* posted: nobody waits for it */
             free(j);
@@ -103,7 +107,8 @@ void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), vo
     int left = n;
     pthread_mutex_lock(&f->lock);
     for (int i = 0; i < n; i++) {
-        jobs[i] = (struct fan_job){fn, arg, i, &left, &done, NULL};
+        jobs[i] = (struct fan_job){fn, arg, i, &left, &done, NULL, ""};
+        snprintf(jobs[i].ctx, sizeof(jobs[i].ctx), "%s", inec_log_context());
         if (f->tail)
             f->tail->next = &jobs[i];
         else
@@ -124,7 +129,8 @@ int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg,
     struct fan_job *j = calloc(1, sizeof(*j));
     if (!j)
         return -ENOMEM;
-    *j = (struct fan_job){fn, arg, i, NULL, NULL, NULL};
+    *j = (struct fan_job){fn, arg, i, NULL, NULL, NULL, ""};
+    snprintf(j->ctx, sizeof(j->ctx), "%s", inec_log_context());
     pthread_mutex_lock(&f->lock);
     if (f->tail)
         f->tail->next = j;
@@ -418,7 +424,7 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     pthread_mutex_init(&o->gc_lock, NULL);
     pthread_cond_init(&o->gc_cond, NULL);
     o->gc = json_array();
-    if ((rc = gw_fanout_create(FAN_THREADS, &o->fan)))
+    if ((rc = gw_fanout_create(FAN_THREADS, &o->fan)) || (rc = gw_fetcher_create(o)))
         return snprintf(msg, msglen, "cannot start threads"), rc;
     if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
         o->gc_started = true;
@@ -606,6 +612,7 @@ void gw_objects_close(struct gw_objects *o)
     if (o->fan && o->nodes && o->embedded)
         gw_gc_run(o, true);
     gw_fanout_destroy(o->fan);
+    gw_fetcher_destroy(o); /* reads a GET left behind (late, not needed) */
     gw_sessions_close(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
         drop_clients(&o->nodes[i]);
@@ -690,6 +697,8 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->failed_reads = atomic_load(&o->failed_reads);
     st->sessions_opened = atomic_load(&o->sessions_opened);
     st->degraded_writes = atomic_load(&o->degraded_writes);
+    st->hedged_reads = atomic_load(&o->hedged_reads);
+    st->read_retries = atomic_load(&o->read_retries);
     st->repair_queue = gw_repair_queue_length(o);
     return 0;
 }
@@ -717,6 +726,10 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
                      "failed_reads", (json_int_t)st.failed_reads, "repair_queue",
                      (json_int_t)st.repair_queue, "metadata", "copies", o->meta_copies,
                      "write_quorum", o->meta_wq, "read_quorum", o->meta_rq);
+    if (*out) {
+        json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
+        json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
+    }
     json_t *rep = NULL;
     if (*out && gw_objects_repair_status(o, &rep) == 0)
         json_object_set_new(*out, "repair", rep);

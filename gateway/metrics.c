@@ -131,6 +131,10 @@ static void write_counters(const json_t *cluster, FILE *f)
          "chunks not found, or on a node that did not answer"},
         {"inec_failed_reads_total", "failed_reads", "counter",
          "stripes that could not be rebuilt (the read failed)"},
+        {"inec_hedged_reads_total", "hedged_reads", "counter",
+         "stripes that read other chunks because one was late (hedged reads)"},
+        {"inec_read_retries_total", "read_retries", "counter",
+         "stripes whose failed chunk reads were tried again"},
         {"inec_repair_queue_chunks", "repair_queue", "gauge", "chunks waiting for repair"},
         {"inec_cluster_map_epoch", "epoch", "gauge", "the epoch of the cluster map"},
     };

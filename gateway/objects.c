@@ -40,6 +40,7 @@
 #include "deg/deg.h"
 #include "gateway/objects_internal.h"
 #include "gateway/repair.h"
+#include "gateway/stripe_fetch.h"
 #include "inec/log.h"
 
 #define MAX_STRIPES   6000 /* keeps a record within NODE_META_MAX */
@@ -1330,8 +1331,10 @@ struct gw_get {
     uint64_t *start; /* of each stripe in the object (gw_layout_starts) */
     uint8_t *buf;    /* chunk c of the loaded stripe at c * L */
     size_t cap;
-    uint64_t lo, hi;     /* object bytes [lo, hi) are in buf */
-    int64_t deadline_ms; /* max_get_ms after the record was read: then its chunks may go */
+    uint64_t lo, hi;        /* object bytes [lo, hi) are in buf */
+    int64_t deadline_ms;    /* max_get_ms after the record was read: then its chunks may go */
+    struct gw_fetch *ahead; /* decode ahead: reads of stripe ahead_s, in flight */
+    size_t ahead_s;
     int rc;
 };
 
@@ -1466,95 +1469,150 @@ static void on_result(void *arg, const struct deg_graph *gr, int v, struct deg_l
 }
 
 /* Rebuilds the data chunks `need` of stripe s through the decode DEG; lost[c]
- * (in/out) says which chunks are known lost, with why in why[c]. */
+ * (in/out) says which chunks are known lost, with why in why[c]. One try: a
+ * failure hands the stripe to the direct reads (stripe_fetch.c), which route
+ * around whatever made the graph fail. */
 static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe, const bool *need,
                     bool *lost, int *why)
 {
     struct gw_objects *o = g->o;
     int m = g->n - g->k;
-    for (int attempt = 0;; attempt++) {
-        int holder[PLACE_MAX_CHUNKS], nerased = 0;
-        struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
-        if (!cl)
-            return -ENOMEM;
-        bool avoid[PLACE_MAX_CHUNKS];
-        route_around(o, stripe, g->n, m, lost, avoid);
-        for (int c = 0; c < g->n; c++) {
-            int node = node_of(o, stripe, c);
-            if (!lost[c] && avoid[c]) {
-                lost[c] = true;
-                why[c] = -EAGAIN;
-            }
-            if (!lost[c] && chunk_missing(stripe, c)) {
-                lost[c] = true;
-                why[c] = -ENOENT;
-            }
-            if (!lost[c] && (node < 0 || gw_node_is_down(o, node) ||
-                             (!cl[node] && gw_client_get(o, node, &cl[node])))) {
-                lost[c] = true;
-                why[c] = -EHOSTDOWN;
-            }
-            holder[c] = node;
-            nerased += lost[c];
+    int holder[PLACE_MAX_CHUNKS], nerased = 0;
+    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+    if (!cl)
+        return -ENOMEM;
+    bool avoid[PLACE_MAX_CHUNKS];
+    route_around(o, stripe, g->n, m, lost, avoid);
+    for (int c = 0; c < g->n; c++) {
+        int node = node_of(o, stripe, c);
+        if (!lost[c] && avoid[c]) {
+            lost[c] = true;
+            why[c] = -EAGAIN;
         }
-        int rc = 0;
-        char err[512] = "";
-        struct rebuilt r = {.g = g, .L = L, .stripe = stripe};
-        memcpy(r.need, need, sizeof(r.need));
-        for (int c = 0; c < g->k; c++)
-            r.need[c] = need[c] && lost[c];
-        if (nerased > m) {
-            rc = -EIO;
-            snprintf(err, sizeof(err), "%d of %d chunks lost, the code tolerates %d", nerased, g->n,
-                     m);
+        if (!lost[c] && chunk_missing(stripe, c)) {
+            lost[c] = true;
+            why[c] = -ENOENT;
         }
-        struct deg_graph *gr = NULL;
-        if (rc == 0)
-            rc = gw_decode_graph(g->pool, lost, holder, &gr, err, sizeof(err));
-        if (rc == 0) {
-            uint8_t *none[PLACE_MAX_CHUNKS] = {0};
-            struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-            struct node_stripe ns = {.stripe = g->cs, .version = GW_CHUNK_VERSION};
-            memcpy(ns.object, g->oid, sizeof(ns.object));
-            rc =
-                node_deg_run(gr, L, none, cl, o->nnodes, &ns, &ro, on_result, &r, err, sizeof(err));
+        if (!lost[c] && (node < 0 || gw_node_is_down(o, node) ||
+                         (!cl[node] && gw_client_get(o, node, &cl[node])))) {
+            lost[c] = true;
+            why[c] = -EHOSTDOWN;
         }
-        deg_graph_destroy(gr);
-        for (int i = 0; i < o->nnodes; i++)
-            if (cl[i])
-                gw_client_put(o, i, cl[i], 0);
-        free(cl);
-        for (int c = 0; rc == 0 && c < g->k; c++)
-            if (r.need[c] && !r.got[c])
-                rc = -EIO;
-        if (rc == 0 && r.bad)
-            rc = -EIO;
-        if (rc)
-            inec_log(INEC_LOG_INFO, "gateway", "decode failed key=%s stripe=%llu attempt=%d err=%s",
-                     g->key, (unsigned long long)s, attempt, err);
-        if (rc == 0 || nerased > m || attempt == 1) {
-            if (rc)
-                inec_log(INEC_LOG_WARN, "gateway", "degraded read failed key=%s stripe=%llu err=%s",
-                         g->key, (unsigned long long)s, err);
-            return rc ? -EIO : 0;
-        }
-        /* The graph failed on a survivor we thought good: find which by reading them all. */
-        struct chunk_job j = {.g = g, .s = s, .L = L, .stripe = stripe, .keep = false};
-        int nj = 0;
-        for (int c = 0; c < g->n; c++)
-            if (!lost[c])
-                j.chunks[nj++] = c;
-        gw_fanout_run(o, nj, read_chunk, &j);
-        bool found = false;
-        for (int i = 0; i < nj; i++)
-            if (j.rc[i]) {
-                lost[j.chunks[i]] = true;
-                why[j.chunks[i]] = j.rc[i];
-                found = true;
-            }
-        if (!found)
-            return -EIO;
+        holder[c] = node;
+        nerased += lost[c];
     }
+    int rc = 0;
+    char err[512] = "";
+    struct rebuilt r = {.g = g, .L = L, .stripe = stripe};
+    memcpy(r.need, need, sizeof(r.need));
+    for (int c = 0; c < g->k; c++)
+        r.need[c] = need[c] && lost[c];
+    if (nerased > m) {
+        rc = -EIO;
+        snprintf(err, sizeof(err), "%d of %d chunks lost, the code tolerates %d", nerased, g->n, m);
+    }
+    struct deg_graph *gr = NULL;
+    if (rc == 0)
+        rc = gw_decode_graph(g->pool, lost, holder, &gr, err, sizeof(err));
+    if (rc == 0) {
+        uint8_t *none[PLACE_MAX_CHUNKS] = {0};
+        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+        struct node_stripe ns = {.stripe = g->cs, .version = GW_CHUNK_VERSION};
+        memcpy(ns.object, g->oid, sizeof(ns.object));
+        rc = node_deg_run(gr, L, none, cl, o->nnodes, &ns, &ro, on_result, &r, err, sizeof(err));
+    }
+    deg_graph_destroy(gr);
+    for (int i = 0; i < o->nnodes; i++)
+        if (cl[i])
+            gw_client_put(o, i, cl[i], 0);
+    free(cl);
+    for (int c = 0; rc == 0 && c < g->k; c++)
+        if (r.need[c] && !r.got[c])
+            rc = -EIO;
+    if (rc == 0 && r.bad)
+        rc = -EIO;
+    if (rc)
+        inec_log(INEC_LOG_INFO, "gateway",
+                 "decode graph failed, reading around it key=%s stripe=%llu err=%s", g->key,
+                 (unsigned long long)s, err);
+    return rc ? -EIO : 0;
+}
+
+/* What the direct reads of stripe s need to know (stripe_fetch.h). */
+static int fetch_stripe(struct gw_get *g, size_t s, struct gw_fetch_stripe *fs)
+{
+    const json_t *stripe = json_array_get(g->stripes, s);
+    memset(fs, 0, sizeof(*fs));
+    if (!stripe || gw_layout_chunk(g->rec, s, fs->oid, &fs->stripe))
+        return -EIO;
+    fs->len = (size_t)json_integer_value(json_object_get(stripe, "len"));
+    fs->k = g->k;
+    fs->n = g->n;
+    fs->codec = g->pool->codec;
+    const json_t *crc = json_object_get(stripe, "crc");
+    for (int c = 0; c < g->n; c++) {
+        fs->node[c] = node_of(g->o, stripe, c);
+        fs->missing[c] = chunk_missing(stripe, c);
+        if (c < g->k)
+            fs->crc[c] = (uint32_t)json_integer_value(json_array_get(crc, (size_t)c));
+    }
+    return fs->len ? 0 : -EIO;
+}
+
+/* The data chunks of stripe s that object bytes [pos, end) touch: [*first, *last]. */
+static void stripe_span(const struct gw_get *g, size_t s, uint64_t pos, int *first, int *last)
+{
+    const json_t *stripe = json_array_get(g->stripes, s);
+    size_t L = (size_t)json_integer_value(json_object_get(stripe, "len"));
+    uint64_t st = g->start[s];
+    uint64_t data_end = g->start[s + 1] < g->size ? g->start[s + 1] : g->size;
+    uint64_t a = pos - st, b = (g->end < data_end ? g->end : data_end) - st;
+    *first = (int)(a / L);
+    *last = (int)((b - 1) / L);
+}
+
+/* Chunks of the stripe known lost before reading (never written, node down)
+ * or better left unread (node suspect): lost[c], why[c]; true if a chunk the
+ * read needs is among them. */
+static bool lost_before(struct gw_get *g, const json_t *stripe, const bool *need, bool *lost,
+                        int *why)
+{
+    bool avoid[PLACE_MAX_CHUNKS], hit = false;
+    route_around(g->o, stripe, g->n, g->n - g->k, lost, avoid);
+    for (int c = 0; c < g->n; c++) {
+        int node = node_of(g->o, stripe, c);
+        int rc = avoid[c]                                  ? -EAGAIN
+                 : chunk_missing(stripe, c)                ? -ENOENT
+                 : node < 0 || gw_node_is_down(g->o, node) ? -EHOSTDOWN
+                                                           : 0;
+        if (rc) {
+            lost[c] = true;
+            why[c] = rc;
+            hit |= c < g->k && need[c];
+        }
+    }
+    return hit;
+}
+
+/* Decode ahead: the reads of the stripe after s go out now, while s streams
+ * (not when a chunk it needs is known lost: the decode DEG reads those). */
+static void fetch_ahead(struct gw_get *g, size_t s)
+{
+    size_t ns = json_array_size(g->stripes);
+    if (g->ahead || s + 1 >= ns || g->start[s + 1] >= g->end)
+        return;
+    int first, last;
+    stripe_span(g, s + 1, g->start[s + 1], &first, &last);
+    bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0};
+    int why[PLACE_MAX_CHUNKS];
+    for (int c = first; c <= last; c++)
+        need[c] = true;
+    struct gw_fetch_stripe fs;
+    if (lost_before(g, json_array_get(g->stripes, s + 1), need, lost, why) ||
+        fetch_stripe(g, s + 1, &fs))
+        return;
+    if (gw_fetch_start(g->o, &fs, need, &g->ahead) == 0)
+        g->ahead_s = s + 1;
 }
 
 static int load_stripe(struct gw_get *g)
@@ -1568,8 +1626,8 @@ static int load_stripe(struct gw_get *g)
     size_t L = (size_t)json_integer_value(json_object_get(stripe, "len"));
     uint64_t st = g->start[s];
     uint64_t data_end = g->start[s + 1] < g->size ? g->start[s + 1] : g->size;
-    uint64_t a = g->pos - st, b = (g->end < data_end ? g->end : data_end) - st;
-    int first = (int)(a / L), last = (int)((b - 1) / L);
+    int first, last;
+    stripe_span(g, s, g->pos, &first, &last);
     if ((size_t)g->k * L > g->cap) {
         free(g->buf);
         g->cap = (size_t)g->k * L;
@@ -1578,35 +1636,63 @@ static int load_stripe(struct gw_get *g)
             return -ENOMEM;
         }
     }
-    bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0}, avoid[PLACE_MAX_CHUNKS];
+    bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0};
     int why[PLACE_MAX_CHUNKS] = {0};
-    route_around(o, stripe, g->n, g->n - g->k, lost, avoid);
-    struct chunk_job j = {.g = g, .s = s, .L = L, .stripe = stripe, .keep = true};
-    int nj = 0;
     for (int c = first; c <= last; c++)
-        if (!avoid[c])
-            j.chunks[nj++] = c;
-    gw_fanout_run(o, nj, read_chunk, &j);
-    bool any = false;
-    for (int c = first; c <= last; c++) {
         need[c] = true;
-        if (avoid[c]) { /* -EAGAIN: not lost, left unread */
+    struct gw_fetch_stripe fs;
+    int rc = fetch_stripe(g, s, &fs);
+    if (rc)
+        return rc;
+    struct gw_fetch *f = NULL;
+    if (g->ahead && g->ahead_s == s && first == 0) {
+        f = g->ahead; /* its reads went out while the stripe before streamed */
+        g->ahead = NULL;
+    }
+    gw_fetch_release(g->ahead); /* a stripe skipped */
+    g->ahead = NULL;
+    bool any = false;
+    if (!f) {
+        /* The needed chunks not known lost are read directly meanwhile. */
+        any = lost_before(g, stripe, need, lost, why);
+        bool want[PLACE_MAX_CHUNKS] = {0};
+        for (int c = first; c <= last; c++)
+            want[c] = !lost[c];
+        rc = gw_fetch_start(o, &fs, want, &f);
+        if (rc)
+            return rc;
+    }
+    bool rest[PLACE_MAX_CHUNKS];
+    memcpy(rest, need, sizeof(rest));
+    if (any && degraded(g, s, L, stripe, need, lost, why) == 0) {
+        /* Known lost: rebuilt in the network through the pool's decode DEG. */
+        for (int c = first; c <= last; c++)
+            rest[c] = !lost[c];
+    }
+    struct gw_fetch_result res = {0};
+    char err[256] = "";
+    /* The rest read directly: hedged, retried, decoded here when a chunk fails. */
+    rc = gw_fetch_wait(f, rest, g->buf, &res, err, sizeof(err));
+    gw_fetch_release(f);
+    for (int c = 0; c < g->n; c++) {
+        if (res.why[c] && !(lost[c] && why[c] != -EAGAIN)) {
             lost[c] = true;
-            why[c] = -EAGAIN;
-            any = true;
+            why[c] = res.why[c];
         }
     }
-    for (int i = 0; i < nj; i++) {
-        if (j.rc[i]) {
-            lost[j.chunks[i]] = true;
-            why[j.chunks[i]] = j.rc[i];
-            any = true;
-        }
+    any |= res.decoded;
+    if (res.hedged) {
+        atomic_fetch_add(&o->hedged_reads, 1);
+        inec_log(INEC_LOG_INFO, "gateway", "hedged read key=%s stripe=%llu after_ms=%d", g->key,
+                 (unsigned long long)s, gw_fetch_hedge_ms(o));
     }
-    int rc = 0;
+    if (res.retries)
+        atomic_fetch_add(&o->read_retries, 1);
+    if (rc)
+        inec_log(INEC_LOG_WARN, "gateway", "stripe unreadable key=%s stripe=%llu err=%s", g->key,
+                 (unsigned long long)s, err);
     if (any) {
         atomic_fetch_add(&o->degraded_reads, 1);
-        rc = degraded(g, s, L, stripe, need, lost, why);
         char oid[2 * NODE_OBJECT_ID_BYTES + 1];
         hex(g->oid, sizeof(g->oid), oid);
         int nl = 0, lc[PLACE_MAX_CHUNKS];
@@ -1623,15 +1709,16 @@ static int load_stripe(struct gw_get *g)
             reason[nl++] = loss_reason(why[c]);
         }
         gw_repair_note(o, g->bucket, g->key, oid, g->cs, L, lc, at, reason, nl, false);
-        if (rc)
-            atomic_fetch_add(&o->failed_reads, 1);
     }
-    if (rc)
-        return rc;
+    if (rc) {
+        atomic_fetch_add(&o->failed_reads, 1);
+        return -EIO;
+    }
     g->lo = st + (uint64_t)first * L;
     g->hi = st + (uint64_t)(last + 1) * L;
     if (g->hi > data_end)
         g->hi = data_end;
+    fetch_ahead(g, s);
     return 0;
 }
 
@@ -1662,6 +1749,7 @@ void gw_get_end(struct gw_get *g)
 {
     if (!g)
         return;
+    gw_fetch_release(g->ahead);
     json_decref(g->rec);
     free(g->key);
     free(g->start);

@@ -229,6 +229,8 @@ struct gw_objects_stats {
     uint64_t repair_queue;    /* chunks waiting for repair */
     uint64_t sessions_opened; /* encode sessions set up (each then serves many stripes) */
     uint64_t degraded_writes; /* stripes committed with missing chunks (below n, >= write quorum) */
+    uint64_t hedged_reads;    /* GET stripes that read other chunks because one was late */
+    uint64_t read_retries;    /* GET stripes whose failed chunk reads were tried again */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
 /*
@@ -270,7 +272,8 @@ int gw_objects_node_state(struct gw_objects *o, const char *id, const char *stat
  * gw_objects_cluster_json:
  *   {"nodes": [{"id": 0, "addr": "...", "domain": "...", "up": true,
  *               "capacity_bytes": N, "used_bytes": N}, ...],
- *    "pools": [...as gw_objects_pools_json...], "degraded_reads": N}
+ *    "pools": [...as gw_objects_pools_json...], "degraded_reads": N, "hedged_reads": N,
+ *    "read_retries": N, ...}
  * gw_objects_pools_json: [{"name": "...", "profile": "rs:k=6,m=3", "nodes": [ids]}, ...]
  * gw_objects_pool_create: spec {"name", "profile", "nodes" (optional)}; -EEXIST,
  *   -EINVAL (msg says why); *out is the new pool.

@@ -55,6 +55,7 @@ struct gw_pool {
 };
 
 struct gw_fanout;
+struct gw_fetcher;
 struct gw_session;
 
 struct gw_objects {
@@ -84,6 +85,7 @@ struct gw_objects {
     _Atomic uint64_t meta_repairs;     /* copies rewritten by read repair */
 
     struct gw_fanout *fan;
+    struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
 
     /* The failure detector (detector.c): probes on their own threads. */
     struct gw_fanout *det_fan;
@@ -98,6 +100,7 @@ struct gw_objects {
 
     _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
     _Atomic uint64_t sessions_opened, degraded_writes;
+    _Atomic uint64_t hedged_reads, read_retries; /* GET stripes (stripe_fetch.c) */
 
     struct gw_repair *rep; /* the repair service (repair.c), NULL when not running */
 

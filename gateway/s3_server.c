@@ -247,8 +247,8 @@ static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
     if (message && !message[0])
         message = NULL;
     if (e != GW_S3_ACCESS_DENIED || r->t.bucket[0] || r->t.key[0])
-        inec_log(INEC_LOG_DEBUG, "s3", "error id=%s op=%s code=%s msg=%s", r->id,
-                 gw_s3_op_name(r->op), info->code, message ? message : info->message);
+        inec_log(INEC_LOG_DEBUG, "s3", "error op=%s code=%s msg=%s", gw_s3_op_name(r->op),
+                 info->code, message ? message : info->message);
     if (gw_xml_error(&b, e, message, r->uri, r->id) != 0) {
         gw_buf_free(&b);
         answer_empty(r, 500);
@@ -312,8 +312,8 @@ static void answer_errno(struct req *r, int rc, const char *what)
 {
     enum gw_s3_err e = map_errno(r, rc);
     if (e == GW_S3_INTERNAL_ERROR || e == GW_S3_SERVICE_UNAVAILABLE)
-        inec_log(INEC_LOG_WARN, "s3", "%s failed id=%s bucket=%s key=%s err=%s", what, r->id,
-                 r->t.bucket, r->t.key, strerror(-rc));
+        inec_log(INEC_LOG_WARN, "s3", "%s failed bucket=%s key=%s err=%s", what, r->t.bucket,
+                 r->t.key, strerror(-rc));
     answer_error(r, e, NULL);
 }
 
@@ -693,10 +693,8 @@ out:
 
 /* ---- objects: GET and HEAD ---- */
 
-static ssize_t get_reader(void *cls, uint64_t pos, char *buf, size_t max)
+static ssize_t get_read(struct get_stream *s, char *buf, size_t max)
 {
-    (void)pos;
-    struct get_stream *s = cls;
     if (s->left == 0)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (max > s->left)
@@ -712,12 +710,22 @@ static ssize_t get_reader(void *cls, uint64_t pos, char *buf, size_t max)
     if (n <= 0) {
         /* The status line has gone out: all that is left is to cut the
          * connection, so the client sees a short body, never wrong bytes. */
-        inec_log(INEC_LOG_WARN, "s3", "read failed id=%s bucket=%s key=%s err=%s", s->r->id,
+        inec_log(INEC_LOG_WARN, "s3", "read failed, connection cut bucket=%s key=%s err=%s",
                  s->r->t.bucket, s->r->t.key, n == 0 ? "short object" : strerror((int)-n));
         return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     s->left -= (uint64_t)n;
     s->r->bytes_out += (uint64_t)n;
+    return n;
+}
+
+static ssize_t get_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct get_stream *s = cls;
+    inec_log_context_set(s->r->id);
+    ssize_t n = get_read(s, buf, max);
+    inec_log_context_set(NULL);
     return n;
 }
 
@@ -1946,14 +1954,9 @@ static void body(struct req *r, const char *data, size_t len)
     }
 }
 
-static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
-                               const char *method, const char *version, const char *upload_data,
-                               size_t *upload_data_size, void **con_cls)
+static enum MHD_Result handle(struct req *r, struct MHD_Connection *conn, const char *method,
+                              const char *upload_data, size_t *upload_data_size)
 {
-    (void)cls, (void)url, (void)version;
-    struct req *r = *con_cls;
-    if (!r)
-        return MHD_NO;
     if (!r->started) {
         r->started = true;
         r->conn = conn;
@@ -1993,6 +1996,22 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     return r->answered ? MHD_YES : MHD_NO;
 }
 
+/* Every log line written while serving the request, here or on the fan-out
+ * threads working for it, names the request's id (inec/log.h). */
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload_data,
+                               size_t *upload_data_size, void **con_cls)
+{
+    (void)cls, (void)url, (void)version;
+    struct req *r = *con_cls;
+    if (!r)
+        return MHD_NO;
+    inec_log_context_set(r->id);
+    enum MHD_Result res = handle(r, conn, method, upload_data, upload_data_size);
+    inec_log_context_set(NULL);
+    return res;
+}
+
 static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)conn;
@@ -2023,6 +2042,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     *con_cls = NULL;
+    inec_log_context_set(r->id);
     if (r->put) /* the client went away mid-body, or the body failed */
         gw_put_abort(r->put);
     int status = r->status;
@@ -2041,6 +2061,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(r->joined[i]);
     free(r->uri);
     free(r);
+    inec_log_context_set(NULL);
     atomic_fetch_sub(&s->inflight, 1);
 }
 

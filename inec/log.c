@@ -12,6 +12,18 @@ static atomic_int current = -1;
 
 static const char *const names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
+static _Thread_local char context[INEC_LOG_CONTEXT_MAX];
+
+void inec_log_context_set(const char *ctx)
+{
+    snprintf(context, sizeof(context), "%s", ctx ? ctx : "");
+}
+
+const char *inec_log_context(void)
+{
+    return context;
+}
+
 void inec_log_set_level(enum inec_log_level level)
 {
     atomic_store(&current, (int)level);
@@ -40,10 +52,10 @@ void inec_log(enum inec_log_level level, const char *module, const char *fmt, ..
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     char line[1024];
-    int n = snprintf(line, sizeof(line),
-                     "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, names[level], module);
+    int n = snprintf(
+        line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s%s%s: ", tm.tm_year + 1900,
+        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+        names[level], module, context[0] ? " req=" : "", context);
     va_list ap;
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < sizeof(line))
