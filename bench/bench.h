@@ -10,7 +10,7 @@
 
 /* Seconds on CLOCK_MONOTONIC. */
 double bench_now(void);
-/* "4096", "64K", "1M", "1MiB", "2G" -> bytes in [1, max]; -1 when malformed. */
+/* "4096", "64K", "1M", "1MiB", "2G", "1T" -> bytes in [1, max]; -1 when malformed. */
 int bench_parse_size(const char *s, uint64_t max, uint64_t *out);
 /* Removes a directory tree (a benchmark's scratch data). */
 void bench_rmtree(const char *dir);
