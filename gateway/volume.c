@@ -423,6 +423,49 @@ int gw_volume_read(struct gw_volume *v, uint64_t off, size_t len, void *buf)
     return rc;
 }
 
+struct zero_walk {
+    char end[17]; /* the first key past the range */
+    json_t *keys;
+};
+
+static int zero_cb(const char *key, const struct gw_object_info *info, void *arg)
+{
+    (void)info;
+    struct zero_walk *w = arg;
+    if (strcmp(key, w->end) >= 0)
+        return 1;
+    json_array_append_new(w->keys, json_string(key));
+    return 0;
+}
+
+/* Frees whole stripes [s0, s1): only those that exist (a listing, so zeroing a
+ * large range of a sparse volume, as mkfs's discard does, costs little). */
+static int free_stripes(struct gw_volume *v, uint64_t s0, uint64_t s1)
+{
+    struct zero_walk w = {.keys = json_array()};
+    char after[17] = "";
+    if (s0 > 0)
+        stripe_key(s0 - 1, after);
+    stripe_key(s1, w.end);
+    int rc = w.keys ? gw_object_list(v->o, v->bucket, NULL, after, zero_cb, &w) : -ENOMEM;
+    size_t i;
+    json_t *key;
+    json_array_foreach(w.keys, i, key)
+    {
+        if (rc)
+            break;
+        uint64_t s = strtoull(json_string_value(key), NULL, 16);
+        pthread_mutex_t *lock = stripe_lock(v, s);
+        pthread_mutex_lock(lock);
+        rc = gw_object_delete(v->o, v->bucket, json_string_value(key));
+        pthread_mutex_unlock(lock);
+        if (rc == -ENOENT)
+            rc = 0;
+    }
+    json_decref(w.keys);
+    return rc;
+}
+
 static int update_range(struct gw_volume *v, uint64_t off, uint64_t len, const uint8_t *src)
 {
     int rc = check_range(v, off, len);
@@ -435,6 +478,12 @@ static int update_range(struct gw_volume *v, uint64_t off, uint64_t len, const u
         uint64_t s = off / v->stripe_bytes;
         size_t in = (size_t)(off % v->stripe_bytes);
         size_t n = v->stripe_bytes - in < len ? v->stripe_bytes - in : (size_t)len;
+        if (!src && in == 0 && len >= 2 * (uint64_t)v->stripe_bytes) {
+            uint64_t whole = len / v->stripe_bytes;
+            rc = free_stripes(v, s, s + whole);
+            off += whole * v->stripe_bytes, len -= whole * v->stripe_bytes;
+            continue;
+        }
         rc = stripe_update(v, s, in, n, src, scratch);
         off += n, len -= n;
         if (src)

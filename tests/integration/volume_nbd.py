@@ -256,6 +256,14 @@ if h.get_size() != SIZE * 2 or h.pread(4096, SIZE) != bytes(4096):
     fail("after resize: size %d" % h.get_size())
 SIZE *= 2
 ref.extend(bytes(SIZE - len(ref)))
+# A discard of the whole device (mkfs does one) frees every stripe, then writes again.
+h.trim(SIZE, 0)
+ref[:] = bytes(SIZE)
+verify(h, "after a whole-device TRIM")
+for off in range(0, SIZE - STRIPE - 1, 5 * STRIPE + 4097):
+    data = rng.randbytes(STRIPE + 1)
+    h.pwrite(data, off)
+    ref[off:off + len(data)] = data
 
 # --- cluster: three nodes die during writes ---------------------------------------------
 if MODE == "cluster":
