@@ -35,4 +35,7 @@ int bench_repair(int argc, char **argv);
 /* S3 PUT/GET throughput and latency over HTTP against a no-storage floor. */
 int bench_s3(int argc, char **argv);
 
+/* Block I/O through the NBD server with fio vs qemu-nbd on a local file. */
+int bench_volume(int argc, char **argv);
+
 #endif

@@ -87,7 +87,7 @@
 #define OPTIONS_MAX     64          /* options of one handshake */
 #define HANDSHAKE_S     30          /* a handshake slower than this is dropped */
 #define CONNECTIONS_MAX 256
-#define NBD_WORKERS     4
+#define NBD_WORKERS     16
 #define INFLIGHT_MAX    16
 
 struct gw_nbd_server {
