@@ -13,7 +13,7 @@
 
 /* Seconds on CLOCK_MONOTONIC. */
 double bench_now(void);
-/* "4096", "64K", "1M", "1MiB", "2G" -> bytes in [1, max]; -1 when malformed. */
+/* "4096", "64K", "1M", "1MiB", "2G", "1T" -> bytes in [1, max]; -1 when malformed. */
 int bench_parse_size(const char *s, uint64_t max, uint64_t *out);
 /*
  * The flags every benchmark shares, parsed one way (`name` is the benchmark's,
@@ -81,5 +81,8 @@ int bench_repair(int argc, char **argv);
 
 /* S3 PUT/GET throughput and latency over HTTP against a no-storage floor. */
 int bench_s3(int argc, char **argv);
+
+/* Block I/O through the NBD server with fio vs qemu-nbd on a local file. */
+int bench_volume(int argc, char **argv);
 
 #endif

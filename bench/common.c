@@ -36,6 +36,10 @@ int bench_parse_size(const char *s, uint64_t max, uint64_t *out)
     case 'g':
         shift = 30;
         break;
+    case 'T':
+    case 't':
+        shift = 40;
+        break;
     }
     if (shift) {
         if (v > (max >> shift))

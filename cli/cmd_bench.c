@@ -13,6 +13,7 @@ static const struct cli_command benches[] = {
     {"ec", bench_ec, "DEG encode/decode per scheme: coherent vs incoherent primitives"},
     {"objects", bench_objects, "object PUT/GET (embedded cluster) vs GET and raw encode"},
     {"repair", bench_repair, "rebuild a removed node: RS, PPR, ECPipe vs one chunk transfer"},
+    {"volume", bench_volume, "NBD block I/O with fio (4K IOPS, 1M MB/s) vs qemu-nbd on a file"},
     {"s3", bench_s3, "S3 PUT/GET over HTTP vs the same server with no storage"},
     {NULL, NULL, NULL},
 };

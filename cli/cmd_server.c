@@ -19,6 +19,7 @@
 #include "gateway/admin_server.h"
 #include "gateway/credentials.h"
 #include "gateway/metrics.h"
+#include "gateway/nbd_server.h"
 #include "gateway/objects.h"
 #include "gateway/s3_request.h"
 #include "gateway/s3_server.h"
@@ -29,7 +30,9 @@
 struct opts {
     const char *data, *listen, *admin_listen, *base_domain, *region, *config, *secret;
     const char *tls_cert, *tls_key, *header_timeout, *max_client_connections;
+    const char *nbd_listen, *nbd_socket;
     unsigned header_timeout_s, max_per_client; /* parsed by check_options; 0: the default */
+    bool nbd_default; /* nbd_listen not given: a port in use is a warning, not an error */
     bool help;
 };
 
@@ -50,6 +53,8 @@ static int parse(const char *cmd, int argc, char **argv, struct opts *o)
         {"--header-timeout", offsetof(struct opts, header_timeout)},
         {"--max-client-connections", offsetof(struct opts, max_client_connections)},
         {"--secret", offsetof(struct opts, secret)},
+        {"--nbd-listen", offsetof(struct opts, nbd_listen)},
+        {"--nbd-socket", offsetof(struct opts, nbd_socket)},
     };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -109,6 +114,10 @@ static int apply_config(json_t *cfg, struct opts *o, struct gw_credentials *c)
     if (!o->max_client_connections &&
         json_is_integer(n = json_object_get(g, "max_client_connections")))
         o->max_per_client = json_integer_value(n) > 0 ? (unsigned)json_integer_value(n) : 0;
+    if (!o->nbd_listen && (s = json_string_value(json_object_get(g, "nbd_listen"))))
+        o->nbd_listen = s;
+    if (!o->nbd_socket && (s = json_string_value(json_object_get(g, "nbd_socket"))))
+        o->nbd_socket = s;
     static const struct {
         const char *name;
         size_t off;
@@ -135,12 +144,13 @@ static void client_url(const char *listen, uint16_t port, bool tls, char *out, s
 }
 
 static void banner(const struct opts *o, const struct gw_credentials *c, const char *s3url,
-                   const char *adminurl, const char *mode)
+                   const char *adminurl, const char *nbdurl, const char *mode)
 {
     const char *region = o->region ? o->region : "us-east-1";
     printf("inec %s\n"
            "S3 endpoint: %s\n"
            "control API: %s\n"
+           "NBD (block volumes): %s%s%s\n"
            "dashboard: %s/ (log in with the admin token)\n"
            "data: %s\n\n"
            "S3 credentials%s:\n"
@@ -154,10 +164,10 @@ static void banner(const struct opts *o, const struct gw_credentials *c, const c
            "  aws --endpoint-url %s s3 mb s3://demo\n"
            "  aws --endpoint-url %s s3 cp FILE s3://demo/\n"
            "  curl -H 'Authorization: Bearer %s' %s/admin/v1/cluster\n\n",
-           mode, s3url, adminurl, adminurl, o->data,
-           c->generated ? " (generated, stored in " GW_CREDENTIALS_FILE ")" : "", c->access_key,
-           c->secret_key, region, c->access_key, c->secret_key, region, o->data, s3url, s3url,
-           c->admin_token, adminurl);
+           mode, s3url, adminurl, nbdurl, o->nbd_socket[0] ? " and unix:" : "", o->nbd_socket,
+           adminurl, o->data, c->generated ? " (generated, stored in " GW_CREDENTIALS_FILE ")" : "",
+           c->access_key, c->secret_key, region, c->access_key, c->secret_key, region, o->data,
+           s3url, s3url, c->admin_token, adminurl);
     fflush(stdout);
 }
 
@@ -172,6 +182,7 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_metrics *m = NULL;
     struct gw_s3_server *s3 = NULL;
     struct gw_admin_server *admin = NULL;
+    struct gw_nbd_server *nbd = NULL;
     char msg[256] = "";
     int rc = gw_metrics_create(gw_s3_op_names, GW_OP_COUNT, &m);
     struct gw_keys *keys = NULL;
@@ -194,8 +205,17 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys};
     if (rc == 0)
         rc = gw_admin_server_start(&acfg, objects, m, &admin, msg, sizeof(msg));
+    struct gw_nbd_config ncfg = {o->nbd_listen, o->nbd_socket};
+    if (rc == 0 && (rc = gw_nbd_server_start(&ncfg, objects, &nbd, msg, sizeof(msg))) &&
+        o->nbd_default) {
+        inec_log(INEC_LOG_WARN, "server", "%s: NBD only on the Unix socket (see --nbd-listen)",
+                 msg);
+        o->nbd_listen = ncfg.listen = "";
+        rc = gw_nbd_server_start(&ncfg, objects, &nbd, msg, sizeof(msg));
+    }
     if (rc) {
         fprintf(stderr, "inec %s: %s\n", cmd, msg[0] ? msg : strerror(-rc));
+        gw_admin_server_stop(admin);
         gw_s3_server_stop(s3, 0);
         gw_tls_free(&tls);
         gw_keys_close(keys);
@@ -205,9 +225,15 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     char s3url[96], adminurl[96];
     client_url(o->listen, gw_s3_server_port(s3), s3cfg.tls != NULL, s3url, sizeof(s3url));
     client_url(o->admin_listen, gw_admin_server_port(admin), false, adminurl, sizeof(adminurl));
+    char nbdurl[96] = "off";
+    if (o->nbd_listen[0]) {
+        client_url(o->nbd_listen, gw_nbd_server_port(nbd), false, nbdurl, sizeof(nbdurl));
+        memcpy(nbdurl, "nbd:", 4); /* http://host:port -> nbd://host:port */
+        memmove(nbdurl + 4, nbdurl + 5, strlen(nbdurl + 5) + 1);
+    }
     if (gw_credentials_note_endpoints(o->data, s3url, adminurl, msg, sizeof(msg)))
         inec_log(INEC_LOG_WARN, "server", "%s", msg);
-    banner(o, c, s3url, adminurl, mode);
+    banner(o, c, s3url, adminurl, nbdurl, mode);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -215,6 +241,7 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     int sig = 0;
     sigwait(&set, &sig);
     inec_log(INEC_LOG_INFO, "server", "shutting down signal=%s", strsignal(sig));
+    gw_nbd_server_stop(nbd);
     gw_s3_server_stop(s3, DRAIN_MS);
     gw_tls_free(&tls);
     gw_admin_server_stop(admin);
@@ -231,6 +258,24 @@ static void block_signals(void)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client hanging up is an error return, not a death */
+}
+
+/* NBD on 127.0.0.1:10809 and DATA/nbd.sock unless told otherwise ("off": none). */
+static void nbd_defaults(struct opts *o)
+{
+    static char sock[128];
+    if (!o->nbd_listen) {
+        o->nbd_listen = GW_NBD_DEFAULT_LISTEN;
+        o->nbd_default = true;
+    }
+    if (strcmp(o->nbd_listen, "off") == 0)
+        o->nbd_listen = "";
+    if (!o->nbd_socket) {
+        int n = snprintf(sock, sizeof(sock), "%s/nbd.sock", o->data);
+        o->nbd_socket = n > 0 && n < 108 ? sock : ""; /* a socket path holds 107 bytes */
+    }
+    if (strcmp(o->nbd_socket, "off") == 0)
+        o->nbd_socket = "";
 }
 
 static bool parse_count(const char *s, unsigned max, unsigned *out)
@@ -267,7 +312,9 @@ static int check_options(const char *cmd, struct opts *o)
     socklen_t len;
     const char *bad = gw_parse_listen(o->listen, &ss, &len) != 0         ? o->listen
                       : gw_parse_listen(o->admin_listen, &ss, &len) != 0 ? o->admin_listen
-                                                                         : NULL;
+                      : o->nbd_listen[0] && gw_parse_listen(o->nbd_listen, &ss, &len) != 0
+                          ? o->nbd_listen
+                          : NULL;
     if (bad)
         fprintf(stderr, "inec %s: '%s' is not a listen address (want HOST:PORT)\n", cmd, bad);
     return bad ? 2 : 0;
@@ -291,7 +338,8 @@ int cmd_server(int argc, char **argv)
         printf("usage: inec server [--data DIR] [--listen HOST:PORT] [--admin-listen HOST:PORT]\n"
                "                   [--base-domain DOMAIN] [--region REGION]\n"
                "                   [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
-               "                   [--max-client-connections N]\n\n"
+               "                   [--max-client-connections N] [--nbd-listen HOST:PORT|off]\n"
+               "                   [--nbd-socket PATH|off]\n\n"
                "Runs a gateway and 9 storage nodes (RS(6,3)) in this process.\n"
                "  --data          where everything is stored (./inec-data)\n"
                "  --listen        the S3 endpoint (127.0.0.1:9000; port 0 picks one)\n"
@@ -303,6 +351,8 @@ int cmd_server(int argc, char **argv)
                "                  a client must send a request's headers within this (30)\n"
                "  --max-client-connections N\n"
                "                  connections one client address may hold (64 of 256)\n"
+               "  --nbd-listen    NBD for block volumes (127.0.0.1:10809; off: none)\n"
+               "  --nbd-socket    NBD on a Unix socket too (DATA/nbd.sock; off: none)\n"
                "Credentials come from INEC_ACCESS_KEY / INEC_SECRET_KEY / INEC_ADMIN_TOKEN,\n"
                "else DATA/" GW_CREDENTIALS_FILE ", generated on first start.\n");
         return 0;
@@ -318,6 +368,7 @@ int cmd_server(int argc, char **argv)
         o.listen = "127.0.0.1:9000";
     if (!o.admin_listen)
         o.admin_listen = "127.0.0.1:9001";
+    nbd_defaults(&o);
     if (check_options("server", &o))
         return 2;
     block_signals();
@@ -347,15 +398,16 @@ int cmd_gateway(int argc, char **argv)
                 "usage: inec gateway --config cluster.json [--data DIR] [--listen HOST:PORT]\n"
                 "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n"
                 "                    [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
-                "                    [--max-client-connections N] [--secret FILE]\n\n"
+                "                    [--max-client-connections N] [--secret FILE]\n"
+                "                    [--nbd-listen HOST:PORT|off] [--nbd-socket PATH|off]\n\n"
                 "Runs a gateway in front of storage nodes that run as their own processes.\n"
                 "cluster.json names the nodes and pools, and optionally a \"gateway\" object\n"
-                "with listen, admin_listen, base_domain, region, data, access_key,\n"
-                "secret_key, admin_token, tls_cert, tls_key (file names), header_timeout\n"
-                "and max_client_connections (numbers). The flags are as for 'inec server'.\n"
-                "--secret FILE (or \"secret_file\" in cluster.json, relative to it; default\n"
-                "cluster.secret beside it; created 0600 if missing) is the cluster secret the\n"
-                "gateway and the nodes prove to each other.\n");
+                "with listen, admin_listen, nbd_listen, nbd_socket, base_domain, region,\n"
+                "data, access_key, secret_key, admin_token, tls_cert, tls_key (file names),\n"
+                "header_timeout and max_client_connections (numbers). The flags are as for\n"
+                "'inec server'. --secret FILE (or \"secret_file\" in cluster.json, relative to\n"
+                "it; default cluster.secret beside it; created 0600 if missing) is the cluster\n"
+                "secret the gateway and the nodes prove to each other.\n");
         return o.help ? 0 : 2;
     }
     json_error_t jerr;
@@ -377,6 +429,7 @@ int cmd_gateway(int argc, char **argv)
         o.listen = "127.0.0.1:9000";
     if (!o.admin_listen)
         o.admin_listen = "127.0.0.1:9001";
+    nbd_defaults(&o);
     if (check_options("gateway", &o)) {
         json_decref(cfg);
         return 2;

@@ -17,6 +17,7 @@ int cmd_admin(int argc, char **argv);
 int cmd_admin_repair(int argc, char **argv);
 int cmd_admin_node(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_volume(int argc, char **argv);
 int cmd_secret(int argc, char **argv);
 
 #include <stddef.h>

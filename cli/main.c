@@ -8,6 +8,7 @@
 static const struct cli_command commands[] = {
     {"status", cmd_status, "the cluster's health, nodes, pools and rates (control API)"},
     {"admin", cmd_admin, "nodes, pools, S3 keys, repair, object layouts (control API)"},
+    {"volume", cmd_volume, "block volumes served over NBD: create, list, info, resize, delete"},
     {"bench", cmd_bench, "measure codec, primitive, EC graph, store and S3 performance"},
     {"deg", cmd_deg, "show, run and serve Dynamic EC Graphs"},
     {"node", cmd_node, "serve a storage node; store tools: scrub, stat"},
@@ -24,6 +25,6 @@ int main(int argc, char **argv)
         printf("inec " INEC_VERSION "\n");
         return 0;
     }
-    return cli_dispatch("inec", "inec is an erasure-coded object storage gateway.", commands, NULL,
-                        argc, argv);
+    return cli_dispatch("inec", "inec is an erasure-coded object and block storage gateway.",
+                        commands, NULL, argc, argv);
 }

@@ -15,6 +15,7 @@
 #include "gateway/health.h"
 #include "gateway/rates.h"
 #include "gateway/s3_request.h"
+#include "gateway/volume.h"
 #include "inec/log.h"
 
 #define BODY_MAX (64u << 10)
@@ -286,6 +287,65 @@ static enum MHD_Result keys(struct gw_admin_server *s, struct MHD_Connection *c,
               : send_json(c, 200, json_pack("{s:b}", "revoked", 1));
 }
 
+/* GET|POST /admin/v1/volumes, GET|DELETE /admin/v1/volumes/{name},
+ * POST /admin/v1/volumes/{name}/resize {"size": bytes}. */
+static enum MHD_Result volumes(struct gw_admin_server *s, struct MHD_Connection *c,
+                               const char *method, const char *rest, struct areq *a)
+{
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    json_t *j = NULL, *spec = NULL;
+    char m[256] = "";
+    int rc;
+    if (!rest[0]) {
+        if (get) {
+            rc = gw_volume_list(s->objects, &j);
+            return rc ? send_errno(c, rc, "volumes") : send_json(c, 200, j);
+        }
+        if (strcmp(method, "POST") != 0)
+            return send_error(c, 405, "MethodNotAllowed", "GET or POST /admin/v1/volumes");
+        enum MHD_Result r = body_json(c, a, &spec);
+        if (!spec)
+            return r;
+        rc = gw_volume_create(s->objects, spec, &j, m, sizeof(m));
+        json_decref(spec);
+        return rc ? send_errno(c, rc, m[0] ? m : "creating the volume") : send_json(c, 201, j);
+    }
+    char name[GW_VOLUME_NAME_MAX + 1];
+    size_t n = strcspn(rest, "/");
+    if (n == 0 || n > GW_VOLUME_NAME_MAX)
+        return send_error(c, 404, "NotFound", "no such volume");
+    memcpy(name, rest, n);
+    name[n] = '\0';
+    const char *action = rest + n;
+    if (strcmp(action, "/resize") == 0) {
+        if (strcmp(method, "POST") != 0)
+            return send_error(c, 405, "MethodNotAllowed", "POST /admin/v1/volumes/{name}/resize");
+        enum MHD_Result r = body_json(c, a, &spec);
+        if (!spec)
+            return r;
+        json_t *size = json_object_get(spec, "size");
+        rc = json_is_integer(size) && json_integer_value(size) > 0
+                 ? gw_volume_resize(s->objects, name, (uint64_t)json_integer_value(size), m,
+                                    sizeof(m))
+                 : (snprintf(m, sizeof(m), "want {\"size\": bytes}"), -EINVAL);
+        json_decref(spec);
+        if (rc == 0)
+            rc = gw_volume_info(s->objects, name, &j);
+        return rc ? send_errno(c, rc, m[0] ? m : "no such volume") : send_json(c, 200, j);
+    }
+    if (action[0])
+        return send_error(c, 404, "NotFound", "no such endpoint");
+    if (get) {
+        rc = gw_volume_info(s->objects, name, &j);
+        return rc ? send_errno(c, rc, "no such volume") : send_json(c, 200, j);
+    }
+    if (strcmp(method, "DELETE") != 0)
+        return send_error(c, 405, "MethodNotAllowed", "GET or DELETE /admin/v1/volumes/{name}");
+    rc = gw_volume_delete(s->objects, name);
+    return rc ? send_errno(c, rc, "no such volume")
+              : send_json(c, 200, json_pack("{s:s,s:b}", "name", name, "deleted", 1));
+}
+
 static enum MHD_Result route(struct gw_admin_server *s, struct MHD_Connection *c,
                              const char *method, const char *url, struct areq *a)
 {
@@ -358,6 +418,8 @@ static enum MHD_Result route(struct gw_admin_server *s, struct MHD_Connection *c
             return send_error(c, 405, "MethodNotAllowed", "POST /admin/v1/nodes/{id}/ACTION");
         return node_action(s, c, url + sizeof(nodes) - 1);
     }
+    if (strcmp(url, "/admin/v1/volumes") == 0 || strncmp(url, "/admin/v1/volumes/", 18) == 0)
+        return volumes(s, c, method, url + (url[17] ? 18 : 17), a);
     if (strcmp(url, "/admin/v1/deg") == 0) {
         if (!get)
             return send_error(c, 405, "MethodNotAllowed", "GET /admin/v1/deg");

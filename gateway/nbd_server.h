@@ -1,0 +1,50 @@
+/*
+ * The NBD server: every volume (volume.h) as an export, to block clients
+ * (qemu, nbdcopy, nbd-client, fio's nbd engine, libnbd) over TCP and a Unix
+ * socket. The protocol is NBD's newstyle fixed handshake
+ * (github.com/NetworkBlockDevice/nbd, doc/proto.md).
+ *
+ * What it speaks: NBD_OPT_EXPORT_NAME, INFO, GO (with NBD_INFO_EXPORT, NAME,
+ * BLOCK_SIZE: minimum 1, preferred 4096, maximum payload 8 MiB), LIST,
+ * STRUCTURED_REPLY, ABORT; STARTTLS answers NBD_REP_ERR_UNSUP (no TLS).
+ * Commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES (NO_HOLE), DISC; the
+ * others answer NBD_EINVAL. Up to 16 requests of a connection run at once.
+ *
+ * Access: the export name is "NAME" for a volume without a secret, else
+ * "NAME/SECRET"; a wrong or missing secret is answered as an unknown export
+ * (NBD_REP_ERR_UNKNOWN), so names cannot be probed through it. LIST names the
+ * volumes (not their secrets).
+ *
+ * Durability: a write is acknowledged only when it is durable on the pool's
+ * write quorum (gw_volume_write), so FUA is implied, FLUSH only waits for the
+ * requests received before it, and NBD_FLAG_CAN_MULTI_CONN holds.
+ *
+ * Bad input: an option longer than 64 KiB, a wrong magic, more than 64
+ * options, or a handshake slower than 30 s closes that connection (logged);
+ * a request beyond the export or above the maximum payload gets an NBD error
+ * and the connection goes on. Other connections never notice.
+ */
+#ifndef INEC_GATEWAY_NBD_SERVER_H
+#define INEC_GATEWAY_NBD_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gw_objects;
+struct gw_nbd_server;
+
+#define GW_NBD_DEFAULT_LISTEN "127.0.0.1:10809"
+#define GW_NBD_MAX_PAYLOAD    (8u << 20)
+
+struct gw_nbd_config {
+    const char *listen;    /* "HOST:PORT" (port 0 picks one), NULL or "": no TCP */
+    const char *unix_path; /* a Unix socket path, NULL or "": none */
+};
+
+int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,
+                        struct gw_nbd_server **out, char *msg, size_t msglen);
+uint16_t gw_nbd_server_port(const struct gw_nbd_server *s); /* 0: no TCP */
+/* Stops accepting, ends every connection, removes the Unix socket. */
+void gw_nbd_server_stop(struct gw_nbd_server *s); /* NULL is a no-op */
+
+#endif
