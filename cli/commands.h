@@ -17,5 +17,6 @@ int cmd_admin(int argc, char **argv);
 int cmd_admin_repair(int argc, char **argv);
 int cmd_admin_node(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 
 #endif
