@@ -72,8 +72,8 @@ struct verbs_device {
     struct verbs_cq *cqs;
     uint32_t next_calc_qpn;
     pthread_mutex_t mr_lock;
-    struct verbs_mr *mrs; /* whole registrations, for windows into them */
-    _Atomic uint64_t doorbells, wrs_posted, wakes;
+    struct verbs_mr *mrs;                          /* whole registrations, for windows into them */
+    _Atomic uint64_t doorbells, wrs_posted, wakes; /* as inec_device_stats: per posted chain */
 };
 
 struct verbs_mr {
@@ -603,8 +603,7 @@ static enum ibv_wr_opcode hw_opcode(enum inec_wr_opcode op)
 
 /* Posts slots [first, end) of the SQ (or RQ) in batches; a refused request
  * and the rest complete as flushed, with the QP in error. Under qp->lock. */
-static void post_hw(struct verbs_device *dev, struct verbs_qp *qp, struct vsq *q, uint64_t first,
-                    uint64_t end, bool recv)
+static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t end, bool recv)
 {
     while (first != end) {
         struct ibv_send_wr swr[HW_BATCH];
@@ -654,7 +653,6 @@ static void post_hw(struct verbs_device *dev, struct verbs_qp *qp, struct vsq *q
             if (rc && bad)
                 bad_seq = bad->wr_id;
         }
-        atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
         uint64_t stop = rc ? (bad_seq != end ? bad_seq : first) : first + (uint64_t)n;
         for (uint64_t i = first; i != stop; i++)
             vsq_slot(q, i)->state = VSLOT_POSTED;
@@ -701,7 +699,7 @@ static void run_calc(struct vslot *s)
  * (runs CALC); a posting thread stops at a CALC. Under qp->lock.
  * Returns true if anything moved.
  */
-static bool advance(struct verbs_device *dev, struct verbs_qp *qp, bool host)
+static bool advance(struct verbs_qp *qp, bool host)
 {
     bool progress = false;
     for (;;) {
@@ -740,7 +738,7 @@ static bool advance(struct verbs_device *dev, struct verbs_qp *qp, bool host)
             break;
         case VSTEP_HW:
             qp->sq.head = st.end;
-            post_hw(dev, qp, &qp->sq, st.first, st.end, false);
+            post_hw(qp, &qp->sq, st.first, st.end, false);
             break;
         }
         progress = true;
@@ -836,7 +834,7 @@ static bool pass(struct verbs_device *dev)
         for (struct verbs_qp *qp = dev->qps; qp; qp = qp->next) {
             pthread_mutex_lock(&qp->lock);
             uint64_t before = qp->sq.retire + qp->rq.retire;
-            again |= advance(dev, qp, true);
+            again |= advance(qp, true);
             retire(qp);
             again |= qp->sq.retire + qp->rq.retire != before;
             pthread_mutex_unlock(&qp->lock);
@@ -896,10 +894,11 @@ static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
         return inec_fail(-ENOMEM, "send queue full: %llu outstanding + %d > depth %u",
                          (unsigned long long)used, nwr, qp->sq.depth);
     }
+    atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
     /* The posting thread takes the chain as far as no host step is needed:
      * requests before the first unmet WAIT (or CALC) reach the NIC now. */
-    advance(dev, qp, false);
+    advance(qp, false);
     bool more = qp->sq.head != qp->sq.tail;
     pthread_mutex_unlock(&qp->lock);
     if (!qp->qp || more)
@@ -918,6 +917,7 @@ static int post_recv(struct inec_qp *q, struct inec_wr *chain, int nwr)
         return inec_fail(-ENOMEM, "receive queue full: %llu outstanding + %d > depth %u",
                          (unsigned long long)used, nwr, qp->rq.depth);
     }
+    atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
     uint64_t first = qp->rq.head;
     qp->rq.head = qp->rq.tail;
@@ -931,7 +931,7 @@ static int post_recv(struct inec_qp *q, struct inec_wr *chain, int nwr)
         wake(dev);
         return 0;
     }
-    post_hw(dev, qp, &qp->rq, first, qp->rq.tail, true);
+    post_hw(qp, &qp->rq, first, qp->rq.tail, true);
     pthread_mutex_unlock(&qp->lock);
     return 0;
 }
