@@ -81,9 +81,9 @@ static const char *drop_device(const char *options, char *buf, size_t len)
 
 /*
  * provider NULL: device=NAME in the options (the cluster map's per-node
- * "device") picks verbs unless NAME is "soft"; else $INEC_PROVIDER; else
- * soft. A verbs device chosen this way that cannot be opened falls back to
- * soft, said once per process.
+ * "device") picks verbs unless NAME is "soft"; else $INEC_PROVIDER (soft,
+ * verbs, or verbs:NAME for one device); else soft. A verbs device chosen
+ * this way that cannot be opened falls back to soft, said once per process.
  */
 int inec_device_open(const char *provider, const char *options, struct inec_device **out)
 {
@@ -95,11 +95,21 @@ int inec_device_open(const char *provider, const char *options, struct inec_devi
     const char *dev = strstr(options, "device=");
     bool has_dev = dev && (dev == options || dev[-1] == ',');
     bool dev_soft = has_dev && strncmp(dev + 7, "soft", 4) == 0 && (dev[11] == ',' || !dev[11]);
-    char soft_opts[512];
+    char soft_opts[512], verbs_opts[600], env_name[16] = "";
     const char *chosen = provider;
-    if (!chosen) {
+    if (!chosen && has_dev) {
+        chosen = dev_soft ? "soft" : "verbs";
+    } else if (!chosen) {
         const char *env = getenv("INEC_PROVIDER");
-        chosen = has_dev ? (dev_soft ? "soft" : "verbs") : env && *env ? env : "soft";
+        chosen = env && *env ? env : "soft";
+        if (strncmp(chosen, "verbs:", 6) == 0) { /* verbs:NAME, the map's device */
+            snprintf(verbs_opts, sizeof(verbs_opts), "%s%sdevice=%s", options, *options ? "," : "",
+                     chosen + 6);
+            options = verbs_opts;
+            chosen = "verbs";
+        }
+        snprintf(env_name, sizeof(env_name), "%s", chosen);
+        chosen = env_name;
     }
     const struct inec_provider_ops *ops = find_provider(chosen);
     if (strcmp(chosen, "soft") == 0)

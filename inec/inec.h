@@ -83,8 +83,9 @@ struct inec_device_stats {
 };
 
 /*
- * provider: "soft" or "verbs"; NULL = $INEC_PROVIDER, else "soft", or "verbs"
- * when options name a device (device=NAME other than "soft"). A verbs device
+ * provider: "soft" or "verbs"; NULL = "verbs" when options name a device
+ * (device=NAME other than "soft"), else $INEC_PROVIDER ("soft", "verbs", or
+ * "verbs:NAME" for device NAME), else "soft". A verbs device
  * asked for by NULL that cannot be opened (no RDMA device, provider not built)
  * falls back to soft with one log line; asked for by name it is an error.
  * options: comma-separated key=value, NULL ok. device=soft is dropped.

@@ -469,6 +469,10 @@ static void test_selection_falls_back(void **state)
     assert_int_equal(inec_device_open(NULL, "device=mlx5_0,transport=mem", &dev), 0);
     assert_true(strncmp(inec_device_addr(dev), "mem:", 4) == 0);
     inec_device_close(dev);
+    setenv("INEC_PROVIDER", "verbs:mlx5_9", 1); /* as `inec node` sets it from the map */
+    assert_int_equal(inec_device_open(NULL, "transport=mem", &dev), 0);
+    assert_true(strncmp(inec_device_addr(dev), "mem:", 4) == 0);
+    inec_device_close(dev);
     /* device=soft is soft, whatever the environment says. */
     setenv("INEC_PROVIDER", "verbs", 1);
     assert_int_equal(inec_device_open(NULL, "transport=mem,device=soft", &dev), 0);
