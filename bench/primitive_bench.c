@@ -2,7 +2,8 @@
  * `inec bench primitive`: latency (p50/p95/p99) and bandwidth of the three
  * INEC primitives, coherent (the engine advances the chain) against
  * incoherent (the host waits, then posts each step), over the mem and tcp
- * transports, with floors measured in the same run:
+ * transports (or on an RDMA NIC with --provider verbs), with floors measured
+ * in the same run:
  *   xfer  the same network bytes moved by a raw TCP socket pair driven by
  *         io_uring (tcp) or by memcpy (mem), one transfer per hop;
  *   calc  the same calculation as one raw ISA-L ec_encode_data call.
@@ -100,17 +101,19 @@ static void rig_close(struct rig *r)
     }
 }
 
+/* transport "verbs": three opens of the RDMA device, connected through it. */
 static int rig_open(struct rig *r, const char *transport, size_t max, int threads)
 {
     memset(r, 0, sizeof(*r));
     r->max = max;
-    char opts[64];
-    int n = snprintf(opts, sizeof(opts), "transport=%s", transport);
-    if (threads)
+    bool verbs = strcmp(transport, "verbs") == 0;
+    char opts[64] = "";
+    int n = verbs ? 0 : snprintf(opts, sizeof(opts), "transport=%s", transport);
+    if (threads && !verbs)
         snprintf(opts + n, sizeof(opts) - (size_t)n, ",engine_threads=%d", threads);
     for (int i = 0; i < NODES; i++) {
-        if (inec_device_open("soft", opts, &r->dev[i]) || inec_cq_create(r->dev[i], 0, &r->cq[i]) ||
-            inec_cq_create(r->dev[i], 0, &r->ccq[i]))
+        if (inec_device_open(verbs ? "verbs" : "soft", opts, &r->dev[i]) ||
+            inec_cq_create(r->dev[i], 0, &r->cq[i]) || inec_cq_create(r->dev[i], 0, &r->ccq[i]))
             return die("device");
         struct inec_qp_attr a = {.type = INEC_QP_CALC, .send_cq = r->ccq[i]};
         if (inec_qp_create(r->dev[i], &a, &r->calc[i]))
@@ -429,6 +432,7 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
     struct rig r;
     struct raw_tcp raw = {.tx = -1, .rx = -1};
     bool tcp = strcmp(transport, "tcp") == 0, raw_ok = false;
+    bool verbs = strcmp(transport, "verbs") == 0; /* no raw transfer floor */
     int rc = rig_open(&r, transport, sizes[nsizes - 1], o->threads);
     if (rc == 0 && tcp && !(raw_ok = raw_open(&raw) == 0)) {
         fprintf(stderr, "inec bench primitive: raw tcp set-up failed\n");
@@ -438,7 +442,10 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
         size_t len = sizes[si];
         for (int p = 0; p < NPRIM; p++) {
             struct stats st[4];
+            memset(st, 0, sizeof(st));
             for (int w = 0; w < 4 && rc == 0; w++) {
+                if (verbs && w == 2)
+                    continue;
                 struct cell c = {&r, tcp ? &raw : NULL, (enum prim)p, len, w};
                 rc = measure(o, &c, &st[w]);
             }
@@ -447,7 +454,8 @@ static int bench_transport(const char *transport, const size_t *sizes, int nsize
             struct stats coh = st[0], inc = st[1], xfer = st[2], calc = st[3];
             double net = (double)len * (p == RECV_EC_SEND ? 3 : 2);
             double mbps = net / coh.p50 / 1e6, ratio = inc.p50 / coh.p50,
-                   vs_xfer = xfer.p50 / coh.p50, vs_floor = (xfer.p50 + calc.p50) / coh.p50;
+                   vs_xfer = xfer.p50 / coh.p50,
+                   vs_floor = verbs ? 0 : (xfer.p50 + calc.p50) / coh.p50;
             char sz[32];
             bench_size_text(len, sz, sizeof(sz));
             json_array_append_new(
@@ -485,7 +493,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: inec bench primitive [--quick] [--json] [--plot FILE.png]\n"
                "                            [--transport mem|tcp] [--size S,S,...]\n"
-               "                            [--seconds SEC] [--iters N] [--engine-threads N]\n\n"
+               "                            [--seconds SEC] [--iters N] [--engine-threads N]\n"
+               "                            [--provider soft|verbs]\n\n"
                "Latency p50/p95/p99 (us) of ec-send, recv-ec-send and recv-ec, coherent vs\n"
                "incoherent, chunks 128 B .. 16 MiB, with the raw transfer (io_uring TCP or\n"
                "memcpy) and raw ISA-L floors of the same work. inc/coh > 1: coherent is\n"
@@ -493,7 +502,9 @@ static void usage(FILE *f)
                "--size: the chunk sizes (K/M suffixes; default 128,1K,8K,64K,512K,1M,4M,16M,\n"
                "--quick 128,8K,1M); --seconds per cell (0.3, --quick 0.05); --iters N: N runs\n"
                "per cell instead; --plot: p50 latency against chunk size, incoherent dashed.\n"
-               "--engine-threads N: the devices share N engine threads (default: one each).\n");
+               "--engine-threads N: the devices share N engine threads (default: one each).\n"
+               "--provider verbs: the three devices are opens of the RDMA NIC (rows 'verbs';\n"
+               "no raw transfer floor: xfer columns 0); fails if there is no device.\n");
 }
 
 int bench_primitive(int argc, char **argv)
@@ -502,7 +513,7 @@ int bench_primitive(int argc, char **argv)
     static const size_t quick[] = {128, 8192, 1 << 20};
     struct opts o = {.time = 0.3};
     bool is_quick = false;
-    const char *only = NULL, *plot_file = NULL;
+    const char *only = NULL, *plot_file = NULL, *provider = "soft";
     uint64_t chosen[16];
     int nchosen = 0;
     bool timed = false;
@@ -528,6 +539,9 @@ int bench_primitive(int argc, char **argv)
             if (bench_parse_seconds("primitive", argv[++i], 600, &o.time) < 0)
                 return 2;
             timed = true;
+        } else if (strcmp(a, "--provider") == 0 && v &&
+                   (strcmp(v, "soft") == 0 || strcmp(v, "verbs") == 0)) {
+            provider = argv[++i];
         } else if (strcmp(a, "--engine-threads") == 0 && v && atoi(v) >= 0 && atoi(v) <= 64) {
             o.threads = atoi(argv[++i]);
         } else if (strcmp(a, "--iters") == 0 && v && atoi(v) > 0 && atoi(v) <= MAX_ITERS) {
@@ -537,6 +551,19 @@ int bench_primitive(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    bool verbs = strcmp(provider, "verbs") == 0;
+    if (verbs && only) {
+        fprintf(stderr, "inec bench primitive: --transport is soft's, not verbs'\n");
+        return 2;
+    }
+    if (verbs) {
+        struct inec_device *probe;
+        if (inec_device_open("verbs", NULL, &probe)) {
+            fprintf(stderr, "inec bench primitive: %s\n", inec_errmsg());
+            return 1;
+        }
+        inec_device_close(probe);
     }
     if (is_quick && !timed)
         o.time = 0.05;
@@ -558,9 +585,11 @@ int bench_primitive(int argc, char **argv)
     json_t *rows = json_array();
     int rc = 0;
     const char *transports[] = {"mem", "tcp"};
-    for (int t = 0; t < 2 && rc == 0; t++)
+    for (int t = 0; t < 2 && rc == 0 && !verbs; t++)
         if (!only || strcmp(only, transports[t]) == 0)
             rc = bench_transport(transports[t], sizes, nsizes, &o, rows);
+    if (verbs)
+        rc = bench_transport("verbs", sizes, nsizes, &o, rows);
     if (rc == 0 && plot_file) {
         static const char *const group[] = {"transport", "primitive"};
         static const char *const ys[] = {"coherent_p50_us", "incoherent_p50_us"};

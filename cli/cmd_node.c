@@ -347,6 +347,15 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
     }
     snprintf(a->listen, sizeof(a->listen), "%s", m->nodes[i].address);
     snprintf(a->domain, sizeof(a->domain), "%s", m->nodes[i].domain);
+    /* The map's device for this node picks its provider (inec_device_open);
+     * set before the service starts any thread. */
+    const char *device = m->nodes[i].device;
+    if (device[0]) {
+        char provider[PLACE_ID_MAX + 8];
+        snprintf(provider, sizeof(provider), "%s%s", strcmp(device, "soft") ? "verbs:" : "",
+                 device);
+        setenv("INEC_PROVIDER", provider, 1);
+    }
     if (!have_timeout) { /* the map's failure detector, as the gateway's */
         a->timeout_ms = m->peer_timeout_ms;
         a->heartbeat_ms = m->heartbeat_ms;

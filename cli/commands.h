@@ -19,6 +19,7 @@ int cmd_admin_node(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_secret(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 
 #include <stddef.h>
 /* The cluster secret file a node or gateway uses: --secret's value, else the

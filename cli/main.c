@@ -12,6 +12,7 @@ static const struct cli_command commands[] = {
     {"bench", cmd_bench, "measure codec, primitive, EC graph, store and S3 performance"},
     {"deg", cmd_deg, "show, run and serve Dynamic EC Graphs"},
     {"node", cmd_node, "serve a storage node; store tools: scrub, stat"},
+    {"devices", cmd_devices, "the offload devices (soft, RDMA NICs) and what they offload"},
     {"ec", cmd_ec, "erasure-code a file into chunk files and back"},
     {"server", cmd_server, "run the S3 gateway with 9 embedded nodes (RS(6,3)) in one process"},
     {"gateway", cmd_gateway, "run the S3 gateway in front of node processes (--config)"},

@@ -2,13 +2,19 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "inec/log.h"
 #include "inec/provider.h"
 
 static const struct inec_provider_ops *const providers[] = {
     &inec_soft_provider,
+#ifdef INEC_HAVE_VERBS
+    &inec_verbs_provider,
+#endif
 };
+#define NPROVIDERS (sizeof(providers) / sizeof(providers[0]))
 
 static _Thread_local char errmsg[256];
 
@@ -45,17 +51,114 @@ const char *inec_wc_status_str(enum inec_wc_status status)
     return "unknown status";
 }
 
+static const struct inec_provider_ops *find_provider(const char *name)
+{
+    for (size_t i = 0; i < NPROVIDERS; i++)
+        if (strcmp(providers[i]->name, name) == 0)
+            return providers[i];
+    return NULL;
+}
+
+/* options without its device=... entry, into buf. */
+static const char *drop_device(const char *options, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *p = options; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (!(n >= 7 && strncmp(p, "device=", 7) == 0) && used + n + 2 < len) {
+            if (used)
+                buf[used++] = ',';
+            memcpy(buf + used, p, n);
+            used += n;
+            buf[used] = '\0';
+        }
+        p = end ? end + 1 : "";
+    }
+    return buf;
+}
+
+/*
+ * provider NULL: device=NAME in the options (the cluster map's per-node
+ * "device") picks verbs unless NAME is "soft"; else $INEC_PROVIDER (soft,
+ * verbs, or verbs:NAME for one device); else soft. A verbs device chosen
+ * this way that cannot be opened falls back to soft, said once per process.
+ */
 int inec_device_open(const char *provider, const char *options, struct inec_device **out)
 {
     if (!out)
         return inec_fail(-EINVAL, "inec_device_open: out is NULL");
     *out = NULL;
-    if (!provider)
-        provider = "soft";
-    for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
-        if (strcmp(providers[i]->name, provider) == 0)
-            return providers[i]->device_open(options ? options : "", out);
-    return inec_fail(-ENODEV, "unknown provider '%s'", provider);
+    if (!options)
+        options = "";
+    const char *dev = strstr(options, "device=");
+    bool has_dev = dev && (dev == options || dev[-1] == ',');
+    bool dev_soft = has_dev && strncmp(dev + 7, "soft", 4) == 0 && (dev[11] == ',' || !dev[11]);
+    char soft_opts[512], verbs_opts[600], env_name[16] = "";
+    const char *chosen = provider;
+    if (!chosen && has_dev) {
+        chosen = dev_soft ? "soft" : "verbs";
+    } else if (!chosen) {
+        const char *env = getenv("INEC_PROVIDER");
+        chosen = env && *env ? env : "soft";
+        if (strncmp(chosen, "verbs:", 6) == 0) { /* verbs:NAME, the map's device */
+            snprintf(verbs_opts, sizeof(verbs_opts), "%s%sdevice=%s", options, *options ? "," : "",
+                     chosen + 6);
+            options = verbs_opts;
+            chosen = "verbs";
+        }
+        snprintf(env_name, sizeof(env_name), "%s", chosen);
+        chosen = env_name;
+    }
+    const struct inec_provider_ops *ops = find_provider(chosen);
+    if (strcmp(chosen, "soft") == 0)
+        return inec_soft_provider.device_open(drop_device(options, soft_opts, sizeof(soft_opts)),
+                                              out);
+    if (!ops && (provider || strcmp(chosen, "verbs") != 0))
+        return inec_fail(-ENODEV, "unknown provider '%s'%s", chosen,
+                         strcmp(chosen, "verbs") == 0 ? " (built without libibverbs)" : "");
+    int rc = ops ? ops->device_open(options, out)
+                 : inec_fail(-ENODEV, "verbs: this build has no verbs provider (no libibverbs)");
+    if (rc != -ENODEV || provider)
+        return rc;
+    static _Atomic bool said;
+    if (!atomic_exchange(&said, true))
+        inec_log(INEC_LOG_WARN, "inec", "no RDMA device for the verbs provider (%s): using soft",
+                 inec_errmsg());
+    return inec_soft_provider.device_open(drop_device(options, soft_opts, sizeof(soft_opts)), out);
+}
+
+const char *inec_offload_str(enum inec_offload offload)
+{
+    switch (offload) {
+    case INEC_OFFLOAD_NONE:
+        return "none";
+    case INEC_OFFLOAD_WAIT:
+        return "wait";
+    case INEC_OFFLOAD_WAIT_CALC:
+        return "wait+calc";
+    }
+    return "unknown";
+}
+
+bool inec_provider_built(const char *name)
+{
+    return name && find_provider(name) != NULL;
+}
+
+int inec_devices(struct inec_device_info *out, int max)
+{
+    int total = 0;
+    for (size_t i = 0; i < NPROVIDERS; i++) {
+        if (!providers[i]->list_devices)
+            continue;
+        int room = max > total ? max - total : 0;
+        int n = providers[i]->list_devices(room ? out + total : NULL, room);
+        if (n > 0)
+            total += n;
+    }
+    return total;
 }
 
 void inec_device_close(struct inec_device *dev)

@@ -83,7 +83,17 @@ struct inec_device_stats {
 };
 
 /*
- * provider: "soft" (NULL = "soft"). options: comma-separated key=value, NULL ok.
+ * provider: "soft" or "verbs"; NULL = "verbs" when options name a device
+ * (device=NAME other than "soft"), else $INEC_PROVIDER ("soft", "verbs", or
+ * "verbs:NAME" for device NAME), else "soft". A verbs device
+ * asked for by NULL that cannot be opened (no RDMA device, provider not built)
+ * falls back to soft with one log line; asked for by name it is an error.
+ * options: comma-separated key=value, NULL ok. device=soft is dropped.
+ * verbs provider options (soft's keys are ignored, so one option string
+ * serves both):
+ *   device=NAME         an ibv device name (default: the first one listed)
+ *   port=N              its port (1)
+ *   gid_index=N         the GID table entry to use (0)
  * soft provider options:
  *   transport=mem|tcp   mem (default): devices of this process;
  *                       tcp: devices in other processes over TCP + io_uring
@@ -98,6 +108,34 @@ struct inec_device_stats {
 int inec_device_open(const char *provider, const char *options, struct inec_device **out);
 void inec_device_close(struct inec_device *dev);
 void inec_device_query(const struct inec_device *dev, struct inec_device_attr *attr);
+/* What `inec devices` shows: every device a provider built into this binary
+ * sees, and how much of a chain it runs without a host step. */
+enum inec_offload {
+    INEC_OFFLOAD_NONE,      /* the host advances every WAIT and runs every CALC */
+    INEC_OFFLOAD_WAIT,      /* WAITs trigger in the device; CALC on the host */
+    INEC_OFFLOAD_WAIT_CALC, /* WAIT and CALC both run without the posting host */
+};
+const char *inec_offload_str(enum inec_offload offload);
+
+struct inec_device_info {
+    char provider[16];  /* "soft", "verbs" */
+    char name[64];      /* what device=NAME selects: "soft", "mlx5_0" */
+    char transport[48]; /* "software", "InfiniBand", "Ethernet (RoCE)" */
+    char state[24];     /* port state */
+    uint32_t max_sge;
+    uint32_t max_inline;
+    uint32_t max_qp_wr;
+    bool atomics;       /* RDMA atomics */
+    bool cross_channel; /* a WAIT can be a device work request (CORE-Direct) */
+    bool ec_offload;    /* an EC calculation engine reachable through this stack */
+    enum inec_offload offload;
+    char note[320]; /* why, in plain words */
+};
+/* Fills up to max entries; returns how many devices there are (may be > max). */
+int inec_devices(struct inec_device_info *out, int max);
+/* Is the provider of this name built into this binary? */
+bool inec_provider_built(const char *name);
+
 /* Address that inec_qp_connect() of other devices uses to reach this one:
  * "mem:N" or "tcp:HOST:PORT". */
 const char *inec_device_addr(const struct inec_device *dev);

@@ -30,6 +30,8 @@ struct inec_provider_ops {
     /* The chain is valid and fits the limits; nwr requests long. */
     int (*post_send)(struct inec_qp *qp, struct inec_wr *chain, int nwr);
     int (*post_recv)(struct inec_qp *qp, struct inec_wr *chain, int nwr);
+    /* The devices this provider sees (as inec_devices); may be NULL. */
+    int (*list_devices)(struct inec_device_info *out, int max);
 };
 
 struct inec_device {
@@ -65,5 +67,8 @@ struct inec_qp {
 int inec_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 extern const struct inec_provider_ops inec_soft_provider;
+#ifdef INEC_HAVE_VERBS
+extern const struct inec_provider_ops inec_verbs_provider;
+#endif
 
 #endif

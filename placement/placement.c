@@ -146,7 +146,8 @@ static int get_string(json_t *obj, const char *key, const char *dflt, char *dst,
 
 static int parse_node(json_t *j, struct place_node *nd, int i, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"id", "address", "domain", "weight", "state", NULL};
+    static const char *const keys[] = {"id",    "address", "domain", "weight",
+                                       "state", "device",  NULL};
     char where[32];
     snprintf(where, sizeof(where), "nodes[%d]", i);
     if (!json_is_object(j))
@@ -167,6 +168,11 @@ static int parse_node(json_t *j, struct place_node *nd, int i, char *err, size_t
     if (!valid_name(nd->domain))
         return fail(err, errlen, "%s.domain: \"%s\" must be 1-63 of [A-Za-z0-9._-]", where,
                     nd->domain);
+    if ((rc = get_string(j, "device", "", nd->device, sizeof(nd->device), where, err, errlen)))
+        return rc;
+    if (nd->device[0] && !valid_name(nd->device))
+        return fail(err, errlen, "%s.device: \"%s\" must be 1-63 of [A-Za-z0-9._-]", where,
+                    nd->device);
     json_t *w = json_object_get(j, "weight");
     nd->weight = w ? json_number_value(w) : 1.0;
     if (w && (!json_is_number(w) || !(nd->weight > 0) || !isfinite(nd->weight)))
@@ -335,9 +341,12 @@ char *place_map_format(const struct place_map *m)
     json_t *nodes = json_array(), *pools = json_array();
     for (int i = 0; i < m->nnodes; i++) {
         const struct place_node *nd = &m->nodes[i];
-        json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:f, s:s}", "id", nd->id, "address",
-                                               nd->address, "domain", nd->domain, "weight",
-                                               nd->weight, "state", place_state_name(nd->state)));
+        json_t *node =
+            json_pack("{s:s, s:s, s:s, s:f, s:s}", "id", nd->id, "address", nd->address, "domain",
+                      nd->domain, "weight", nd->weight, "state", place_state_name(nd->state));
+        if (nd->device[0])
+            json_object_set_new(node, "device", json_string(nd->device));
+        json_array_append_new(nodes, node);
     }
     for (int i = 0; i < m->npools; i++) {
         const struct place_pool *p = &m->pools[i];

@@ -5,7 +5,7 @@
  *
  *   {"epoch": 7, "heartbeat_ms": 500, "peer_timeout_ms": 5000,
  *    "nodes": [{"id": "n1", "address": "10.0.0.1:7001", "domain": "rack1",
- *               "weight": 1.0, "state": "up"}, ...],
+ *               "weight": 1.0, "state": "up", "device": "mlx5_0"}, ...],
  *    "pools": [{"name": "default", "profile": "rs:k=6,m=3",
  *               "chunk_size": 1048576, "write_quorum": 9}, ...]}
  *
@@ -15,6 +15,11 @@
  * suspect, one silent for peer_timeout_ms is down, and a call to a node is
  * bounded by peer_timeout_ms. Defaults 500 and 5000; heartbeat_ms in
  * [10, peer_timeout_ms / 2], peer_timeout_ms in [100, 3600000].
+ *
+ * device: the offload device the node's process opens: "soft", or an RDMA
+ * device name for the verbs provider (`inec devices` lists them; the node
+ * falls back to soft, saying so, when it has none). Absent: the process's
+ * INEC_PROVIDER, else soft.
  *
  * Defaults: epoch 0, domain = the node id (every node its own failure domain),
  * weight 1, state "up", chunk_size 1 MiB, write_quorum min(k + 1, n). Unknown
@@ -68,7 +73,8 @@ struct place_node {
     char id[PLACE_ID_MAX];
     char address[PLACE_ADDRESS_MAX]; /* "host:port", "[v6]:port" */
     char domain[PLACE_ID_MAX];
-    double weight; /* > 0 */
+    char device[PLACE_ID_MAX]; /* "" = not set (see above) */
+    double weight;             /* > 0 */
     enum place_state state;
     int domain_index; /* into place_map.domains */
     uint64_t hash;    /* of the id: placement depends on ids, never on array order */

@@ -3,7 +3,10 @@
  * the faults, the primitives against codec_gf_* results, and a randomized run
  * of WAIT/CALC/SEND/RECV chains checked against a reference model.
  * Every test runs once per transport (mem, then tcp between two devices of
- * this process over loopback). Every wait is bounded.
+ * this process over loopback), then on the verbs provider when
+ * ibv_get_device_list finds an RDMA device (two devices = two opens of it,
+ * connected through the NIC); without one that suite is skipped, saying
+ * why. Every wait is bounded.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -57,10 +60,25 @@ static void connect_pair(struct inec_device *dx, struct inec_qp *x, struct inec_
         fail_msg("connect: %s", inec_errmsg());
 }
 
+/* opts "verbs[,options]" run the verbs provider, anything else soft. */
+static bool on_verbs(const char *opts)
+{
+    return strncmp(opts, "verbs", 5) == 0;
+}
+
+/* The rest of a test holds for soft only (see the README's verbs section). */
+static bool soft_only(const struct world *w, const char *why)
+{
+    if (on_verbs(w->opts))
+        print_message("verbs: skipping the rest: %s\n", why);
+    return !on_verbs(w->opts);
+}
+
 static struct inec_device *open_dev(const char *opts)
 {
     struct inec_device *dev;
-    int rc = inec_device_open("soft", opts, &dev);
+    int rc = on_verbs(opts) ? inec_device_open("verbs", opts + 5 + (opts[5] == ','), &dev)
+                            : inec_device_open("soft", opts, &dev);
     if (rc)
         fail_msg("open %s: %s", opts, inec_errmsg());
     return dev;
@@ -164,6 +182,8 @@ static void test_open_and_limits(void **state)
     assert_non_null(strstr(inec_errmsg(), "bogus"));
     assert_int_equal(inec_device_open("soft", "engine_threads=0", &d), -EINVAL);
     assert_int_equal(inec_device_open("soft", "transport=carrier-pigeon", &d), -EINVAL);
+    if (!soft_only(w, "connect errors are soft's (verbs: RTR/RTS refusals)"))
+        return;
     /* Connecting to nobody fails with a reason, and the QP stays usable. */
     struct inec_qp *q = rc_qp(w->a, w->cqa);
     bool tcp = strstr(w->opts, "tcp") != NULL;
@@ -685,6 +705,8 @@ static void test_placed_before_peer_gone(void **state)
 static void test_peer_gone(void **state)
 {
     struct world *w = *state;
+    if (!soft_only(w, "an RC QP with nothing in flight never learns its peer is gone"))
+        return;
     /* A chain waiting forever, and a SEND waiting for a RECV, on qa. */
     struct inec_wr send = {.wr_id = 2, .opcode = INEC_WR_SEND, .flags = INEC_SIGNALED};
     struct inec_wr wait = {.wr_id = 1, .opcode = INEC_WR_WAIT, .next = &send};
@@ -1252,11 +1274,36 @@ static int run_suite(const char *name, const char *opts)
     return _cmocka_run_group_tests(name, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
 }
 
+/* Why the verbs suite cannot run here, or NULL if it can. */
+static const char *verbs_missing(void)
+{
+    if (!inec_provider_built("verbs"))
+        return "the verbs provider is not built (meson found no libibverbs)";
+    struct inec_device_info d[16];
+    int n = inec_devices(d, 16);
+    for (int i = 0; i < n && i < 16; i++)
+        if (strcmp(d[i].provider, "verbs") == 0)
+            return NULL;
+    return "no RDMA device (ibv_get_device_list found none)";
+}
+
+static void test_verbs_needs_a_device(void **state)
+{
+    print_message("verbs suite skipped: %s\n", (const char *)*state);
+    skip();
+}
+
 int main(void)
 {
     if (getenv("INEC_TEST")) /* e.g. INEC_TEST=test_write */
         cmocka_set_test_filter(getenv("INEC_TEST"));
     int failed = run_suite("inec mem", "transport=mem");
     failed += run_suite("inec tcp", "transport=tcp,listen=127.0.0.1:0");
-    return failed;
+    const char *missing = verbs_missing();
+    if (!missing)
+        return failed + run_suite("inec verbs", "verbs");
+    const struct CMUnitTest skipped[] = {
+        cmocka_unit_test_prestate(test_verbs_needs_a_device, (void *)missing),
+    };
+    return failed + cmocka_run_group_tests_name("inec verbs", skipped, NULL, NULL);
 }

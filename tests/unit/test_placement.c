@@ -55,7 +55,7 @@ static void test_parse_fields_and_defaults(void **state)
     (void)state;
     const char *json = "{\"nodes\": [{\"id\": \"a\", \"address\": \"[::1]:80\"},"
                        " {\"id\": \"b.2\", \"address\": \"host-b:9\", \"domain\": \"r1\","
-                       "  \"weight\": 2.5, \"state\": \"draining\"}],"
+                       "  \"weight\": 2.5, \"state\": \"draining\", \"device\": \"mlx5_1\"}],"
                        " \"pools\": [{\"name\": \"p\", \"profile\": \"lrc:k=6,l=2,r=2\","
                        "  \"chunk_size\": 4096, \"write_quorum\": 8}]}";
     struct place_map *m;
@@ -71,6 +71,8 @@ static void test_parse_fields_and_defaults(void **state)
     assert_string_equal(m->nodes[1].address, "host-b:9");
     assert_true(m->nodes[1].weight == 2.5);
     assert_int_equal(m->nodes[1].state, PLACE_DRAINING);
+    assert_string_equal(m->nodes[0].device, ""); /* not set: the process decides */
+    assert_string_equal(m->nodes[1].device, "mlx5_1");
     assert_int_equal(m->ndomains, 2);
     assert_int_equal(place_map_node(m, "b.2"), 1);
     assert_int_equal(place_map_node(m, "zz"), -ENOENT);
@@ -91,6 +93,9 @@ static void test_parse_fields_and_defaults(void **state)
     assert_string_equal(m2->nodes[1].domain, "r1");
     assert_true(m2->nodes[1].weight == 2.5);
     assert_int_equal(m2->nodes[1].state, PLACE_DRAINING);
+    assert_string_equal(m2->nodes[0].device, "");
+    assert_string_equal(m2->nodes[1].device, "mlx5_1");
+    assert_null(strstr(text, "\"device\": \"\"")); /* an unset device is not written */
     assert_int_equal(m2->pools[0].n, 10);
     assert_int_equal(m2->pools[0].write_quorum, 8);
     assert_int_equal(m2->peer_timeout_ms, PLACE_PEER_TIMEOUT_MS);
@@ -156,6 +161,10 @@ static void test_bad_maps(void **state)
          "heartbeat_ms: must be an integer in [10, peer_timeout_ms / 2 = 500]"},
         {"{\"nodes\": [], \"nodes\": []}", "duplicate"},
         {"{\"nodes\": [7]}", "nodes[0]: must be an object"},
+        {"{\"nodes\": [{\"id\": \"a\", \"address\": \"a:1\", \"device\": \"mlx5 0\"}]}",
+         "nodes[0].device: \"mlx5 0\" must be 1-63"},
+        {"{\"nodes\": [{\"id\": \"a\", \"address\": \"a:1\", \"device\": 3}]}",
+         "nodes[0].device: must be a string"},
         {"{\"nodes\": [{\"address\": \"a:1\"}]}", "nodes[0].id: missing"},
         {"{\"nodes\": [{\"id\": 5, \"address\": \"a:1\"}]}", "nodes[0].id: must be a string"},
         {"{\"nodes\": [{\"id\": \"a b\", \"address\": \"a:1\"}]}", "nodes[0].id"},

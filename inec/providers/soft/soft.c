@@ -920,6 +920,27 @@ static void device_close(struct inec_device *d)
     free(dev);
 }
 
+/* One entry: soft is a NIC in software, as many devices as are opened. */
+static int list_devices(struct inec_device_info *out, int max)
+{
+    if (max < 1)
+        return 1;
+    *out = (struct inec_device_info){
+        .provider = "soft",
+        .name = "soft",
+        .transport = "software (mem, tcp)",
+        .state = "active",
+        .max_sge = soft_attr.max_sge,
+        .max_inline = soft_attr.max_inline,
+        .max_qp_wr = soft_attr.max_qp_wr,
+        .cross_channel = true, /* its engine holds a queue at a WAIT */
+        .offload = INEC_OFFLOAD_WAIT_CALC,
+        .note = "engine threads run WAIT, CALC (ISA-L) and the transfers: no step of the "
+                "posting thread, but host CPU all the same",
+    };
+    return 1;
+}
+
 const struct inec_provider_ops inec_soft_provider = {
     .name = "soft",
     .device_open = device_open,
@@ -937,4 +958,5 @@ const struct inec_provider_ops inec_soft_provider = {
     .qp_connect = qp_connect,
     .post_send = post_send,
     .post_recv = post_recv,
+    .list_devices = list_devices,
 };
