@@ -612,21 +612,22 @@ static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t
         int n = 0;
         for (uint64_t i = first; i != end && n < HW_BATCH; i++, n++) {
             struct vslot *s = vsq_slot(q, i);
+            int nsge = 0;
+            /* Empty entries are left out: to mlx5 a byte count of 0 means 2 GiB. */
             for (int j = 0; j < s->wr.num_sge; j++)
-                sge[n][j] = (struct ibv_sge){(uintptr_t)s->sge[j].addr, (uint32_t)s->sge[j].length,
-                                             lkey(&s->sge[j])};
+                if (s->sge[j].length)
+                    sge[n][nsge++] = (struct ibv_sge){(uintptr_t)s->sge[j].addr,
+                                                      (uint32_t)s->sge[j].length, lkey(&s->sge[j])};
             if (recv) {
-                rwr[n] = (struct ibv_recv_wr){.wr_id = RECV_BIT | i,
-                                              .next = &rwr[n + 1],
-                                              .sg_list = sge[n],
-                                              .num_sge = s->wr.num_sge};
+                rwr[n] = (struct ibv_recv_wr){
+                    .wr_id = RECV_BIT | i, .next = &rwr[n + 1], .sg_list = sge[n], .num_sge = nsge};
                 continue;
             }
             swr[n] = (struct ibv_send_wr){
                 .wr_id = i,
                 .next = &swr[n + 1],
                 .sg_list = sge[n],
-                .num_sge = s->wr.num_sge,
+                .num_sge = nsge,
                 .opcode = hw_opcode(s->wr.opcode),
                 .send_flags = IBV_SEND_SIGNALED,
                 .imm_data = htonl(s->wr.imm),
@@ -898,10 +899,16 @@ static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
     /* The posting thread takes the chain as far as no host step is needed:
      * requests before the first unmet WAIT (or CALC) reach the NIC now. */
+    uint64_t from = qp->sq.head;
     advance(qp, false);
-    bool more = qp->sq.head != qp->sq.tail;
+    /* The progress thread must look if something waits, or if a slot ended
+     * here (a met WAIT, a NOP) that only it retires; what went to the NIC
+     * wakes it through its completion. */
+    bool look = qp->sq.head != qp->sq.tail;
+    for (uint64_t i = from; i != qp->sq.head && !look; i++)
+        look = vsq_slot(&qp->sq, i)->state == VSLOT_DONE;
     pthread_mutex_unlock(&qp->lock);
-    if (!qp->qp || more)
+    if (look)
         wake(dev);
     return 0;
 }
