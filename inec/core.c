@@ -32,6 +32,46 @@ int inec_fail(int err, const char *fmt, ...)
     return err;
 }
 
+enum inec_wc_opcode inec_wc_opcode_of(enum inec_wr_opcode op)
+{
+    switch (op) {
+    case INEC_WR_SEND:
+    case INEC_WR_SEND_IMM:
+        return INEC_WC_SEND;
+    case INEC_WR_WRITE:
+    case INEC_WR_WRITE_IMM:
+        return INEC_WC_WRITE;
+    case INEC_WR_WAIT:
+        return INEC_WC_WAIT;
+    case INEC_WR_CALC:
+        return INEC_WC_CALC;
+    case INEC_WR_RECV:
+        return INEC_WC_RECV;
+    case INEC_WR_NOP:
+        break;
+    }
+    return INEC_WC_NOP;
+}
+
+bool inec_opt(const char *options, const char *key, char *buf, size_t len)
+{
+    size_t klen = strlen(key);
+    for (const char *p = options; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            size_t v = n - klen - 1;
+            if (v >= len)
+                v = len - 1;
+            memcpy(buf, p + klen + 1, v);
+            buf[v] = '\0';
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
 const char *inec_wc_status_str(enum inec_wc_status status)
 {
     switch (status) {

@@ -40,6 +40,7 @@
 #endif
 
 #include "codecs/gf.h"
+#include "inec/cq_ring.h"
 #include "inec/log.h"
 #include "inec/provider.h"
 #include "inec/providers/verbs/addr.h"
@@ -86,14 +87,9 @@ struct verbs_mr {
 
 struct verbs_cq {
     struct inec_cq base;
+    struct inec_cq_ring r;
     struct ibv_cq *cq;
     int hw_depth, attached; /* hardware CQEs it holds, and what its QPs may have in flight */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int waiters;
-    struct inec_wc *ring;
-    uint32_t depth;
-    uint64_t head, tail;
     struct verbs_cq *next;
 };
 
@@ -104,6 +100,8 @@ struct verbs_qp {
     struct vsq sq, rq;
     struct verbs_qp *next;
 };
+
+INEC_RING_CQ_LAYOUT(struct verbs_cq);
 
 static struct verbs_device *vdev(struct inec_device *d)
 {
@@ -127,28 +125,11 @@ static void wake(struct verbs_device *dev)
 
 /* ---- options --------------------------------------------------------- */
 
-static bool opt(const char *options, const char *key, char *buf, size_t len)
-{
-    size_t klen = strlen(key);
-    for (const char *p = options; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
-            size_t v = n - klen - 1 < len - 1 ? n - klen - 1 : len - 1;
-            memcpy(buf, p + klen + 1, v);
-            buf[v] = '\0';
-            return true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 static int opt_int(const char *options, const char *key, int def, int min, int max, int *out)
 {
     char val[32], *end;
     *out = def;
-    if (!opt(options, key, val, sizeof(val)))
+    if (!inec_opt(options, key, val, sizeof(val)))
         return 0;
     long v = strtol(val, &end, 10);
     if (*end || v < min || v > max)
@@ -161,27 +142,15 @@ static int opt_int(const char *options, const char *key, int def, int min, int m
 
 static void cq_push(struct verbs_cq *cq, const struct inec_wc *wc)
 {
-    pthread_mutex_lock(&cq->lock);
-    if (cq->tail - cq->head == cq->depth)
-        cq->head++; /* overwrite the oldest, see inec_cq_create */
-    cq->ring[cq->tail++ % cq->depth] = *wc;
-    /* errors before count: a WAIT that sees the count also sees the error. */
-    if (wc->status != INEC_WC_SUCCESS)
-        atomic_fetch_add_explicit(&cq->base.errors, 1, memory_order_release);
-    atomic_fetch_add_explicit(&cq->base.count, 1, memory_order_release);
-    if (cq->waiters)
-        pthread_cond_broadcast(&cq->cond);
-    pthread_mutex_unlock(&cq->lock);
+    inec_cq_ring_push(&cq->base, &cq->r, wc);
 }
 
 static int cq_create(struct inec_device *d, uint32_t depth, struct inec_cq **out)
 {
     struct verbs_device *dev = vdev(d);
     struct verbs_cq *cq = calloc(1, sizeof(*cq));
-    struct inec_wc *ring = malloc((size_t)depth * sizeof(*ring));
-    if (!cq || !ring) {
+    if (!cq || inec_cq_ring_init(&cq->r, depth)) {
         free(cq);
-        free(ring);
         return inec_fail(-ENOMEM, "verbs: out of memory for a CQ of %u", depth);
     }
     /* The hardware CQ only buffers until the progress thread drains it; it
@@ -190,20 +159,12 @@ static int cq_create(struct inec_device *d, uint32_t depth, struct inec_cq **out
     cq->cq = ibv_create_cq(dev->ctx, cq->hw_depth, cq, dev->chan, 0);
     if (!cq->cq) {
         int err = errno;
+        inec_cq_ring_fini(&cq->r);
         free(cq);
-        free(ring);
         return inec_fail(-err, "verbs: ibv_create_cq: %s", strerror(err));
     }
     ibv_req_notify_cq(cq->cq, 0);
     cq->base.dev = d;
-    cq->ring = ring;
-    cq->depth = depth;
-    pthread_mutex_init(&cq->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&cq->cond, &ca);
-    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&dev->lock);
     cq->next = dev->cqs;
     dev->cqs = cq;
@@ -224,82 +185,8 @@ static void cq_destroy(struct inec_cq *c)
         }
     pthread_mutex_unlock(&dev->lock);
     ibv_destroy_cq(cq->cq);
-    pthread_mutex_destroy(&cq->lock);
-    pthread_cond_destroy(&cq->cond);
-    free(cq->ring);
+    inec_cq_ring_fini(&cq->r);
     free(cq);
-}
-
-static int poll_locked(struct verbs_cq *cq, int n, struct inec_wc *wc)
-{
-    int got = 0;
-    while (got < n && cq->head != cq->tail)
-        wc[got++] = cq->ring[cq->head++ % cq->depth];
-    return got;
-}
-
-static int poll_cq(struct inec_cq *c, int n, struct inec_wc *wc)
-{
-    struct verbs_cq *cq = vcq(c);
-    pthread_mutex_lock(&cq->lock);
-    int got = poll_locked(cq, n, wc);
-    pthread_mutex_unlock(&cq->lock);
-    return got;
-}
-
-static int cq_sleep(struct verbs_cq *cq, int timeout_ms, bool (*ready)(struct verbs_cq *, uint64_t),
-                    uint64_t arg)
-{
-    struct timespec ts;
-    if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-    }
-    int rc = 0;
-    cq->waiters++;
-    while (!ready(cq, arg) && rc == 0)
-        rc = timeout_ms < 0 ? pthread_cond_wait(&cq->cond, &cq->lock)
-                            : pthread_cond_timedwait(&cq->cond, &cq->lock, &ts);
-    cq->waiters--;
-    return ready(cq, arg) ? 0 : -ETIMEDOUT;
-}
-
-static bool has_entries(struct verbs_cq *cq, uint64_t unused)
-{
-    (void)unused;
-    return cq->head != cq->tail;
-}
-
-static bool count_reached(struct verbs_cq *cq, uint64_t target)
-{
-    return inec_count_reached(atomic_load(&cq->base.count), target);
-}
-
-static int cq_wait(struct inec_cq *c, int n, struct inec_wc *wc, int timeout_ms)
-{
-    struct verbs_cq *cq = vcq(c);
-    pthread_mutex_lock(&cq->lock);
-    int rc = cq_sleep(cq, timeout_ms, has_entries, 0);
-    if (rc == 0)
-        rc = poll_locked(cq, n, wc);
-    pthread_mutex_unlock(&cq->lock);
-    return rc == -ETIMEDOUT ? inec_fail(rc, "no completion within %d ms", timeout_ms) : rc;
-}
-
-static int cq_wait_count(struct inec_cq *c, uint64_t target, int timeout_ms)
-{
-    struct verbs_cq *cq = vcq(c);
-    pthread_mutex_lock(&cq->lock);
-    int rc = cq_sleep(cq, timeout_ms, count_reached, target);
-    pthread_mutex_unlock(&cq->lock);
-    return rc ? inec_fail(rc, "CQ count did not reach %llu within %d ms",
-                          (unsigned long long)target, timeout_ms)
-              : 0;
 }
 
 /* ---- memory regions -------------------------------------------------- */
@@ -400,7 +287,7 @@ static uint32_t lkey(const struct inec_sge *sge)
 /* Grows a hardware CQ so the QPs attached can never overflow it. */
 static int cq_attach(struct verbs_device *dev, struct verbs_cq *cq, int n)
 {
-    pthread_mutex_lock(&cq->lock);
+    pthread_mutex_lock(&cq->r.lock);
     int want = cq->attached + n, rc = 0;
     if (want > cq->hw_depth) {
         int max = dev->base.attr.max_cqe;
@@ -414,15 +301,15 @@ static int cq_attach(struct verbs_device *dev, struct verbs_cq *cq, int n)
     }
     if (rc == 0)
         cq->attached = want;
-    pthread_mutex_unlock(&cq->lock);
+    pthread_mutex_unlock(&cq->r.lock);
     return rc;
 }
 
 static void cq_detach(struct verbs_cq *cq, int n)
 {
-    pthread_mutex_lock(&cq->lock);
+    pthread_mutex_lock(&cq->r.lock);
     cq->attached -= n;
-    pthread_mutex_unlock(&cq->lock);
+    pthread_mutex_unlock(&cq->r.lock);
 }
 
 static int to_init(struct verbs_device *dev, struct ibv_qp *qp)
@@ -994,7 +881,7 @@ static int device_open(const char *options, struct inec_device **out)
 {
     char name[64] = "";
     int port, gid_index, rc;
-    bool named = opt(options, "device", name, sizeof(name));
+    bool named = inec_opt(options, "device", name, sizeof(name));
     if ((rc = opt_int(options, "port", 1, 1, 255, &port)) ||
         (rc = opt_int(options, "gid_index", 0, 0, 255, &gid_index)))
         return rc;
@@ -1234,9 +1121,9 @@ const struct inec_provider_ops inec_verbs_provider = {
     .mr_dereg = mr_dereg,
     .cq_create = cq_create,
     .cq_destroy = cq_destroy,
-    .poll_cq = poll_cq,
-    .cq_wait = cq_wait,
-    .cq_wait_count = cq_wait_count,
+    .poll_cq = inec_ring_cq_poll,
+    .cq_wait = inec_ring_cq_wait,
+    .cq_wait_count = inec_ring_cq_wait_count,
     .qp_create = qp_create,
     .qp_destroy = qp_destroy,
     .qp_connect = qp_connect,
