@@ -45,11 +45,11 @@
 #include "inec/provider.h"
 #include "inec/providers/verbs/addr.h"
 #include "inec/providers/verbs/chain.h"
+#include "inec/providers/verbs/wr.h"
 
 #define HW_BATCH      32 /* requests per ibv_post_send / CQEs per ibv_poll_cq */
 #define IDLE_POLL_MS  100
 #define CALC_QPN_BASE 0x1000000u /* above the 24-bit hardware QPN space */
-#define RECV_BIT      (1ull << 63)
 #define WANT_INLINE   64
 /* The kernel's IB_QP_CREATE_CROSS_CHANNEL (include/rdma/ib_verbs.h). */
 #define KERNEL_QP_CREATE_CROSS_CHANNEL (1u << 2)
@@ -423,38 +423,15 @@ static int qp_connect(struct inec_qp *q, const char *addr, uint32_t rqpn)
     char err[160];
     if (verbs_addr_parse(addr, &peer, err, sizeof(err)))
         return inec_fail(-EINVAL, "verbs: %s", err);
-    struct ibv_qp_attr a = {
-        .qp_state = IBV_QPS_RTR,
-        .path_mtu = (enum ibv_mtu)(peer.mtu < dev->me.mtu ? peer.mtu : dev->me.mtu),
-        .dest_qp_num = rqpn,
-        .rq_psn = verbs_psn(peer.psn_seed, rqpn),
-        .max_dest_rd_atomic = 1,
-        .min_rnr_timer = 12, /* 0.64 ms between receiver-not-ready retries */
-        .ah_attr = {.dlid = peer.lid, .port_num = dev->port},
-    };
-    if (!verbs_gid_is_zero(peer.gid)) {
-        a.ah_attr.is_global = 1;
-        memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-        a.ah_attr.grh.sgid_index = dev->gid_index;
-        a.ah_attr.grh.hop_limit = 64;
-    }
-    int rc = ibv_modify_qp(qp->qp, &a,
-                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    struct ibv_qp_attr a;
+    int mask;
+    verbs_rtr_attr(&dev->me, &peer, rqpn, dev->gid_index, &a, &mask);
+    int rc = ibv_modify_qp(qp->qp, &a, mask);
     if (rc)
         return inec_fail(-rc, "verbs: QP %u to RTR (peer %s qpn %u): %s", q->qpn, addr, rqpn,
                          strerror(rc));
-    struct ibv_qp_attr s = {
-        .qp_state = IBV_QPS_RTS,
-        .timeout = 14, /* 4.096 us * 2^14 = 67 ms per try */
-        .retry_cnt = 7,
-        .rnr_retry = 7, /* infinite: a SEND waits for its RECV, as inec.h says */
-        .sq_psn = verbs_psn(dev->me.psn_seed, q->qpn),
-        .max_rd_atomic = 1,
-    };
-    rc = ibv_modify_qp(qp->qp, &s,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    verbs_rts_attr(&dev->me, q->qpn, &a, &mask);
+    rc = ibv_modify_qp(qp->qp, &a, mask);
     if (rc)
         return inec_fail(-rc, "verbs: QP %u to RTS: %s", q->qpn, strerror(rc));
     return 0;
@@ -474,20 +451,6 @@ static void qp_to_error(struct verbs_qp *qp)
 
 /* ---- execution ------------------------------------------------------- */
 
-static enum ibv_wr_opcode hw_opcode(enum inec_wr_opcode op)
-{
-    switch (op) {
-    case INEC_WR_SEND_IMM:
-        return IBV_WR_SEND_WITH_IMM;
-    case INEC_WR_WRITE:
-        return IBV_WR_RDMA_WRITE;
-    case INEC_WR_WRITE_IMM:
-        return IBV_WR_RDMA_WRITE_WITH_IMM;
-    default:
-        return IBV_WR_SEND;
-    }
-}
-
 /* Posts slots [first, end) of the SQ (or RQ) in batches; a refused request
  * and the rest complete as flushed, with the QP in error. Under qp->lock. */
 static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t end, bool recv)
@@ -498,32 +461,12 @@ static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t
         struct ibv_sge sge[HW_BATCH][VERBS_MAX_SGE];
         int n = 0;
         for (uint64_t i = first; i != end && n < HW_BATCH; i++, n++) {
-            struct vslot *s = vsq_slot(q, i);
-            int nsge = 0;
-            /* Empty entries are left out: to mlx5 a byte count of 0 means 2 GiB. */
-            for (int j = 0; j < s->wr.num_sge; j++)
-                if (s->sge[j].length)
-                    sge[n][nsge++] = (struct ibv_sge){(uintptr_t)s->sge[j].addr,
-                                                      (uint32_t)s->sge[j].length, lkey(&s->sge[j])};
             if (recv) {
-                rwr[n] = (struct ibv_recv_wr){
-                    .wr_id = RECV_BIT | i, .next = &rwr[n + 1], .sg_list = sge[n], .num_sge = nsge};
-                continue;
-            }
-            swr[n] = (struct ibv_send_wr){
-                .wr_id = i,
-                .next = &swr[n + 1],
-                .sg_list = sge[n],
-                .num_sge = nsge,
-                .opcode = hw_opcode(s->wr.opcode),
-                .send_flags = IBV_SEND_SIGNALED,
-                .imm_data = htonl(s->wr.imm),
-            };
-            if (s->wr.flags & INEC_INLINE)
-                swr[n].send_flags |= IBV_SEND_INLINE;
-            if (s->wr.opcode == INEC_WR_WRITE || s->wr.opcode == INEC_WR_WRITE_IMM) {
-                swr[n].wr.rdma.remote_addr = s->wr.rdma.remote_addr;
-                swr[n].wr.rdma.rkey = s->wr.rdma.rkey;
+                verbs_recv_wr(vsq_slot(q, i), i, lkey, sge[n], &rwr[n]);
+                rwr[n].next = &rwr[n + 1];
+            } else {
+                verbs_send_wr(vsq_slot(q, i), i, lkey, sge[n], &swr[n]);
+                swr[n].next = &swr[n + 1];
             }
         }
         int rc;
@@ -533,7 +476,7 @@ static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t
             rwr[n - 1].next = NULL;
             rc = ibv_post_recv(qp->qp, rwr, &bad);
             if (rc && bad)
-                bad_seq = bad->wr_id & ~RECV_BIT;
+                bad_seq = bad->wr_id & ~VERBS_RECV_BIT;
         } else {
             struct ibv_send_wr *bad = NULL;
             swr[n - 1].next = NULL;
@@ -647,24 +590,6 @@ static void retire(struct verbs_qp *qp)
             cq_push(vcq(qp->base.recv_cq), &wc[i]);
 }
 
-static enum inec_wc_status wc_status(enum ibv_wc_status st)
-{
-    switch (st) {
-    case IBV_WC_SUCCESS:
-        return INEC_WC_SUCCESS;
-    case IBV_WC_LOC_LEN_ERR:
-    case IBV_WC_REM_INV_REQ_ERR: /* the peer's RECV was too small */
-        return INEC_WC_LEN_ERR;
-    case IBV_WC_LOC_PROT_ERR:
-    case IBV_WC_REM_ACCESS_ERR:
-        return INEC_WC_PROT_ERR;
-    case IBV_WC_WR_FLUSH_ERR:
-        return INEC_WC_FLUSH_ERR;
-    default: /* retries exhausted, remote operation error, fatal */
-        return INEC_WC_REMOTE_ERR;
-    }
-}
-
 static struct verbs_qp *find_qp(struct verbs_device *dev, uint32_t qpn)
 {
     for (struct verbs_qp *qp = dev->qps; qp; qp = qp->next)
@@ -680,10 +605,10 @@ static void hw_completion(struct verbs_device *dev, const struct ibv_wc *wc)
     if (!qp)
         return; /* destroyed meanwhile */
     pthread_mutex_lock(&qp->lock);
-    bool recv = wc->wr_id & RECV_BIT;
-    struct vslot *s = vsq_slot(recv ? &qp->rq : &qp->sq, wc->wr_id & ~RECV_BIT);
+    bool recv = wc->wr_id & VERBS_RECV_BIT;
+    struct vslot *s = vsq_slot(recv ? &qp->rq : &qp->sq, wc->wr_id & ~VERBS_RECV_BIT);
     s->state = VSLOT_DONE;
-    s->status = wc_status(wc->status);
+    s->status = verbs_wc_status(wc->status);
     if (recv && wc->status == IBV_WC_SUCCESS) {
         s->byte_len = wc->byte_len;
         s->wc_opcode =
