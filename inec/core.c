@@ -119,6 +119,12 @@ static const char *drop_device(const char *options, char *buf, size_t len)
     return buf;
 }
 
+static int open_soft(const char *options, struct inec_device **out)
+{
+    char buf[512];
+    return inec_soft_provider.device_open(drop_device(options, buf, sizeof(buf)), out);
+}
+
 /*
  * provider NULL: device=NAME in the options (the cluster map's per-node
  * "device") picks verbs unless NAME is "soft"; else $INEC_PROVIDER (soft,
@@ -132,41 +138,35 @@ int inec_device_open(const char *provider, const char *options, struct inec_devi
     *out = NULL;
     if (!options)
         options = "";
-    const char *dev = strstr(options, "device=");
-    bool has_dev = dev && (dev == options || dev[-1] == ',');
-    bool dev_soft = has_dev && strncmp(dev + 7, "soft", 4) == 0 && (dev[11] == ',' || !dev[11]);
-    char soft_opts[512], verbs_opts[600], env_name[16] = "";
-    const char *chosen = provider;
-    if (!chosen && has_dev) {
-        chosen = dev_soft ? "soft" : "verbs";
+    const char *chosen = provider, *env = getenv("INEC_PROVIDER");
+    char name[64], with_device[600];
+    if (!chosen && inec_opt(options, "device", name, sizeof(name))) {
+        chosen = strcmp(name, "soft") == 0 ? "soft" : "verbs";
+    } else if (!chosen && env && strncmp(env, "verbs:", 6) == 0) {
+        snprintf(with_device, sizeof(with_device), "%s%sdevice=%s", options, *options ? "," : "",
+                 env + 6);
+        options = with_device;
+        chosen = "verbs";
     } else if (!chosen) {
-        const char *env = getenv("INEC_PROVIDER");
         chosen = env && *env ? env : "soft";
-        if (strncmp(chosen, "verbs:", 6) == 0) { /* verbs:NAME, the map's device */
-            snprintf(verbs_opts, sizeof(verbs_opts), "%s%sdevice=%s", options, *options ? "," : "",
-                     chosen + 6);
-            options = verbs_opts;
-            chosen = "verbs";
-        }
-        snprintf(env_name, sizeof(env_name), "%s", chosen);
-        chosen = env_name;
     }
-    const struct inec_provider_ops *ops = find_provider(chosen);
     if (strcmp(chosen, "soft") == 0)
-        return inec_soft_provider.device_open(drop_device(options, soft_opts, sizeof(soft_opts)),
-                                              out);
-    if (!ops && (provider || strcmp(chosen, "verbs") != 0))
-        return inec_fail(-ENODEV, "unknown provider '%s'%s", chosen,
-                         strcmp(chosen, "verbs") == 0 ? " (built without libibverbs)" : "");
-    int rc = ops ? ops->device_open(options, out)
-                 : inec_fail(-ENODEV, "verbs: this build has no verbs provider (no libibverbs)");
+        return open_soft(options, out);
+    const struct inec_provider_ops *ops = find_provider(chosen);
+    int rc;
+    if (ops)
+        rc = ops->device_open(options, out);
+    else if (strcmp(chosen, "verbs") == 0)
+        rc = inec_fail(-ENODEV, "verbs: not built into this binary (meson found no libibverbs)");
+    else
+        return inec_fail(-ENODEV, "unknown provider '%s'", chosen);
     if (rc != -ENODEV || provider)
         return rc;
     static _Atomic bool said;
     if (!atomic_exchange(&said, true))
         inec_log(INEC_LOG_WARN, "inec", "no RDMA device for the verbs provider (%s): using soft",
                  inec_errmsg());
-    return inec_soft_provider.device_open(drop_device(options, soft_opts, sizeof(soft_opts)), out);
+    return open_soft(options, out);
 }
 
 const char *inec_offload_str(enum inec_offload offload)
