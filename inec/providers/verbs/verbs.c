@@ -195,7 +195,8 @@ static void cq_destroy(struct inec_cq *c)
  * A range inside a live registration of this device becomes a window into
  * it: no ibv_reg_mr, no pinning, no page-table walk. So a buffer pool
  * registered once serves every stripe cut from it; only memory outside
- * every pool pays for a registration.
+ * every pool pays for a registration. A window has the registration's keys:
+ * the NIC bounds a peer's WRITE by the registration, not by the window.
  */
 static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr **out)
 {
