@@ -99,30 +99,29 @@ static const struct inec_provider_ops *find_provider(const char *name)
     return NULL;
 }
 
-/* options without its device=... entry, into buf. */
-static const char *drop_device(const char *options, char *buf, size_t len)
+/* Soft with the options as given, less a device=... entry (soft's own
+ * parser refuses keys it does not know). */
+static int open_soft(const char *options, struct inec_device **out)
 {
+    char name[64], buf[1024];
+    if (!inec_opt(options, "device", name, sizeof(name)))
+        return inec_soft_provider.device_open(options, out);
     size_t used = 0;
-    buf[0] = '\0';
     for (const char *p = options; *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (!(n >= 7 && strncmp(p, "device=", 7) == 0) && used + n + 2 < len) {
+        if (!(n >= 7 && strncmp(p, "device=", 7) == 0)) {
+            if (used + n + 2 > sizeof(buf))
+                return inec_fail(-EINVAL, "device options longer than %zu bytes", sizeof(buf));
             if (used)
                 buf[used++] = ',';
             memcpy(buf + used, p, n);
             used += n;
-            buf[used] = '\0';
         }
         p = end ? end + 1 : "";
     }
-    return buf;
-}
-
-static int open_soft(const char *options, struct inec_device **out)
-{
-    char buf[512];
-    return inec_soft_provider.device_open(drop_device(options, buf, sizeof(buf)), out);
+    buf[used] = '\0';
+    return inec_soft_provider.device_open(buf, out);
 }
 
 /*
