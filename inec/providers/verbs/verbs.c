@@ -697,19 +697,29 @@ static void *progress_main(void *arg)
 
 /* ---- posting --------------------------------------------------------- */
 
-static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
+/* Copies a chain into q under qp->lock (taken here, held on success). */
+static int push_locked(struct verbs_qp *qp, struct vsq *q, const struct inec_wr *chain, int nwr,
+                       const char *name)
 {
-    struct verbs_qp *qp = vqp(q);
-    struct verbs_device *dev = vdev(q->dev);
+    struct verbs_device *dev = vdev(qp->base.dev);
     pthread_mutex_lock(&qp->lock);
-    if (vsq_push(&qp->sq, chain, nwr)) {
-        uint64_t used = vsq_used(&qp->sq);
+    if (vsq_push(q, chain, nwr)) {
+        uint64_t used = vsq_used(q);
         pthread_mutex_unlock(&qp->lock);
-        return inec_fail(-ENOMEM, "send queue full: %llu outstanding + %d > depth %u",
-                         (unsigned long long)used, nwr, qp->sq.depth);
+        return inec_fail(-ENOMEM, "%s full: %llu outstanding + %d > depth %u", name,
+                         (unsigned long long)used, nwr, q->depth);
     }
     atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
+    return 0;
+}
+
+static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
+{
+    struct verbs_qp *qp = vqp(q);
+    int rc = push_locked(qp, &qp->sq, chain, nwr, "send queue");
+    if (rc)
+        return rc;
     /* The posting thread takes the chain as far as no host step is needed:
      * requests before the first unmet WAIT (or CALC) reach the NIC now. */
     uint64_t from = qp->sq.head;
@@ -722,37 +732,29 @@ static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
         look = vsq_slot(&qp->sq, i)->state == VSLOT_DONE;
     pthread_mutex_unlock(&qp->lock);
     if (look)
-        wake(dev);
+        wake(vdev(q->dev));
     return 0;
 }
 
 static int post_recv(struct inec_qp *q, struct inec_wr *chain, int nwr)
 {
     struct verbs_qp *qp = vqp(q);
-    struct verbs_device *dev = vdev(q->dev);
-    pthread_mutex_lock(&qp->lock);
-    if (vsq_push(&qp->rq, chain, nwr)) {
-        uint64_t used = vsq_used(&qp->rq);
-        pthread_mutex_unlock(&qp->lock);
-        return inec_fail(-ENOMEM, "receive queue full: %llu outstanding + %d > depth %u",
-                         (unsigned long long)used, nwr, qp->rq.depth);
-    }
-    atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
+    int rc = push_locked(qp, &qp->rq, chain, nwr, "receive queue");
+    if (rc)
+        return rc;
     uint64_t first = qp->rq.head;
     qp->rq.head = qp->rq.tail;
-    if (atomic_load(&qp->base.error)) {
-        /* A QP in error flushes what is posted to it (inec.h). */
+    bool flushed = atomic_load(&qp->base.error);
+    if (flushed) /* a QP in error flushes what is posted to it (inec.h) */
         for (uint64_t i = first; i != qp->rq.tail; i++) {
             vsq_slot(&qp->rq, i)->state = VSLOT_DONE;
             vsq_slot(&qp->rq, i)->status = INEC_WC_FLUSH_ERR;
         }
-        pthread_mutex_unlock(&qp->lock);
-        wake(dev);
-        return 0;
-    }
-    post_hw(qp, &qp->rq, first, qp->rq.tail, true);
+    else
+        post_hw(qp, &qp->rq, first, qp->rq.tail, true);
     pthread_mutex_unlock(&qp->lock);
+    if (flushed)
+        wake(vdev(q->dev)); /* only the progress thread retires them */
     return 0;
 }
 
