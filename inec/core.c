@@ -32,6 +32,46 @@ int inec_fail(int err, const char *fmt, ...)
     return err;
 }
 
+enum inec_wc_opcode inec_wc_opcode_of(enum inec_wr_opcode op)
+{
+    switch (op) {
+    case INEC_WR_SEND:
+    case INEC_WR_SEND_IMM:
+        return INEC_WC_SEND;
+    case INEC_WR_WRITE:
+    case INEC_WR_WRITE_IMM:
+        return INEC_WC_WRITE;
+    case INEC_WR_WAIT:
+        return INEC_WC_WAIT;
+    case INEC_WR_CALC:
+        return INEC_WC_CALC;
+    case INEC_WR_RECV:
+        return INEC_WC_RECV;
+    case INEC_WR_NOP:
+        break;
+    }
+    return INEC_WC_NOP;
+}
+
+bool inec_opt(const char *options, const char *key, char *buf, size_t len)
+{
+    size_t klen = strlen(key);
+    for (const char *p = options; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            size_t v = n - klen - 1;
+            if (v >= len)
+                v = len - 1;
+            memcpy(buf, p + klen + 1, v);
+            buf[v] = '\0';
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
 const char *inec_wc_status_str(enum inec_wc_status status)
 {
     switch (status) {
@@ -59,24 +99,29 @@ static const struct inec_provider_ops *find_provider(const char *name)
     return NULL;
 }
 
-/* options without its device=... entry, into buf. */
-static const char *drop_device(const char *options, char *buf, size_t len)
+/* Soft with the options as given, less a device=... entry (soft's own
+ * parser refuses keys it does not know). */
+static int open_soft(const char *options, struct inec_device **out)
 {
+    char name[64], buf[1024];
+    if (!inec_opt(options, "device", name, sizeof(name)))
+        return inec_soft_provider.device_open(options, out);
     size_t used = 0;
-    buf[0] = '\0';
     for (const char *p = options; *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (!(n >= 7 && strncmp(p, "device=", 7) == 0) && used + n + 2 < len) {
+        if (!(n >= 7 && strncmp(p, "device=", 7) == 0)) {
+            if (used + n + 2 > sizeof(buf))
+                return inec_fail(-EINVAL, "device options longer than %zu bytes", sizeof(buf));
             if (used)
                 buf[used++] = ',';
             memcpy(buf + used, p, n);
             used += n;
-            buf[used] = '\0';
         }
         p = end ? end + 1 : "";
     }
-    return buf;
+    buf[used] = '\0';
+    return inec_soft_provider.device_open(buf, out);
 }
 
 /*
@@ -92,41 +137,35 @@ int inec_device_open(const char *provider, const char *options, struct inec_devi
     *out = NULL;
     if (!options)
         options = "";
-    const char *dev = strstr(options, "device=");
-    bool has_dev = dev && (dev == options || dev[-1] == ',');
-    bool dev_soft = has_dev && strncmp(dev + 7, "soft", 4) == 0 && (dev[11] == ',' || !dev[11]);
-    char soft_opts[512], verbs_opts[600], env_name[16] = "";
-    const char *chosen = provider;
-    if (!chosen && has_dev) {
-        chosen = dev_soft ? "soft" : "verbs";
+    const char *chosen = provider, *env = getenv("INEC_PROVIDER");
+    char name[64], with_device[600];
+    if (!chosen && inec_opt(options, "device", name, sizeof(name))) {
+        chosen = strcmp(name, "soft") == 0 ? "soft" : "verbs";
+    } else if (!chosen && env && strncmp(env, "verbs:", 6) == 0) {
+        snprintf(with_device, sizeof(with_device), "%s%sdevice=%s", options, *options ? "," : "",
+                 env + 6);
+        options = with_device;
+        chosen = "verbs";
     } else if (!chosen) {
-        const char *env = getenv("INEC_PROVIDER");
         chosen = env && *env ? env : "soft";
-        if (strncmp(chosen, "verbs:", 6) == 0) { /* verbs:NAME, the map's device */
-            snprintf(verbs_opts, sizeof(verbs_opts), "%s%sdevice=%s", options, *options ? "," : "",
-                     chosen + 6);
-            options = verbs_opts;
-            chosen = "verbs";
-        }
-        snprintf(env_name, sizeof(env_name), "%s", chosen);
-        chosen = env_name;
     }
-    const struct inec_provider_ops *ops = find_provider(chosen);
     if (strcmp(chosen, "soft") == 0)
-        return inec_soft_provider.device_open(drop_device(options, soft_opts, sizeof(soft_opts)),
-                                              out);
-    if (!ops && (provider || strcmp(chosen, "verbs") != 0))
-        return inec_fail(-ENODEV, "unknown provider '%s'%s", chosen,
-                         strcmp(chosen, "verbs") == 0 ? " (built without libibverbs)" : "");
-    int rc = ops ? ops->device_open(options, out)
-                 : inec_fail(-ENODEV, "verbs: this build has no verbs provider (no libibverbs)");
+        return open_soft(options, out);
+    const struct inec_provider_ops *ops = find_provider(chosen);
+    int rc;
+    if (ops)
+        rc = ops->device_open(options, out);
+    else if (strcmp(chosen, "verbs") == 0)
+        rc = inec_fail(-ENODEV, "verbs: not built into this binary (meson found no libibverbs)");
+    else
+        return inec_fail(-ENODEV, "unknown provider '%s'", chosen);
     if (rc != -ENODEV || provider)
         return rc;
     static _Atomic bool said;
     if (!atomic_exchange(&said, true))
         inec_log(INEC_LOG_WARN, "inec", "no RDMA device for the verbs provider (%s): using soft",
                  inec_errmsg());
-    return inec_soft_provider.device_open(drop_device(options, soft_opts, sizeof(soft_opts)), out);
+    return open_soft(options, out);
 }
 
 const char *inec_offload_str(enum inec_offload offload)

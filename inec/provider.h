@@ -63,6 +63,12 @@ struct inec_qp {
     _Atomic int error;
 };
 
+/* The completion opcode of a send-queue request (RECVs: set by the provider). */
+enum inec_wc_opcode inec_wc_opcode_of(enum inec_wr_opcode op);
+
+/* The value of `key` in "k=v,k=v" options into buf; false if absent. */
+bool inec_opt(const char *options, const char *key, char *buf, size_t len);
+
 /* Set the calling thread's inec_errmsg(); returns err. */
 int inec_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

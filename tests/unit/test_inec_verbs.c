@@ -2,8 +2,9 @@
  * The verbs provider's pure parts, which run everywhere (no NIC needed):
  * the raw mlx5 WAIT WQE's bytes against the PRM's field offsets, the
  * address exchange codec, the WAIT gate, the chain splitter and the
- * in-order completion bookkeeping; and provider selection with its
- * fallback to soft.
+ * in-order completion bookkeeping; where libibverbs' headers are, the QP
+ * attributes and work requests handed to it; and provider selection with
+ * its fallback to soft.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,6 +24,11 @@
 #ifdef INEC_HAVE_MLX5DV
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
+#endif
+#ifdef INEC_HAVE_VERBS
+#include <arpa/inet.h>
+
+#include "inec/providers/verbs/wr.h"
 #endif
 
 static uint32_t be32_at(const uint8_t *p)
@@ -415,6 +421,163 @@ static void test_retire_recv(void **state)
     vsq_fini(&q);
 }
 
+/* ---- what libibverbs is handed (needs its headers, not a NIC) --------- */
+
+#ifdef INEC_HAVE_VERBS
+static void test_rtr_rts_attrs(void **state)
+{
+    (void)state;
+    struct verbs_addr me = {.lid = 3, .port = 2, .mtu = 5, .psn_seed = 0x123456};
+    struct verbs_addr peer = {.lid = 7, .port = 1, .mtu = 3, .psn_seed = 0xabcdef};
+    for (int i = 0; i < 16; i++)
+        peer.gid[i] = (uint8_t)(i + 1);
+    struct ibv_qp_attr a;
+    int mask;
+    verbs_rtr_attr(&me, &peer, 0x4321, 3, &a, &mask);
+    assert_int_equal(a.qp_state, IBV_QPS_RTR);
+    assert_int_equal(a.path_mtu, IBV_MTU_1024); /* the smaller of 4096 and 1024 */
+    assert_int_equal(a.dest_qp_num, 0x4321);
+    assert_int_equal(a.rq_psn, verbs_psn(0xabcdef, 0x4321));
+    assert_int_equal(a.ah_attr.dlid, 7);
+    assert_int_equal(a.ah_attr.port_num, 2); /* our port */
+    assert_int_equal(a.ah_attr.is_global, 1);
+    assert_memory_equal(a.ah_attr.grh.dgid.raw, peer.gid, 16);
+    assert_int_equal(a.ah_attr.grh.sgid_index, 3);
+    assert_int_equal(a.ah_attr.grh.hop_limit, 64);
+    assert_int_equal(a.max_dest_rd_atomic, 1);
+    assert_int_equal(a.min_rnr_timer, 12);
+    assert_int_equal(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    memset(peer.gid, 0, 16); /* InfiniBand by LID: no GRH */
+    verbs_rtr_attr(&me, &peer, 0x4321, 3, &a, &mask);
+    assert_int_equal(a.ah_attr.is_global, 0);
+
+    verbs_rts_attr(&me, 0x99, &a, &mask);
+    assert_int_equal(a.qp_state, IBV_QPS_RTS);
+    assert_int_equal(a.rnr_retry, 7); /* a SEND waits for its RECV forever */
+    assert_int_equal(a.retry_cnt, 7);
+    assert_int_equal(a.timeout, 14);
+    assert_int_equal(a.sq_psn, verbs_psn(0x123456, 0x99));
+    assert_int_equal(a.max_rd_atomic, 1);
+    assert_int_equal(mask, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+
+    /* Both sides agree: what the peer expects of our QP is where it starts,
+     * from nothing but our device address and QP number. */
+    char text[VERBS_ADDR_MAX], err[128];
+    assert_true(verbs_addr_format(&me, text, sizeof(text)) > 0);
+    struct verbs_addr seen;
+    assert_int_equal(verbs_addr_parse(text, &seen, err, sizeof(err)), 0);
+    struct ibv_qp_attr theirs, ours;
+    verbs_rtr_attr(&peer, &seen, 0x99, 0, &theirs, &mask);
+    verbs_rts_attr(&me, 0x99, &ours, &mask);
+    assert_int_equal(theirs.rq_psn, ours.sq_psn);
+}
+
+static uint32_t key_of(const struct inec_sge *sge)
+{
+    return sge->mr ? sge->mr->rkey : 0;
+}
+
+static void test_work_requests(void **state)
+{
+    (void)state;
+    struct bufs x;
+    bufs_init(&x);
+    x.mr.rkey = 0x77;
+    struct vsq q;
+    assert_int_equal(vsq_init(&q, 8), 0);
+    struct inec_sge three[3] = {x.sa, {x.b, 0, &x.mr}, x.sb};
+    struct inec_wr w[5];
+    w[4] = wr_of(INEC_WR_SEND, 5, INEC_INLINE, &x.sa, NULL);
+    w[3] = wr_of(INEC_WR_WRITE_IMM, 4, 0, &x.sa, &w[4]);
+    w[3].imm = 0xdeadbeef;
+    w[3].rdma.remote_addr = 0x1000;
+    w[3].rdma.rkey = 9;
+    w[2] = wr_of(INEC_WR_WRITE, 3, 0, &x.sa, &w[3]);
+    w[2].rdma.remote_addr = 0x2000;
+    w[2].rdma.rkey = 8;
+    w[1] = wr_of(INEC_WR_SEND_IMM, 2, 0, &x.sa, &w[2]);
+    w[1].imm = 0x01020304;
+    w[0] = wr_of(INEC_WR_SEND, 1, 0, three, &w[1]);
+    w[0].num_sge = 3;
+    assert_int_equal(vsq_push(&q, w, 5), 0);
+    struct ibv_sge sge[VERBS_MAX_SGE];
+    struct ibv_send_wr wr;
+    /* Every request is signaled to the NIC (inec's flag stays in the slot);
+     * the empty middle SGE is left out. */
+    verbs_send_wr(vsq_slot(&q, 0), 40, key_of, sge, &wr);
+    assert_int_equal(wr.wr_id, 40);
+    assert_int_equal(wr.opcode, IBV_WR_SEND);
+    assert_int_equal(wr.send_flags, IBV_SEND_SIGNALED);
+    assert_int_equal(wr.num_sge, 2);
+    assert_ptr_equal(wr.sg_list, sge);
+    assert_int_equal(sge[0].addr, (uintptr_t)x.a);
+    assert_int_equal(sge[0].length, 16);
+    assert_int_equal(sge[0].lkey, 0x77);
+    assert_int_equal(sge[1].addr, (uintptr_t)x.b);
+    verbs_send_wr(vsq_slot(&q, 1), 41, key_of, sge, &wr);
+    assert_int_equal(wr.opcode, IBV_WR_SEND_WITH_IMM);
+    assert_int_equal(wr.imm_data, htonl(0x01020304)); /* big-endian on the wire */
+    verbs_send_wr(vsq_slot(&q, 2), 42, key_of, sge, &wr);
+    assert_int_equal(wr.opcode, IBV_WR_RDMA_WRITE);
+    assert_int_equal(wr.wr.rdma.remote_addr, 0x2000);
+    assert_int_equal(wr.wr.rdma.rkey, 8);
+    assert_int_equal(wr.imm_data, 0);
+    verbs_send_wr(vsq_slot(&q, 3), 43, key_of, sge, &wr);
+    assert_int_equal(wr.opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
+    assert_int_equal(wr.imm_data, htonl(0xdeadbeef));
+    assert_int_equal(wr.wr.rdma.remote_addr, 0x1000);
+    assert_int_equal(wr.wr.rdma.rkey, 9);
+    /* INLINE: the NIC copies from the slot's own copy, no key needed. */
+    verbs_send_wr(vsq_slot(&q, 4), 44, key_of, sge, &wr);
+    assert_int_equal(wr.send_flags, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+    assert_int_equal(wr.num_sge, 1);
+    assert_int_equal(sge[0].addr, (uintptr_t)vsq_slot(&q, 4)->inl);
+    assert_int_equal(sge[0].lkey, 0);
+
+    struct inec_wr r = wr_of(INEC_WR_RECV, 6, 0, &x.sb, NULL);
+    assert_int_equal(vsq_push(&q, &r, 1), 0);
+    struct ibv_recv_wr rwr;
+    verbs_recv_wr(vsq_slot(&q, 5), 45, key_of, sge, &rwr);
+    assert_int_equal(rwr.wr_id, VERBS_RECV_BIT | 45);
+    assert_int_equal(rwr.num_sge, 1);
+    assert_int_equal(sge[0].addr, (uintptr_t)x.b);
+    vsq_fini(&q);
+}
+
+static void test_wc_status(void **state)
+{
+    (void)state;
+    assert_int_equal(verbs_wc_status(IBV_WC_SUCCESS), INEC_WC_SUCCESS);
+    assert_int_equal(verbs_wc_status(IBV_WC_LOC_LEN_ERR), INEC_WC_LEN_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_REM_INV_REQ_ERR), INEC_WC_LEN_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_LOC_PROT_ERR), INEC_WC_PROT_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_REM_ACCESS_ERR), INEC_WC_PROT_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_WR_FLUSH_ERR), INEC_WC_FLUSH_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_RETRY_EXC_ERR), INEC_WC_REMOTE_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_RNR_RETRY_EXC_ERR), INEC_WC_REMOTE_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_REM_OP_ERR), INEC_WC_REMOTE_ERR);
+    assert_int_equal(verbs_wc_status(IBV_WC_FATAL_ERR), INEC_WC_REMOTE_ERR);
+}
+#else
+static void test_rtr_rts_attrs(void **state)
+{
+    (void)state;
+    skip(); /* built without libibverbs */
+}
+static void test_work_requests(void **state)
+{
+    (void)state;
+    skip();
+}
+static void test_wc_status(void **state)
+{
+    (void)state;
+    skip();
+}
+#endif
+
 /* ---- selection and listing ------------------------------------------- */
 
 static bool verbs_device_present(void)
@@ -501,6 +664,9 @@ int main(void)
         cmocka_unit_test(test_retire_in_order),
         cmocka_unit_test(test_retire_error_flushes),
         cmocka_unit_test(test_retire_recv),
+        cmocka_unit_test(test_rtr_rts_attrs),
+        cmocka_unit_test(test_work_requests),
+        cmocka_unit_test(test_wc_status),
         cmocka_unit_test(test_devices_list_soft),
         cmocka_unit_test(test_selection_falls_back),
     };

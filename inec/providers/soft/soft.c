@@ -48,24 +48,9 @@ static int32_t my_tid(void)
 
 /* ---- options --------------------------------------------------------- */
 
-/* Copies the value of `key` in "k=v,k=v" into buf; false if absent. */
 bool soft_opt(const char *options, const char *key, char *buf, size_t len)
 {
-    size_t klen = strlen(key);
-    for (const char *p = options; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
-            size_t v = n - klen - 1;
-            if (v >= len)
-                v = len - 1;
-            memcpy(buf, p + klen + 1, v);
-            buf[v] = '\0';
-            return true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return false;
+    return inec_opt(options, key, buf, len);
 }
 
 static int check_options(const char *options)
@@ -274,6 +259,8 @@ static void pool_put(void)
 
 /* ---- completion queues ----------------------------------------------- */
 
+INEC_RING_CQ_LAYOUT(struct soft_cq);
+
 static struct soft_cq *soft_cq(struct inec_cq *c)
 {
     return (struct soft_cq *)c;
@@ -281,42 +268,20 @@ static struct soft_cq *soft_cq(struct inec_cq *c)
 
 void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc)
 {
-    pthread_mutex_lock(&cq->lock);
-    if (cq->tail - cq->head == cq->depth)
-        cq->head++; /* overwrite the oldest, see inec_cq_create */
-    struct inec_wc *slot = &cq->ring[cq->tail++ % cq->depth];
-    *slot = *wc;
-    slot->tid = my_tid();
-    /* errors before count: a WAIT that sees the count also sees the error. */
-    if (wc->status != INEC_WC_SUCCESS)
-        atomic_fetch_add_explicit(&cq->base.errors, 1, memory_order_release);
-    atomic_fetch_add_explicit(&cq->base.count, 1, memory_order_release);
-    if (cq->waiters)
-        pthread_cond_broadcast(&cq->cond);
-    pthread_mutex_unlock(&cq->lock);
+    struct inec_wc w = *wc;
+    w.tid = my_tid();
+    inec_cq_ring_push(&cq->base, &cq->r, &w);
     engine_wake(soft_dev(cq->base.dev)->eng);
 }
 
 static int cq_create(struct inec_device *dev, uint32_t depth, struct inec_cq **out)
 {
     struct soft_cq *cq = calloc(1, sizeof(*cq));
-    /* Not zeroed: only entries already pushed are ever read, and a ring of
-     * max_cqe is megabytes that calloc would clear on every CQ created. */
-    struct inec_wc *ring = malloc((size_t)depth * sizeof(*ring));
-    if (!cq || !ring) {
+    if (!cq || inec_cq_ring_init(&cq->r, depth)) {
         free(cq);
-        free(ring);
         return inec_fail(-ENOMEM, "soft: out of memory for a CQ of %u", depth);
     }
     cq->base.dev = dev;
-    cq->ring = ring;
-    cq->depth = depth;
-    pthread_mutex_init(&cq->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&cq->cond, &ca);
-    pthread_condattr_destroy(&ca);
     *out = &cq->base;
     return 0;
 }
@@ -324,90 +289,16 @@ static int cq_create(struct inec_device *dev, uint32_t depth, struct inec_cq **o
 static void cq_destroy(struct inec_cq *c)
 {
     struct soft_cq *cq = soft_cq(c);
-    pthread_mutex_destroy(&cq->lock);
-    pthread_cond_destroy(&cq->cond);
-    free(cq->ring);
+    inec_cq_ring_fini(&cq->r);
     free(cq);
-}
-
-static int poll_locked(struct soft_cq *cq, int n, struct inec_wc *wc)
-{
-    int got = 0;
-    while (got < n && cq->head != cq->tail)
-        wc[got++] = cq->ring[cq->head++ % cq->depth];
-    return got;
-}
-
-static int poll_cq(struct inec_cq *c, int n, struct inec_wc *wc)
-{
-    struct soft_cq *cq = soft_cq(c);
-    pthread_mutex_lock(&cq->lock);
-    int got = poll_locked(cq, n, wc);
-    pthread_mutex_unlock(&cq->lock);
-    return got;
-}
-
-static void deadline(struct timespec *ts, int timeout_ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += timeout_ms / 1000;
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
-}
-
-/* Sleep on cq->cond until ready(); the caller holds cq->lock. */
-static int cq_sleep(struct soft_cq *cq, int timeout_ms, bool (*ready)(struct soft_cq *, uint64_t),
-                    uint64_t arg)
-{
-    struct timespec ts;
-    if (timeout_ms >= 0)
-        deadline(&ts, timeout_ms);
-    int rc = 0;
-    cq->waiters++;
-    while (!ready(cq, arg) && rc == 0)
-        rc = timeout_ms < 0 ? pthread_cond_wait(&cq->cond, &cq->lock)
-                            : pthread_cond_timedwait(&cq->cond, &cq->lock, &ts);
-    cq->waiters--;
-    return ready(cq, arg) ? 0 : -ETIMEDOUT;
-}
-
-static bool has_entries(struct soft_cq *cq, uint64_t unused)
-{
-    (void)unused;
-    return cq->head != cq->tail;
-}
-
-static bool count_reached(struct soft_cq *cq, uint64_t target)
-{
-    return inec_count_reached(atomic_load(&cq->base.count), target);
-}
-
-static int cq_wait(struct inec_cq *c, int n, struct inec_wc *wc, int timeout_ms)
-{
-    struct soft_cq *cq = soft_cq(c);
-    pthread_mutex_lock(&cq->lock);
-    int rc = cq_sleep(cq, timeout_ms, has_entries, 0);
-    if (rc == 0)
-        rc = poll_locked(cq, n, wc);
-    pthread_mutex_unlock(&cq->lock);
-    return rc == -ETIMEDOUT ? inec_fail(rc, "no completion within %d ms", timeout_ms) : rc;
 }
 
 static int cq_wait_count(struct inec_cq *c, uint64_t target, int timeout_ms)
 {
-    struct soft_cq *cq = soft_cq(c);
     for (uint64_t t0 = now_ns(); now_ns() - t0 < HOST_SPIN_NS;)
-        if (count_reached(cq, target))
+        if (inec_count_reached(atomic_load(&c->count), target))
             return 0;
-    pthread_mutex_lock(&cq->lock);
-    int rc = cq_sleep(cq, timeout_ms, count_reached, target);
-    pthread_mutex_unlock(&cq->lock);
-    return rc ? inec_fail(rc, "CQ count did not reach %llu within %d ms",
-                          (unsigned long long)target, timeout_ms)
-              : 0;
+    return inec_ring_cq_wait_count(c, target, timeout_ms);
 }
 
 /* ---- memory regions -------------------------------------------------- */
@@ -723,24 +614,6 @@ static enum exec_result exec(struct soft_device *dev, struct soft_qp *qp, struct
     }
 }
 
-static enum inec_wc_opcode wc_opcode(uint8_t op)
-{
-    switch (op) {
-    case INEC_WR_SEND:
-    case INEC_WR_SEND_IMM:
-        return INEC_WC_SEND;
-    case INEC_WR_WRITE:
-    case INEC_WR_WRITE_IMM:
-        return INEC_WC_WRITE;
-    case INEC_WR_WAIT:
-        return INEC_WC_WAIT;
-    case INEC_WR_CALC:
-        return INEC_WC_CALC;
-    default:
-        return INEC_WC_NOP;
-    }
-}
-
 static bool flush_rq(struct soft_qp *qp)
 {
     bool progress = false;
@@ -789,7 +662,7 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp)
             struct inec_wc wc = {
                 .wr_id = e->wr_id,
                 .status = st,
-                .opcode = wc_opcode(e->opcode),
+                .opcode = inec_wc_opcode_of((enum inec_wr_opcode)e->opcode),
                 .qp_num = qp->base.qpn,
                 .byte_len = (uint32_t)e->len,
             };
@@ -950,8 +823,8 @@ const struct inec_provider_ops inec_soft_provider = {
     .mr_dereg = mr_dereg,
     .cq_create = cq_create,
     .cq_destroy = cq_destroy,
-    .poll_cq = poll_cq,
-    .cq_wait = cq_wait,
+    .poll_cq = inec_ring_cq_poll,
+    .cq_wait = inec_ring_cq_wait,
     .cq_wait_count = cq_wait_count,
     .qp_create = qp_create,
     .qp_destroy = qp_destroy,

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "inec/cq_ring.h"
 #include "inec/provider.h"
 
 #define SOFT_MAX_SGE    32
@@ -74,12 +75,7 @@ struct wq {
 
 struct soft_cq {
     struct inec_cq base;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int waiters;
-    struct inec_wc *ring;
-    uint32_t depth;
-    uint64_t head, tail;
+    struct inec_cq_ring r;
 };
 
 struct tcp_conn;

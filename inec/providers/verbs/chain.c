@@ -115,27 +115,6 @@ void vsq_flush_queued(struct vsq *q)
     }
 }
 
-static enum inec_wc_opcode wc_opcode(const struct vslot *s)
-{
-    switch (s->wr.opcode) {
-    case INEC_WR_SEND:
-    case INEC_WR_SEND_IMM:
-        return INEC_WC_SEND;
-    case INEC_WR_WRITE:
-    case INEC_WR_WRITE_IMM:
-        return INEC_WC_WRITE;
-    case INEC_WR_RECV:
-        return s->wc_opcode;
-    case INEC_WR_WAIT:
-        return INEC_WC_WAIT;
-    case INEC_WR_CALC:
-        return INEC_WC_CALC;
-    case INEC_WR_NOP:
-        break;
-    }
-    return INEC_WC_NOP;
-}
-
 int vsq_retire(struct vsq *q, uint32_t qpn, struct inec_wc *wc, int max)
 {
     int n = 0;
@@ -150,7 +129,7 @@ int vsq_retire(struct vsq *q, uint32_t qpn, struct inec_wc *wc, int max)
             wc[n++] = (struct inec_wc){
                 .wr_id = s->wr.wr_id,
                 .status = st,
-                .opcode = wc_opcode(s),
+                .opcode = recv ? s->wc_opcode : inec_wc_opcode_of(s->wr.opcode),
                 .qp_num = qpn,
                 .byte_len = recv ? s->byte_len : (uint32_t)s->len,
                 .imm = s->imm,

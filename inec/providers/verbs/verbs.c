@@ -40,15 +40,16 @@
 #endif
 
 #include "codecs/gf.h"
+#include "inec/cq_ring.h"
 #include "inec/log.h"
 #include "inec/provider.h"
 #include "inec/providers/verbs/addr.h"
 #include "inec/providers/verbs/chain.h"
+#include "inec/providers/verbs/wr.h"
 
 #define HW_BATCH      32 /* requests per ibv_post_send / CQEs per ibv_poll_cq */
 #define IDLE_POLL_MS  100
 #define CALC_QPN_BASE 0x1000000u /* above the 24-bit hardware QPN space */
-#define RECV_BIT      (1ull << 63)
 #define WANT_INLINE   64
 /* The kernel's IB_QP_CREATE_CROSS_CHANNEL (include/rdma/ib_verbs.h). */
 #define KERNEL_QP_CREATE_CROSS_CHANNEL (1u << 2)
@@ -86,14 +87,9 @@ struct verbs_mr {
 
 struct verbs_cq {
     struct inec_cq base;
+    struct inec_cq_ring r;
     struct ibv_cq *cq;
     int hw_depth, attached; /* hardware CQEs it holds, and what its QPs may have in flight */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int waiters;
-    struct inec_wc *ring;
-    uint32_t depth;
-    uint64_t head, tail;
     struct verbs_cq *next;
 };
 
@@ -104,6 +100,8 @@ struct verbs_qp {
     struct vsq sq, rq;
     struct verbs_qp *next;
 };
+
+INEC_RING_CQ_LAYOUT(struct verbs_cq);
 
 static struct verbs_device *vdev(struct inec_device *d)
 {
@@ -127,28 +125,11 @@ static void wake(struct verbs_device *dev)
 
 /* ---- options --------------------------------------------------------- */
 
-static bool opt(const char *options, const char *key, char *buf, size_t len)
-{
-    size_t klen = strlen(key);
-    for (const char *p = options; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
-            size_t v = n - klen - 1 < len - 1 ? n - klen - 1 : len - 1;
-            memcpy(buf, p + klen + 1, v);
-            buf[v] = '\0';
-            return true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 static int opt_int(const char *options, const char *key, int def, int min, int max, int *out)
 {
     char val[32], *end;
     *out = def;
-    if (!opt(options, key, val, sizeof(val)))
+    if (!inec_opt(options, key, val, sizeof(val)))
         return 0;
     long v = strtol(val, &end, 10);
     if (*end || v < min || v > max)
@@ -161,27 +142,15 @@ static int opt_int(const char *options, const char *key, int def, int min, int m
 
 static void cq_push(struct verbs_cq *cq, const struct inec_wc *wc)
 {
-    pthread_mutex_lock(&cq->lock);
-    if (cq->tail - cq->head == cq->depth)
-        cq->head++; /* overwrite the oldest, see inec_cq_create */
-    cq->ring[cq->tail++ % cq->depth] = *wc;
-    /* errors before count: a WAIT that sees the count also sees the error. */
-    if (wc->status != INEC_WC_SUCCESS)
-        atomic_fetch_add_explicit(&cq->base.errors, 1, memory_order_release);
-    atomic_fetch_add_explicit(&cq->base.count, 1, memory_order_release);
-    if (cq->waiters)
-        pthread_cond_broadcast(&cq->cond);
-    pthread_mutex_unlock(&cq->lock);
+    inec_cq_ring_push(&cq->base, &cq->r, wc);
 }
 
 static int cq_create(struct inec_device *d, uint32_t depth, struct inec_cq **out)
 {
     struct verbs_device *dev = vdev(d);
     struct verbs_cq *cq = calloc(1, sizeof(*cq));
-    struct inec_wc *ring = malloc((size_t)depth * sizeof(*ring));
-    if (!cq || !ring) {
+    if (!cq || inec_cq_ring_init(&cq->r, depth)) {
         free(cq);
-        free(ring);
         return inec_fail(-ENOMEM, "verbs: out of memory for a CQ of %u", depth);
     }
     /* The hardware CQ only buffers until the progress thread drains it; it
@@ -190,20 +159,12 @@ static int cq_create(struct inec_device *d, uint32_t depth, struct inec_cq **out
     cq->cq = ibv_create_cq(dev->ctx, cq->hw_depth, cq, dev->chan, 0);
     if (!cq->cq) {
         int err = errno;
+        inec_cq_ring_fini(&cq->r);
         free(cq);
-        free(ring);
         return inec_fail(-err, "verbs: ibv_create_cq: %s", strerror(err));
     }
     ibv_req_notify_cq(cq->cq, 0);
     cq->base.dev = d;
-    cq->ring = ring;
-    cq->depth = depth;
-    pthread_mutex_init(&cq->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&cq->cond, &ca);
-    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&dev->lock);
     cq->next = dev->cqs;
     dev->cqs = cq;
@@ -224,82 +185,8 @@ static void cq_destroy(struct inec_cq *c)
         }
     pthread_mutex_unlock(&dev->lock);
     ibv_destroy_cq(cq->cq);
-    pthread_mutex_destroy(&cq->lock);
-    pthread_cond_destroy(&cq->cond);
-    free(cq->ring);
+    inec_cq_ring_fini(&cq->r);
     free(cq);
-}
-
-static int poll_locked(struct verbs_cq *cq, int n, struct inec_wc *wc)
-{
-    int got = 0;
-    while (got < n && cq->head != cq->tail)
-        wc[got++] = cq->ring[cq->head++ % cq->depth];
-    return got;
-}
-
-static int poll_cq(struct inec_cq *c, int n, struct inec_wc *wc)
-{
-    struct verbs_cq *cq = vcq(c);
-    pthread_mutex_lock(&cq->lock);
-    int got = poll_locked(cq, n, wc);
-    pthread_mutex_unlock(&cq->lock);
-    return got;
-}
-
-static int cq_sleep(struct verbs_cq *cq, int timeout_ms, bool (*ready)(struct verbs_cq *, uint64_t),
-                    uint64_t arg)
-{
-    struct timespec ts;
-    if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-    }
-    int rc = 0;
-    cq->waiters++;
-    while (!ready(cq, arg) && rc == 0)
-        rc = timeout_ms < 0 ? pthread_cond_wait(&cq->cond, &cq->lock)
-                            : pthread_cond_timedwait(&cq->cond, &cq->lock, &ts);
-    cq->waiters--;
-    return ready(cq, arg) ? 0 : -ETIMEDOUT;
-}
-
-static bool has_entries(struct verbs_cq *cq, uint64_t unused)
-{
-    (void)unused;
-    return cq->head != cq->tail;
-}
-
-static bool count_reached(struct verbs_cq *cq, uint64_t target)
-{
-    return inec_count_reached(atomic_load(&cq->base.count), target);
-}
-
-static int cq_wait(struct inec_cq *c, int n, struct inec_wc *wc, int timeout_ms)
-{
-    struct verbs_cq *cq = vcq(c);
-    pthread_mutex_lock(&cq->lock);
-    int rc = cq_sleep(cq, timeout_ms, has_entries, 0);
-    if (rc == 0)
-        rc = poll_locked(cq, n, wc);
-    pthread_mutex_unlock(&cq->lock);
-    return rc == -ETIMEDOUT ? inec_fail(rc, "no completion within %d ms", timeout_ms) : rc;
-}
-
-static int cq_wait_count(struct inec_cq *c, uint64_t target, int timeout_ms)
-{
-    struct verbs_cq *cq = vcq(c);
-    pthread_mutex_lock(&cq->lock);
-    int rc = cq_sleep(cq, timeout_ms, count_reached, target);
-    pthread_mutex_unlock(&cq->lock);
-    return rc ? inec_fail(rc, "CQ count did not reach %llu within %d ms",
-                          (unsigned long long)target, timeout_ms)
-              : 0;
 }
 
 /* ---- memory regions -------------------------------------------------- */
@@ -308,7 +195,8 @@ static int cq_wait_count(struct inec_cq *c, uint64_t target, int timeout_ms)
  * A range inside a live registration of this device becomes a window into
  * it: no ibv_reg_mr, no pinning, no page-table walk. So a buffer pool
  * registered once serves every stripe cut from it; only memory outside
- * every pool pays for a registration.
+ * every pool pays for a registration. A window has the registration's keys:
+ * the NIC bounds a peer's WRITE by the registration, not by the window.
  */
 static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr **out)
 {
@@ -400,7 +288,7 @@ static uint32_t lkey(const struct inec_sge *sge)
 /* Grows a hardware CQ so the QPs attached can never overflow it. */
 static int cq_attach(struct verbs_device *dev, struct verbs_cq *cq, int n)
 {
-    pthread_mutex_lock(&cq->lock);
+    pthread_mutex_lock(&cq->r.lock);
     int want = cq->attached + n, rc = 0;
     if (want > cq->hw_depth) {
         int max = dev->base.attr.max_cqe;
@@ -414,15 +302,15 @@ static int cq_attach(struct verbs_device *dev, struct verbs_cq *cq, int n)
     }
     if (rc == 0)
         cq->attached = want;
-    pthread_mutex_unlock(&cq->lock);
+    pthread_mutex_unlock(&cq->r.lock);
     return rc;
 }
 
 static void cq_detach(struct verbs_cq *cq, int n)
 {
-    pthread_mutex_lock(&cq->lock);
+    pthread_mutex_lock(&cq->r.lock);
     cq->attached -= n;
-    pthread_mutex_unlock(&cq->lock);
+    pthread_mutex_unlock(&cq->r.lock);
 }
 
 static int to_init(struct verbs_device *dev, struct ibv_qp *qp)
@@ -536,38 +424,15 @@ static int qp_connect(struct inec_qp *q, const char *addr, uint32_t rqpn)
     char err[160];
     if (verbs_addr_parse(addr, &peer, err, sizeof(err)))
         return inec_fail(-EINVAL, "verbs: %s", err);
-    struct ibv_qp_attr a = {
-        .qp_state = IBV_QPS_RTR,
-        .path_mtu = (enum ibv_mtu)(peer.mtu < dev->me.mtu ? peer.mtu : dev->me.mtu),
-        .dest_qp_num = rqpn,
-        .rq_psn = verbs_psn(peer.psn_seed, rqpn),
-        .max_dest_rd_atomic = 1,
-        .min_rnr_timer = 12, /* 0.64 ms between receiver-not-ready retries */
-        .ah_attr = {.dlid = peer.lid, .port_num = dev->port},
-    };
-    if (!verbs_gid_is_zero(peer.gid)) {
-        a.ah_attr.is_global = 1;
-        memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-        a.ah_attr.grh.sgid_index = dev->gid_index;
-        a.ah_attr.grh.hop_limit = 64;
-    }
-    int rc = ibv_modify_qp(qp->qp, &a,
-                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    struct ibv_qp_attr a;
+    int mask;
+    verbs_rtr_attr(&dev->me, &peer, rqpn, dev->gid_index, &a, &mask);
+    int rc = ibv_modify_qp(qp->qp, &a, mask);
     if (rc)
         return inec_fail(-rc, "verbs: QP %u to RTR (peer %s qpn %u): %s", q->qpn, addr, rqpn,
                          strerror(rc));
-    struct ibv_qp_attr s = {
-        .qp_state = IBV_QPS_RTS,
-        .timeout = 14, /* 4.096 us * 2^14 = 67 ms per try */
-        .retry_cnt = 7,
-        .rnr_retry = 7, /* infinite: a SEND waits for its RECV, as inec.h says */
-        .sq_psn = verbs_psn(dev->me.psn_seed, q->qpn),
-        .max_rd_atomic = 1,
-    };
-    rc = ibv_modify_qp(qp->qp, &s,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    verbs_rts_attr(&dev->me, q->qpn, &a, &mask);
+    rc = ibv_modify_qp(qp->qp, &a, mask);
     if (rc)
         return inec_fail(-rc, "verbs: QP %u to RTS: %s", q->qpn, strerror(rc));
     return 0;
@@ -587,20 +452,6 @@ static void qp_to_error(struct verbs_qp *qp)
 
 /* ---- execution ------------------------------------------------------- */
 
-static enum ibv_wr_opcode hw_opcode(enum inec_wr_opcode op)
-{
-    switch (op) {
-    case INEC_WR_SEND_IMM:
-        return IBV_WR_SEND_WITH_IMM;
-    case INEC_WR_WRITE:
-        return IBV_WR_RDMA_WRITE;
-    case INEC_WR_WRITE_IMM:
-        return IBV_WR_RDMA_WRITE_WITH_IMM;
-    default:
-        return IBV_WR_SEND;
-    }
-}
-
 /* Posts slots [first, end) of the SQ (or RQ) in batches; a refused request
  * and the rest complete as flushed, with the QP in error. Under qp->lock. */
 static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t end, bool recv)
@@ -611,31 +462,12 @@ static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t
         struct ibv_sge sge[HW_BATCH][VERBS_MAX_SGE];
         int n = 0;
         for (uint64_t i = first; i != end && n < HW_BATCH; i++, n++) {
-            struct vslot *s = vsq_slot(q, i);
-            for (int j = 0; j < s->wr.num_sge; j++)
-                sge[n][j] = (struct ibv_sge){(uintptr_t)s->sge[j].addr, (uint32_t)s->sge[j].length,
-                                             lkey(&s->sge[j])};
             if (recv) {
-                rwr[n] = (struct ibv_recv_wr){.wr_id = RECV_BIT | i,
-                                              .next = &rwr[n + 1],
-                                              .sg_list = sge[n],
-                                              .num_sge = s->wr.num_sge};
-                continue;
-            }
-            swr[n] = (struct ibv_send_wr){
-                .wr_id = i,
-                .next = &swr[n + 1],
-                .sg_list = sge[n],
-                .num_sge = s->wr.num_sge,
-                .opcode = hw_opcode(s->wr.opcode),
-                .send_flags = IBV_SEND_SIGNALED,
-                .imm_data = htonl(s->wr.imm),
-            };
-            if (s->wr.flags & INEC_INLINE)
-                swr[n].send_flags |= IBV_SEND_INLINE;
-            if (s->wr.opcode == INEC_WR_WRITE || s->wr.opcode == INEC_WR_WRITE_IMM) {
-                swr[n].wr.rdma.remote_addr = s->wr.rdma.remote_addr;
-                swr[n].wr.rdma.rkey = s->wr.rdma.rkey;
+                verbs_recv_wr(vsq_slot(q, i), i, lkey, sge[n], &rwr[n]);
+                rwr[n].next = &rwr[n + 1];
+            } else {
+                verbs_send_wr(vsq_slot(q, i), i, lkey, sge[n], &swr[n]);
+                swr[n].next = &swr[n + 1];
             }
         }
         int rc;
@@ -645,7 +477,7 @@ static void post_hw(struct verbs_qp *qp, struct vsq *q, uint64_t first, uint64_t
             rwr[n - 1].next = NULL;
             rc = ibv_post_recv(qp->qp, rwr, &bad);
             if (rc && bad)
-                bad_seq = bad->wr_id & ~RECV_BIT;
+                bad_seq = bad->wr_id & ~VERBS_RECV_BIT;
         } else {
             struct ibv_send_wr *bad = NULL;
             swr[n - 1].next = NULL;
@@ -759,24 +591,6 @@ static void retire(struct verbs_qp *qp)
             cq_push(vcq(qp->base.recv_cq), &wc[i]);
 }
 
-static enum inec_wc_status wc_status(enum ibv_wc_status st)
-{
-    switch (st) {
-    case IBV_WC_SUCCESS:
-        return INEC_WC_SUCCESS;
-    case IBV_WC_LOC_LEN_ERR:
-    case IBV_WC_REM_INV_REQ_ERR: /* the peer's RECV was too small */
-        return INEC_WC_LEN_ERR;
-    case IBV_WC_LOC_PROT_ERR:
-    case IBV_WC_REM_ACCESS_ERR:
-        return INEC_WC_PROT_ERR;
-    case IBV_WC_WR_FLUSH_ERR:
-        return INEC_WC_FLUSH_ERR;
-    default: /* retries exhausted, remote operation error, fatal */
-        return INEC_WC_REMOTE_ERR;
-    }
-}
-
 static struct verbs_qp *find_qp(struct verbs_device *dev, uint32_t qpn)
 {
     for (struct verbs_qp *qp = dev->qps; qp; qp = qp->next)
@@ -792,10 +606,10 @@ static void hw_completion(struct verbs_device *dev, const struct ibv_wc *wc)
     if (!qp)
         return; /* destroyed meanwhile */
     pthread_mutex_lock(&qp->lock);
-    bool recv = wc->wr_id & RECV_BIT;
-    struct vslot *s = vsq_slot(recv ? &qp->rq : &qp->sq, wc->wr_id & ~RECV_BIT);
+    bool recv = wc->wr_id & VERBS_RECV_BIT;
+    struct vslot *s = vsq_slot(recv ? &qp->rq : &qp->sq, wc->wr_id & ~VERBS_RECV_BIT);
     s->state = VSLOT_DONE;
-    s->status = wc_status(wc->status);
+    s->status = verbs_wc_status(wc->status);
     if (recv && wc->status == IBV_WC_SUCCESS) {
         s->byte_len = wc->byte_len;
         s->wc_opcode =
@@ -883,56 +697,64 @@ static void *progress_main(void *arg)
 
 /* ---- posting --------------------------------------------------------- */
 
-static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
+/* Copies a chain into q under qp->lock (taken here, held on success). */
+static int push_locked(struct verbs_qp *qp, struct vsq *q, const struct inec_wr *chain, int nwr,
+                       const char *name)
 {
-    struct verbs_qp *qp = vqp(q);
-    struct verbs_device *dev = vdev(q->dev);
+    struct verbs_device *dev = vdev(qp->base.dev);
     pthread_mutex_lock(&qp->lock);
-    if (vsq_push(&qp->sq, chain, nwr)) {
-        uint64_t used = vsq_used(&qp->sq);
+    if (vsq_push(q, chain, nwr)) {
+        uint64_t used = vsq_used(q);
         pthread_mutex_unlock(&qp->lock);
-        return inec_fail(-ENOMEM, "send queue full: %llu outstanding + %d > depth %u",
-                         (unsigned long long)used, nwr, qp->sq.depth);
+        return inec_fail(-ENOMEM, "%s full: %llu outstanding + %d > depth %u", name,
+                         (unsigned long long)used, nwr, q->depth);
     }
     atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
+    return 0;
+}
+
+static int post_send(struct inec_qp *q, struct inec_wr *chain, int nwr)
+{
+    struct verbs_qp *qp = vqp(q);
+    int rc = push_locked(qp, &qp->sq, chain, nwr, "send queue");
+    if (rc)
+        return rc;
     /* The posting thread takes the chain as far as no host step is needed:
      * requests before the first unmet WAIT (or CALC) reach the NIC now. */
+    uint64_t from = qp->sq.head;
     advance(qp, false);
-    bool more = qp->sq.head != qp->sq.tail;
+    /* The progress thread must look if something waits, or if a slot ended
+     * here (a met WAIT, a NOP) that only it retires; what went to the NIC
+     * wakes it through its completion. */
+    bool look = qp->sq.head != qp->sq.tail;
+    for (uint64_t i = from; i != qp->sq.head && !look; i++)
+        look = vsq_slot(&qp->sq, i)->state == VSLOT_DONE;
     pthread_mutex_unlock(&qp->lock);
-    if (!qp->qp || more)
-        wake(dev);
+    if (look)
+        wake(vdev(q->dev));
     return 0;
 }
 
 static int post_recv(struct inec_qp *q, struct inec_wr *chain, int nwr)
 {
     struct verbs_qp *qp = vqp(q);
-    struct verbs_device *dev = vdev(q->dev);
-    pthread_mutex_lock(&qp->lock);
-    if (vsq_push(&qp->rq, chain, nwr)) {
-        uint64_t used = vsq_used(&qp->rq);
-        pthread_mutex_unlock(&qp->lock);
-        return inec_fail(-ENOMEM, "receive queue full: %llu outstanding + %d > depth %u",
-                         (unsigned long long)used, nwr, qp->rq.depth);
-    }
-    atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
+    int rc = push_locked(qp, &qp->rq, chain, nwr, "receive queue");
+    if (rc)
+        return rc;
     uint64_t first = qp->rq.head;
     qp->rq.head = qp->rq.tail;
-    if (atomic_load(&qp->base.error)) {
-        /* A QP in error flushes what is posted to it (inec.h). */
+    bool flushed = atomic_load(&qp->base.error);
+    if (flushed) /* a QP in error flushes what is posted to it (inec.h) */
         for (uint64_t i = first; i != qp->rq.tail; i++) {
             vsq_slot(&qp->rq, i)->state = VSLOT_DONE;
             vsq_slot(&qp->rq, i)->status = INEC_WC_FLUSH_ERR;
         }
-        pthread_mutex_unlock(&qp->lock);
-        wake(dev);
-        return 0;
-    }
-    post_hw(qp, &qp->rq, first, qp->rq.tail, true);
+    else
+        post_hw(qp, &qp->rq, first, qp->rq.tail, true);
     pthread_mutex_unlock(&qp->lock);
+    if (flushed)
+        wake(vdev(q->dev)); /* only the progress thread retires them */
     return 0;
 }
 
@@ -987,7 +809,7 @@ static int device_open(const char *options, struct inec_device **out)
 {
     char name[64] = "";
     int port, gid_index, rc;
-    bool named = opt(options, "device", name, sizeof(name));
+    bool named = inec_opt(options, "device", name, sizeof(name));
     if ((rc = opt_int(options, "port", 1, 1, 255, &port)) ||
         (rc = opt_int(options, "gid_index", 0, 0, 255, &gid_index)))
         return rc;
@@ -1227,9 +1049,9 @@ const struct inec_provider_ops inec_verbs_provider = {
     .mr_dereg = mr_dereg,
     .cq_create = cq_create,
     .cq_destroy = cq_destroy,
-    .poll_cq = poll_cq,
-    .cq_wait = cq_wait,
-    .cq_wait_count = cq_wait_count,
+    .poll_cq = inec_ring_cq_poll,
+    .cq_wait = inec_ring_cq_wait,
+    .cq_wait_count = inec_ring_cq_wait_count,
     .qp_create = qp_create,
     .qp_destroy = qp_destroy,
     .qp_connect = qp_connect,
