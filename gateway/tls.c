@@ -86,3 +86,14 @@ void gw_tls_free(struct gw_tls *t)
     free(t->key_pem);
     *t = (struct gw_tls){0};
 }
+
+void gw_tls_mhd_options(const struct gw_tls *t, struct MHD_OptionItem out[3], unsigned *flags)
+{
+    out[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, t ? t->cert_pem : NULL};
+    out[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, t ? t->key_pem : NULL};
+    out[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    if (!t)
+        out[0].option = MHD_OPTION_END;
+    else
+        *flags |= MHD_USE_TLS;
+}

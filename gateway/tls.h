@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include <microhttpd.h>
+
 struct gw_tls {
     char *cert_pem, *key_pem; /* NUL-terminated file contents */
 };
@@ -19,5 +21,9 @@ struct gw_tls {
 int gw_tls_load(const char *cert_path, const char *key_path, struct gw_tls *out, char *msg,
                 size_t msglen);
 void gw_tls_free(struct gw_tls *t); /* frees the contents; t itself is the caller's */
+
+/* The MHD_OPTION_ARRAY (3 items) and the MHD_USE_TLS flag that serve t (the
+ * array is empty and flags unchanged for NULL: plain HTTP). */
+void gw_tls_mhd_options(const struct gw_tls *t, struct MHD_OptionItem out[3], unsigned *flags);
 
 #endif
