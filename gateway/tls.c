@@ -1,4 +1,4 @@
-/* Loading and checking the S3 endpoint's certificate and key (tls.h). */
+/* Loading and checking the gateway's certificate and key (tls.h). */
 #include "gateway/tls.h"
 
 #include <errno.h>

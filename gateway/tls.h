@@ -1,7 +1,7 @@
 /*
- * The S3 endpoint's TLS certificate and key: PEM files read whole and checked
- * with GnuTLS (each parses; the key belongs to the certificate) before the
- * server starts, so a wrong file is a clear error at startup rather than a
+ * The gateway's TLS certificate and key (S3 and the control API): PEM files
+ * read whole and checked with GnuTLS (each parses; the key belongs to the
+ * certificate) before the servers start, so a wrong file is a clear error at startup rather than a
  * failed handshake later. libmicrohttpd serves HTTPS with them
  * (MHD_USE_TLS, MHD_OPTION_HTTPS_MEM_CERT/KEY). The certificate file may
  * hold a chain (leaf first); the key must not be encrypted.
