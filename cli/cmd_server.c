@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "cli/commands.h"
+#include "cli/control.h"
 #include "gateway/admin_server.h"
 #include "gateway/credentials.h"
 #include "gateway/metrics.h"
@@ -171,6 +173,27 @@ static void banner(const struct opts *o, const struct gw_credentials *c, const c
     fflush(stdout);
 }
 
+/* DATA/CTL_ADMIN_CERT: the certificate the control API presents, which
+ * `inec status --data DATA` then trusts (cli/control.h); removed without TLS. */
+static int note_admin_cert(const char *data, const struct gw_tls *tls, char *msg, size_t msglen)
+{
+    char path[4096], tmp[4100];
+    snprintf(path, sizeof(path), "%s/" CTL_ADMIN_CERT, data);
+    if (!tls)
+        return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    size_t n = strlen(tls->cert_pem);
+    bool ok = f && fwrite(tls->cert_pem, 1, n, f) == n;
+    ok = f && fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(msg, msglen, "cannot write %.200s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -EIO;
+    }
+    return 0;
+}
+
 /*
  * Serves until SIGINT/SIGTERM. The signals are blocked in every thread
  * (the servers' threads inherit the mask) and taken here with sigwait, so
@@ -202,7 +225,7 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
                                  .keys = keys};
     if (rc == 0)
         rc = gw_s3_server_start(&s3cfg, objects, m, &s3, msg, sizeof(msg));
-    struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys};
+    struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys, s3cfg.tls};
     if (rc == 0)
         rc = gw_admin_server_start(&acfg, objects, m, &admin, msg, sizeof(msg));
     struct gw_nbd_config ncfg = {o->nbd_listen, o->nbd_socket};
@@ -224,14 +247,16 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     }
     char s3url[96], adminurl[96];
     client_url(o->listen, gw_s3_server_port(s3), s3cfg.tls != NULL, s3url, sizeof(s3url));
-    client_url(o->admin_listen, gw_admin_server_port(admin), false, adminurl, sizeof(adminurl));
+    client_url(o->admin_listen, gw_admin_server_port(admin), acfg.tls != NULL, adminurl,
+               sizeof(adminurl));
     char nbdurl[96] = "off";
     if (o->nbd_listen[0]) {
         client_url(o->nbd_listen, gw_nbd_server_port(nbd), false, nbdurl, sizeof(nbdurl));
         memcpy(nbdurl, "nbd:", 4); /* http://host:port -> nbd://host:port */
         memmove(nbdurl + 4, nbdurl + 5, strlen(nbdurl + 5) + 1);
     }
-    if (gw_credentials_note_endpoints(o->data, s3url, adminurl, msg, sizeof(msg)))
+    if (gw_credentials_note_endpoints(o->data, s3url, adminurl, msg, sizeof(msg)) ||
+        note_admin_cert(o->data, acfg.tls, msg, sizeof(msg)))
         inec_log(INEC_LOG_WARN, "server", "%s", msg);
     banner(o, c, s3url, adminurl, nbdurl, mode);
     sigset_t set;
@@ -346,7 +371,8 @@ int cmd_server(int argc, char **argv)
                "  --admin-listen  the control API (127.0.0.1:9001)\n"
                "  --base-domain   serve virtual-host style requests under this domain\n"
                "  --tls-cert FILE, --tls-key FILE\n"
-               "                  serve S3 over HTTPS with this PEM certificate (chain) and key\n"
+               "                  serve S3 and the control API over HTTPS with this PEM\n"
+               "                  certificate (chain) and key\n"
                "  --header-timeout SECONDS\n"
                "                  a client must send a request's headers within this (30)\n"
                "  --max-client-connections N\n"

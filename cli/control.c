@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -37,7 +38,7 @@ int ctl_open(struct ctl *c, const char *prog, int *argc, char **argv)
     memset(c, 0, sizeof(*c));
     c->prog = prog;
     c->timeout_ms = 10000;
-    const char *endpoint = NULL, *token = NULL, *data = NULL;
+    const char *endpoint = NULL, *token = NULL, *data = NULL, *ca = NULL;
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const char **dst = NULL;
@@ -51,6 +52,8 @@ int ctl_open(struct ctl *c, const char *prog, int *argc, char **argv)
             dst = &token;
         else if (strcmp(argv[i], "--data") == 0)
             dst = &data;
+        else if (strcmp(argv[i], "--ca-bundle") == 0)
+            dst = &ca;
         else if (strcmp(argv[i], "--timeout") == 0) {
             char *end;
             double s = i + 1 < *argc ? strtod(argv[i + 1], &end) : 0;
@@ -100,6 +103,16 @@ int ctl_open(struct ctl *c, const char *prog, int *argc, char **argv)
     if (strncmp(c->endpoint, "http://", 7) != 0 && strncmp(c->endpoint, "https://", 8) != 0) {
         fprintf(stderr, "%s: the endpoint '%s' is not an http:// or https:// URL\n", prog,
                 c->endpoint);
+        return 2;
+    }
+    if (!ca)
+        ca = getenv("INEC_CA_BUNDLE");
+    char cert[4096];
+    snprintf(cert, sizeof(cert), "%s/" CTL_ADMIN_CERT, data);
+    if (!ca && access(cert, R_OK) == 0)
+        ca = cert;
+    if (ca && !copy(c->ca, sizeof(c->ca), ca)) {
+        fprintf(stderr, "%s: the CA bundle's name is empty or too long\n", prog);
         return 2;
     }
     if (!c->token[0]) {
@@ -172,6 +185,8 @@ int ctl_call(struct ctl *c, const char *method, const char *path, const json_t *
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (c->ca[0])
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
     if (text) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(text));

@@ -12,7 +12,12 @@
  *   else INEC_DATA, else ./inec-data), which `inec server` and `inec gateway`
  *   keep current
  *   http://127.0.0.1:9001 (the endpoint only; there is no default token)
+ *
+ * An https:// endpoint is verified against --ca-bundle FILE, else
+ * INEC_CA_BUNDLE, else DATA/admin-cert.pem (the certificate a server with
+ * --tls-cert presents, which it writes there), else the system's CAs.
  */
+#define CTL_ADMIN_CERT "admin-cert.pem"
 #ifndef INEC_CLI_CONTROL_H
 #define INEC_CLI_CONTROL_H
 
@@ -26,14 +31,15 @@ struct ctl {
     const char *prog; /* "inec status": the prefix of every message */
     char endpoint[512];
     char token[256];
+    char ca[4096];   /* "" : the system's CAs */
     bool json;       /* --json: print the API's documents, not tables */
     long timeout_ms; /* per call; 10 s */
     void *curl;      /* CURL *, reused across calls (keep-alive) */
 };
 
 /*
- * Takes the common options (--endpoint, --token, --data, --json, --timeout
- * SECONDS) out of argv, shifting the rest down and updating *argc, then
+ * Takes the common options (--endpoint, --token, --data, --ca-bundle FILE,
+ * --json, --timeout SECONDS) out of argv, shifting the rest down and updating *argc, then
  * resolves the endpoint and token. Returns 0, or 2 (bad usage, message
  * printed).
  */
@@ -46,6 +52,8 @@ void ctl_close(struct ctl *c);
     "                  else http://127.0.0.1:9001)\n"                                              \
     "  --token TOKEN   the admin token (INEC_ADMIN_TOKEN; else DATA/credentials.json)\n"           \
     "  --data DIR      the gateway's data directory (INEC_DATA; ./inec-data)\n"                    \
+    "  --ca-bundle F   trust F for an https:// endpoint (INEC_CA_BUNDLE; else\n"                   \
+    "                  DATA/" CTL_ADMIN_CERT ", which a server with --tls-cert writes)\n"          \
     "  --json          print JSON instead of tables\n"                                             \
     "  --timeout SEC   give up on a call after SEC seconds (10)\n"
 

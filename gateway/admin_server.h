@@ -25,11 +25,13 @@
 #include "gateway/keys.h"
 #include "gateway/metrics.h"
 #include "gateway/objects.h"
+#include "gateway/tls.h"
 
 struct gw_admin_config {
-    const char *listen;   /* "host:port"; port 0 picks a free one */
-    const char *token;    /* required, non-empty */
-    struct gw_keys *keys; /* the S3 key pairs /admin/v1/keys manages; NULL: 501 */
+    const char *listen;       /* "host:port"; port 0 picks a free one */
+    const char *token;        /* required, non-empty */
+    struct gw_keys *keys;     /* the S3 key pairs /admin/v1/keys manages; NULL: 501 */
+    const struct gw_tls *tls; /* HTTPS with this certificate (tls.h); NULL: HTTP. Borrowed */
 };
 
 struct gw_admin_server;

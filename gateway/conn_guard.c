@@ -2,6 +2,7 @@
 #include "gateway/conn_guard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,9 +47,7 @@ static void *watchdog(void *arg)
             if (c->due && !c->cut && now > c->due) {
                 c->cut = true;
                 shutdown(c->fd, SHUT_RDWR);
-                inec_log(INEC_LOG_INFO, "s3",
-                         "closed a connection that sent no complete "
-                         "request headers in time");
+                inec_log(INEC_LOG_INFO, "s3", "closed a connection: no request headers in time");
             }
         }
         struct timespec ts;
@@ -109,7 +108,7 @@ void gw_conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
         struct guarded *c = ci ? calloc(1, sizeof(*c)) : NULL;
         if (!c)
             return; /* unguarded: MHD's idle timeout still applies */
-        if ((c->fd = dup(ci->connect_fd)) < 0) {
+        if ((c->fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
             free(c);
             return;
         }

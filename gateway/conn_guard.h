@@ -15,6 +15,10 @@
  * MHD always does. Because the guard shuts down its own dup, a socket MHD has
  * already closed (and whose number may be reused) is never touched.
  *
+ * (The S3 server answers every request with "Connection: close" today — its
+ * answers are queued with the headers, which MHD treats as early answers —
+ * so the wait between requests matters only once connections are kept alive.)
+ *
  * Body bytes are not covered: MHD's idle timeout bounds the gaps between
  * them, and the per-address connection limit bounds how many a client holds.
  */

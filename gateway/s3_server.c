@@ -2121,15 +2121,8 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
         flags |= MHD_USE_IPv6;
     unsigned maxc = cfg->max_connections ? cfg->max_connections : MAX_CONNECTIONS;
     unsigned per_client = cfg->max_per_client ? cfg->max_per_client : MAX_PER_CLIENT;
-    struct MHD_OptionItem tls[] = {
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls ? cfg->tls->cert_pem : NULL},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls ? cfg->tls->key_pem : NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
-    if (cfg->tls)
-        flags |= MHD_USE_TLS;
-    else
-        tls[0].option = MHD_OPTION_END;
+    struct MHD_OptionItem tls[3];
+    gw_tls_mhd_options(cfg->tls, tls, &flags);
     int rc = gw_conn_guard_start(cfg->header_timeout_s ? cfg->header_timeout_s : HEADER_TIMEOUT,
                                  &s->guard);
     if (rc) {

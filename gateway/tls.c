@@ -1,4 +1,4 @@
-/* Loading and checking the S3 endpoint's certificate and key (tls.h). */
+/* Loading and checking the gateway's certificate and key (tls.h). */
 #include "gateway/tls.h"
 
 #include <errno.h>
@@ -85,4 +85,15 @@ void gw_tls_free(struct gw_tls *t)
     free(t->cert_pem);
     free(t->key_pem);
     *t = (struct gw_tls){0};
+}
+
+void gw_tls_mhd_options(const struct gw_tls *t, struct MHD_OptionItem out[3], unsigned *flags)
+{
+    out[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, t ? t->cert_pem : NULL};
+    out[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, t ? t->key_pem : NULL};
+    out[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    if (!t)
+        out[0].option = MHD_OPTION_END;
+    else
+        *flags |= MHD_USE_TLS;
 }

@@ -1,7 +1,7 @@
 /*
- * The S3 endpoint's TLS certificate and key: PEM files read whole and checked
- * with GnuTLS (each parses; the key belongs to the certificate) before the
- * server starts, so a wrong file is a clear error at startup rather than a
+ * The gateway's TLS certificate and key (S3 and the control API): PEM files
+ * read whole and checked with GnuTLS (each parses; the key belongs to the
+ * certificate) before the servers start, so a wrong file is a clear error at startup rather than a
  * failed handshake later. libmicrohttpd serves HTTPS with them
  * (MHD_USE_TLS, MHD_OPTION_HTTPS_MEM_CERT/KEY). The certificate file may
  * hold a chain (leaf first); the key must not be encrypted.
@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include <microhttpd.h>
+
 struct gw_tls {
     char *cert_pem, *key_pem; /* NUL-terminated file contents */
 };
@@ -19,5 +21,9 @@ struct gw_tls {
 int gw_tls_load(const char *cert_path, const char *key_path, struct gw_tls *out, char *msg,
                 size_t msglen);
 void gw_tls_free(struct gw_tls *t); /* frees the contents; t itself is the caller's */
+
+/* The MHD_OPTION_ARRAY (3 items) and the MHD_USE_TLS flag that serve t (the
+ * array is empty and flags unchanged for NULL: plain HTTP). */
+void gw_tls_mhd_options(const struct gw_tls *t, struct MHD_OptionItem out[3], unsigned *flags);
 
 #endif

@@ -11,19 +11,10 @@
 
 #include <openssl/evp.h>
 
+#include "node/lmdb_err.h"
+
 #define HASH_BYTES 16
 #define LONG_LEN   (META_INLINE + HASH_BYTES + 1) /* a long entry's index key */
-
-static int lmdb_errno(int rc)
-{
-    if (rc == 0)
-        return 0;
-    if (rc == MDB_NOTFOUND)
-        return -ENOENT;
-    if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
-        return -ENOSPC;
-    return rc > 0 ? -rc : -EIO;
-}
 
 /* The index key of bucket/key into out[LONG_LEN]: *len is its length; long
  * ones end with counter 0. */
@@ -76,7 +67,7 @@ static int long_find(MDB_txn *txn, MDB_dbi dbi, const char *key, uint8_t ik[LONG
                      MDB_val *blob)
 {
     MDB_cursor *cur;
-    int rc = lmdb_errno(mdb_cursor_open(txn, dbi, &cur));
+    int rc = node_lmdb_err(mdb_cursor_open(txn, dbi, &cur));
     if (rc)
         return rc;
     size_t klen = strlen(key);
@@ -99,7 +90,7 @@ static int long_find(MDB_txn *txn, MDB_dbi dbi, const char *key, uint8_t ik[LONG
     }
     mdb_cursor_close(cur);
     if (rc != MDB_NOTFOUND && rc != 0)
-        return lmdb_errno(rc);
+        return node_lmdb_err(rc);
     if (next > 255)
         return -ENOSPC;
     ik[LONG_LEN - 1] = (uint8_t)next;
@@ -116,7 +107,7 @@ int meta_index_get(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *ke
     if (len == LONG_LEN)
         return long_find(txn, dbi, key, ik, blob);
     MDB_val k = {len, ik};
-    return lmdb_errno(mdb_get(txn, dbi, &k, blob));
+    return node_lmdb_err(mdb_get(txn, dbi, &k, blob));
 }
 
 int meta_index_put(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *key, const void *blob,
@@ -129,7 +120,7 @@ int meta_index_put(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *ke
         return rc;
     MDB_val k = {iklen, ik}, v = {len, (void *)blob};
     if (iklen != LONG_LEN)
-        return lmdb_errno(mdb_put(txn, dbi, &k, &v, 0));
+        return node_lmdb_err(mdb_put(txn, dbi, &k, &v, 0));
     if (LONG_LEN > mdb_env_get_maxkeysize(mdb_txn_env(txn)))
         return -ENAMETOOLONG;
     size_t klen = strlen(key);
@@ -148,7 +139,7 @@ int meta_index_put(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *ke
     if (len)
         memcpy(val + 2 + klen, blob, len);
     v = (MDB_val){2 + klen + len, val};
-    rc = lmdb_errno(mdb_put(txn, dbi, &k, &v, 0));
+    rc = node_lmdb_err(mdb_put(txn, dbi, &k, &v, 0));
     free(val);
     return rc;
 }
@@ -164,7 +155,7 @@ int meta_index_del(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *ke
     if (iklen == LONG_LEN && (rc = long_find(txn, dbi, key, ik, &blob)) != 0)
         return rc;
     MDB_val k = {iklen, ik};
-    return lmdb_errno(mdb_del(txn, dbi, &k, NULL));
+    return node_lmdb_err(mdb_del(txn, dbi, &k, NULL));
 }
 
 /* ---- listing ---- */
@@ -245,7 +236,7 @@ int meta_index_list(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *p
     MDB_val key = c > 0 || (c == 0 && slen > plen) ? (MDB_val){slen, sk} : (MDB_val){plen, pk};
     size_t blen = strlen(bucket) + 1;
     MDB_cursor *cur;
-    int rc = lmdb_errno(mdb_cursor_open(txn, dbi, &cur));
+    int rc = node_lmdb_err(mdb_cursor_open(txn, dbi, &cur));
     if (rc) {
         free(w);
         return rc;
@@ -291,7 +282,7 @@ int meta_index_list(MDB_txn *txn, MDB_dbi dbi, const char *bucket, const char *p
             rc = visit(w, &group[i]);
     }
     if (rc == 0 && got != 0 && got != MDB_NOTFOUND)
-        rc = lmdb_errno(got);
+        rc = node_lmdb_err(got);
     mdb_cursor_close(cur);
     free(group);
     int n = w->n;

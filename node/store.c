@@ -45,6 +45,7 @@
 #include <lmdb.h>
 
 #include "inec/log.h"
+#include "node/lmdb_err.h"
 #include "node/meta_index.h"
 #include "node/store.h"
 
@@ -216,13 +217,7 @@ static void id_of(const uint8_t k[KEY_BYTES], struct node_chunk_id *id)
 
 static int mdb_err(int rc)
 {
-    if (rc == 0)
-        return 0;
-    if (rc == MDB_NOTFOUND)
-        return -ENOENT;
-    if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
-        return -ENOSPC;
-    return rc > 0 ? -rc : -EIO;
+    return node_lmdb_err(rc);
 }
 
 const char *node_store_strerror(int err)

@@ -37,7 +37,7 @@ class InecServer:
 
     def _parse_banner(self):
         self.endpoint = self._field(r"S3 endpoint: (https?://\S+)")
-        self.admin = self._field(r"control API: (http://\S+)")
+        self.admin = self._field(r"control API: (https?://\S+)")
         self.access_key = self._field(r"AWS_ACCESS_KEY_ID=(\S+)")
         self.secret_key = self._field(r"AWS_SECRET_ACCESS_KEY=(\S+)")
         self.token = self._field(r"Bearer (\S+)'")

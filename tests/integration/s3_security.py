@@ -63,24 +63,34 @@ def signed(method, path, headers):
     return {k: v for k, v in req.headers.items() if k.lower() != "host"}
 
 
-def head_only(method, path, headers):
-    """Sends a request's head but no body: the answer must come before it."""
+def send_head(method, path, headers):
+    """A connection that has sent a request's head and nothing more."""
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1:%d" % srv.port]
     lines += ["%s: %s" % kv for kv in headers.items()]
     s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-    data = b""
+    return s
+
+
+def read_answer(s, data=b""):
+    """The rest of an S3 error answer (until it ends or the connection does):
+    status (0: none), bytes. Closes s."""
     try:
         while b"</Error>" not in data:
             got = s.recv(65536)
             if not got:
                 break
             data += got
-    except socket.timeout:
+    except OSError:
         pass
     s.close()
     status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else 0
     return status, data
+
+
+def head_only(method, path, headers):
+    """Sends a request's head but no body: the answer must come before it."""
+    return read_answer(send_head(method, path, headers))
 
 
 def exists(s3, bucket, key):
@@ -423,13 +433,10 @@ def test_long_keys(s3):
 def stream_until_answered(path, headers, piece, limit):
     """Sends the head, then `piece` over and over (up to `limit` bytes) until the
     server answers or closes: (status, answer, bytes of body sent)."""
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-    lines = ["PUT %s HTTP/1.1" % path, "Host: 127.0.0.1:%d" % srv.port]
-    lines += ["%s: %s" % kv for kv in headers.items()]
-    s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    import select
+    s = send_head("PUT", path, headers)
     s.setblocking(False)
     sent, data = 0, b""
-    import select
     while sent < limit and b"\r\n\r\n" not in data:
         r, w, _ = select.select([s], [s], [], 10)
         if r:
@@ -449,16 +456,7 @@ def stream_until_answered(path, headers, piece, limit):
             break
     s.setblocking(True)
     s.settimeout(10)
-    try:
-        while b"</Error>" not in data:
-            got = s.recv(65536)
-            if not got:
-                break
-            data += got
-    except OSError:
-        pass
-    s.close()
-    status = int(data.split(b" ")[1]) if data.startswith(b"HTTP/1.1 ") else 0
+    status, data = read_answer(s, data)
     return status, data, sent
 
 

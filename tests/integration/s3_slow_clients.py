@@ -4,7 +4,7 @@
 300 connections from 127.0.0.1 each send one header byte every 2 s (more than
 the server's 256 connections; MHD's own timeout is an idle one, which each
 byte resets). The per-address limit keeps them to 64, so a client from
-127.0.0.2 is served at once; the header deadline (--header-timeout 4 here)
+127.0.0.2 is served at once; the header deadline (--header-timeout 8 here)
 then closes every one of them although they keep sending, after which
 127.0.0.1 is served again. An oversized header is refused without harm.
 argv[1]: the inec binary."""
@@ -21,7 +21,7 @@ from inec_server import InecServer  # noqa: E402
 
 SLOW = 300
 PER_CLIENT = 64  # the server's default
-HEADER_TIMEOUT = 4
+HEADER_TIMEOUT = 8
 srv = None
 
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""HTTPS on the S3 endpoint: a self-signed certificate made here with the
-openssl CLI, served by `inec server --tls-cert/--tls-key` (argv[2] "server",
+"""HTTPS on the S3 endpoint and the control API: a self-signed certificate
+made here with the openssl CLI, served by `inec server --tls-cert/--tls-key` (argv[2] "server",
 the default) or by `inec gateway` with tls_cert/tls_key in cluster.json's
 gateway section ("cluster"); boto3 (verify=the certificate) and the AWS CLI
 (--ca-bundle) store, list, read back and delete over it, a client that does
 not trust the certificate and a plain-HTTP one are refused, and wrong files
-stop the server with a clear message. argv[1]: the inec binary."""
+stop the server with a clear message; `inec status` reaches the control API
+over HTTPS. argv[1]: the inec binary."""
 import os
 import shutil
 import socket
@@ -115,6 +116,35 @@ def test_clients(cert, other_cert, tmp):
     check(s3.list_objects_v2(Bucket="tls")["KeyCount"] == 0, "everything deleted")
 
 
+def test_control_api(inec, cert, other_cert, tmp):
+    """The control API is HTTPS too, and `inec status` trusts the server's
+    certificate from the data directory (server) or --ca-bundle (cluster)."""
+    import json
+    import urllib.request
+    check(srv.admin.startswith("https://"), "banner control API %s" % srv.admin)
+    req = urllib.request.Request(srv.admin + "/admin/v1/cluster",
+                                 headers={"Authorization": "Bearer " + srv.token})
+    ctx = ssl.create_default_context(cafile=cert)
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+        check(r.status == 200 and "nodes" in json.load(r), "GET /admin/v1/cluster over TLS")
+    env = dict(os.environ, INEC_DATA=os.path.join(tmp, "nowhere"))
+    for k in ("INEC_ADMIN_ENDPOINT", "INEC_ADMIN_TOKEN", "INEC_CA_BUNDLE"):
+        env.pop(k, None)
+    if isinstance(srv, InecServer) and not isinstance(srv, InecCluster):
+        how = ["--data", srv.data]  # admin-cert.pem, endpoint and token from there
+    else:
+        how = ["--endpoint", srv.admin, "--token", srv.token, "--ca-bundle", cert]
+    r = subprocess.run([inec, "status", "--json", *how], env=env, capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 0 and "HEALTH_" in r.stdout,
+          "inec status over TLS: exit %d %s%s" % (r.returncode, r.stdout[-500:], r.stderr))
+    r = subprocess.run([inec, "status", "--endpoint", srv.admin, "--token", srv.token,
+                        "--ca-bundle", other_cert], env=env, capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 1, "inec status trusting another certificate: exit %d %s"
+          % (r.returncode, r.stderr))
+
+
 def test_bad_files(inec, cert, key, other_key, tmp):
     """Wrong files stop `inec server` at once, with a message naming the problem."""
     cases = [
@@ -147,6 +177,8 @@ def main():
         srv = InecServer(inec, extra_args=["--tls-cert", cert, "--tls-key", key])
     test_clients(cert, other_cert, tmp)
     print("ok test_clients", flush=True)
+    test_control_api(inec, cert, other_cert, tmp)
+    print("ok test_control_api", flush=True)
     if mode == "server":
         test_bad_files(inec, cert, key, other_key, tmp)
         print("ok test_bad_files", flush=True)
