@@ -982,6 +982,12 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
 
 int node_store_delete_meta(struct node_store *s, const char *bucket, const char *key)
 {
+    return node_store_delete_meta_if(s, bucket, key, NULL, 0);
+}
+
+int node_store_delete_meta_if(struct node_store *s, const char *bucket, const char *key,
+                              const void *expect, size_t len)
+{
     uint8_t k[NODE_KEY_MAX + 1];
     size_t klen;
     if (!s)
@@ -993,7 +999,14 @@ int node_store_delete_meta(struct node_store *s, const char *bucket, const char 
     rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
     if (rc)
         return rc;
-    MDB_val mk = {klen, k};
+    MDB_val mk = {klen, k}, cur;
+    if (expect && (rc = mdb_err(mdb_get(txn, s->meta, &mk, &cur))) == 0 &&
+        (cur.mv_size != len || memcmp(cur.mv_data, expect, len) != 0))
+        rc = -ESTALE; /* changed since the caller read it: kept */
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
     return commit_synced(s, txn, mdb_err(mdb_del(txn, s->meta, &mk, NULL)));
 }
 

@@ -5,6 +5,10 @@ then, once garbage collection (gc_delay_ms 1500) and the nodes' background
 compaction (interval_ms 500, seal_bytes 64 KiB) have had their chance, every
 node's segment files on disk hold at most 2x its live data, and the live data
 is what the 1001 objects need (nothing replaced or deleted is still live).
+Then tombstones: with a node down, 200 keys deleted; the gateway restarted
+with the scanner every second and tombstone_grace_ms 2000: no tombstone goes
+while the node is down (it may hold stale copies), all of them once it is back,
+and no deleted key comes back.
 argv[1]: the inec binary."""
 import concurrent.futures
 import glob
@@ -108,5 +112,51 @@ for k in keys[:50] + keys[-50:]:
         fail("%s reads back wrong after compaction" % k)
 if s3.get_object(Bucket="churn", Key="hot")["Body"].read() != body("hot", NOVER - 1):
     fail("the overwritten object reads back wrong after compaction")
+
+# Tombstones: none collected while a node that may hold stale copies is down.
+def metas():
+    return sum(n.get("metas", 0) for n in admin("/admin/v1/cluster")["nodes"] if n["up"])
+
+
+srv.kill_gateway()
+srv.set_gateway_config({"repair": {"scan_interval_ms": 1000, "tombstone_grace_ms": 2000}})
+srv.restart_gateway()
+s3 = client()
+before = metas()
+down = srv.nodes()[8]
+srv.kill_node(down)
+gone = keys[:200]
+with concurrent.futures.ThreadPoolExecutor(8) as ex:
+    list(ex.map(lambda k: s3.delete_object(Bucket="churn", Key=k), gone))
+time.sleep(8)  # grace 2 s, scans every second
+st = admin("/admin/v1/repair")
+if st["totals"]["tombstones_deleted"] != 0:
+    fail("%d tombstones collected while %s (maybe holding stale copies) was down"
+         % (st["totals"]["tombstones_deleted"], down))
+r = srv._cluster("start", "9", srv.dir)  # restarts the node killed
+if r.returncode != 0:
+    fail("cluster.sh start: %s%s" % (r.stdout, r.stderr))
+deadline = time.monotonic() + 90
+while admin("/admin/v1/repair")["totals"]["tombstones_deleted"] < len(gone):
+    if time.monotonic() > deadline:
+        fail("tombstones not collected after %s came back: %s"
+             % (down, admin("/admin/v1/repair")["totals"]))
+    time.sleep(1)
+after = metas()
+if after > before - len(gone) * 4:
+    fail("metadata records on the nodes: %d before the deletes, %d after collection" %
+         (before, after))
+for k in gone:
+    e = None
+    try:
+        s3.head_object(Bucket="churn", Key=k)
+    except s3.exceptions.ClientError as x:
+        e = x.response["ResponseMetadata"]["HTTPStatusCode"]
+    if e != 404:
+        fail("%s came back after its tombstone was collected (HEAD: %s)" % (k, e))
+if s3.get_object(Bucket="churn", Key=keys[500])["Body"].read() != body(keys[500], 1):
+    fail("a live key reads back wrong after tombstone collection")
+print("tombstones: %d collected, metadata records %d -> %d" % (
+    admin("/admin/v1/repair")["totals"]["tombstones_deleted"], before, after))
 srv.stop()
 print("OK: %d bytes compacted away" % compacted)

@@ -807,6 +807,28 @@ static void test_write_error(void **state)
     rmdir_all(dir);
 }
 
+/* A conditional delete (tombstone collection) never removes a record written since. */
+static void test_meta_delete_if(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", "tomb-1", 6), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", "live-2", 6), 0);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "tomb-1", 6), -ESTALE);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-", 5), -ESTALE);
+    void *blob;
+    size_t len;
+    assert_int_equal(node_store_get_meta(s, "bk", "k", &blob, &len), 0);
+    assert_memory_equal(blob, "live-2", 6);
+    free(blob);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-2", 6), 0);
+    assert_int_equal(node_store_get_meta(s, "bk", "k", &blob, &len), -ENOENT);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-2", 6), -ENOENT);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
 static int cancel_now(void *arg)
 {
     return ++*(int *)arg > 3;
@@ -905,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_orphan_segment_removed),
         cmocka_unit_test(test_compaction_skips_corrupt),
         cmocka_unit_test(test_compaction_seal_active),
+        cmocka_unit_test(test_meta_delete_if),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
