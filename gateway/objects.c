@@ -327,7 +327,8 @@ static void bucket_info(const char *name, const json_t *rec, struct gw_bucket_in
              json_string_value(json_object_get(rec, "acl")) ?: "");
 }
 
-int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
+int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *field,
+                        const json_t *value)
 {
     json_t *prev;
     int rc = bucket_rec(o, name, &prev);
@@ -336,12 +337,20 @@ int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
     json_t *rec = json_deep_copy(prev);
     if (!rec ||
         json_object_set_new(rec, "version", json_integer((json_int_t)next_version(o, prev))) ||
-        json_object_set_new(rec, "acl", json_string(acl && strcmp(acl, "private") ? acl : "")))
+        (value ? json_object_set(rec, field, (json_t *)value) : (json_object_del(rec, field), 0)))
         rc = -ENOMEM;
     else
         rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
     json_decref(rec);
     json_decref(prev);
+    return rc;
+}
+
+int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
+{
+    json_t *v = json_string(acl && strcmp(acl, "private") ? acl : "");
+    int rc = v ? gw_bucket_set_field(o, name, "acl", v) : -ENOMEM;
+    json_decref(v);
     return rc;
 }
 

@@ -187,6 +187,9 @@ int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
 int gw_put_seal(struct gw_put *p, json_t **rec);
 int gw_check_key(const char *bucket, const char *key);
 uint64_t gw_next_version(struct gw_objects *o, const json_t *prev);
+/* Sets (value NULL: removes) one field of the bucket's record, as a new version. */
+int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *field,
+                        const json_t *value);
 void gw_rec_object_info(const json_t *rec, struct gw_object_info *out);
 /* Stored headers and ACL of attrs (may be NULL) into a record, or copied from
  * one record to another (an upload's to its object's); -ENOMEM. */

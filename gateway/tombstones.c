@@ -54,6 +54,7 @@ struct purge {
     const char *tomb;    /* the blob to write over stale copies */
     size_t tomb_len;
     int *out; /* per node: the rc of the write or delete */
+    bool fix;
 };
 
 static void read_one(void *arg, int i)
@@ -69,7 +70,9 @@ static void read_one(void *arg, int i)
     p->c[i] = (struct node_copy){rc, blob, len};
 }
 
-static void fix_one(void *arg, int i)
+/* On the nodes marked (out[i] == 1): the tombstone written over a stale copy
+ * (p->fix), or the node's copy removed if unchanged; out[i] = the result. */
+static void apply_one(void *arg, int i)
 {
     struct purge *p = arg;
     if (p->out[i] != 1)
@@ -77,20 +80,8 @@ static void fix_one(void *arg, int i)
     struct node_client *cl = NULL;
     int rc = gw_client_get(p->o, i, &cl);
     if (rc == 0)
-        rc = node_client_put_meta(cl, p->bucket, p->key, p->tomb, p->tomb_len);
-    gw_client_put(p->o, i, cl, rc);
-    p->out[i] = rc;
-}
-
-static void delete_one(void *arg, int i)
-{
-    struct purge *p = arg;
-    if (p->out[i] != 1)
-        return;
-    struct node_client *cl = NULL;
-    int rc = gw_client_get(p->o, i, &cl);
-    if (rc == 0)
-        rc = node_client_delete_meta_if(cl, p->bucket, p->key, p->c[i].blob, p->c[i].len);
+        rc = p->fix ? node_client_put_meta(cl, p->bucket, p->key, p->tomb, p->tomb_len)
+                    : node_client_delete_meta_if(cl, p->bucket, p->key, p->c[i].blob, p->c[i].len);
     gw_client_put(p->o, i, cl, rc == -ESTALE || rc == -ENOENT ? 0 : rc);
     p->out[i] = rc;
 }
@@ -100,13 +91,11 @@ static void delete_one(void *arg, int i)
 static int purge(struct gw_objects *o, const char *bucket, const char *key, uint64_t version)
 {
     int n = o->nnodes;
-    struct purge p = {o,
-                      bucket,
-                      key,
-                      calloc((size_t)n, sizeof(struct node_copy)),
-                      NULL,
-                      0,
-                      calloc((size_t)n, sizeof(int))};
+    struct purge p = {.o = o,
+                      .bucket = bucket,
+                      .key = key,
+                      .c = calloc((size_t)n, sizeof(struct node_copy)),
+                      .out = calloc((size_t)n, sizeof(int))};
     if (!p.c || !p.out) {
         free(p.c);
         free(p.out);
@@ -134,11 +123,12 @@ static int purge(struct gw_objects *o, const char *bucket, const char *key, uint
     }
     int done = 0;
     if (ok && stale && p.tomb) {
-        gw_fanout_run(o, n, fix_one, &p);
+        p.fix = true;
+        gw_fanout_run(o, n, apply_one, &p);
     } else if (ok && p.tomb) {
         for (int i = 0; i < n; i++)
             p.out[i] = p.c[i].rc == 0; /* the holders */
-        gw_fanout_run(o, n, delete_one, &p);
+        gw_fanout_run(o, n, apply_one, &p);
         done = 1;
         for (int i = 0; i < n; i++)
             if (p.c[i].rc == 0 && p.out[i] != 0 && p.out[i] != -ENOENT)

@@ -13,22 +13,18 @@
 argv[1]: the inec binary."""
 import hashlib
 import http.client
-import json
 import os
 import socket
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster  # noqa: E402
 
 try:
-    import boto3
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
-    from botocore.config import Config
     from botocore.credentials import Credentials
 except ImportError:
     sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
@@ -41,21 +37,8 @@ def fail(msg):
     srv.fail(msg)
 
 
-def client():
-    return boto3.client(
-        "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
-        aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
-        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
-                      s3={"addressing_style": "path"}))
-
-
-def admin(path):
-    req = urllib.request.Request(srv.admin + path, headers={"Authorization": "Bearer " + srv.token})
-    return json.loads(urllib.request.urlopen(req, timeout=60).read())
-
-
 def live_bytes():
-    return sum(n.get("live_bytes", 0) for n in admin("/admin/v1/cluster")["nodes"])
+    return sum(n.get("live_bytes", 0) for n in srv.admin_get("/admin/v1/cluster")["nodes"])
 
 
 class SlowConnection(http.client.HTTPConnection):
@@ -100,7 +83,7 @@ def slow_get(key, rate, started):
 
 old = os.urandom(SIZE)
 new = os.urandom(SIZE)
-s3 = client()
+s3 = srv.s3()
 s3.create_bucket(Bucket="slowget")
 
 # 1. Defaults: the overwrite's garbage waits for the GET.
@@ -131,7 +114,7 @@ print("slow GET: old bytes exact, %.1f s after the overwrite" % took)
 srv.kill_gateway()
 srv.set_gateway_config({"max_get_ms": 4000, "gc_delay_ms": 6000})
 srv.restart_gateway()
-s3 = client()
+s3 = srv.s3()
 started = threading.Event()
 t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 12, started)))
 t.start()
