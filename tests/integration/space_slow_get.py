@@ -2,9 +2,9 @@
 """A slow GET survives an overwrite of the object it reads (9 node processes,
 `inec gateway`, RS(6,3), 1 MiB chunks):
 
- 1. defaults: a 24 MiB object read by a client that takes ~9 s (small receive
-    buffer, paced reads) is overwritten once the first bytes arrive: the GET
-    returns the old bytes exactly (the old gc_delay of 5 s deleted them under
+ 1. defaults: a 24 MiB object is overwritten once a slow reader (64 KiB
+    receive buffer) has its first bytes; the reader then takes ~8 s for the
+    rest, and its GET returns the old bytes exactly (the old gc_delay of 5 s deleted them under
     it), a new GET the new bytes;
  2. gateway restarted with max_get_ms 4000, gc_delay_ms 6000: a GET slower
     than max_get_ms is cut (a short body, never wrong bytes), and once the
@@ -51,8 +51,9 @@ class SlowConnection(http.client.HTTPConnection):
         self.sock.connect((self.host, self.port))
 
 
-def slow_get(key, rate, started):
-    """GET /b/key read at `rate` bytes/s; sets `started` after the first bytes.
+def slow_get(key, rate, started, resume):
+    """GET /slowget/key: sets `started` after the first bytes, waits for
+    `resume` (the overwrite is done), then reads the rest at `rate` bytes/s.
     Returns (status, body so far, error or None)."""
     url = "http://127.0.0.1:%d/slowget/%s" % (srv.port, key)
     req = AWSRequest(method="GET", url=url, headers={"x-amz-content-sha256":
@@ -62,7 +63,7 @@ def slow_get(key, rate, started):
     conn.request("GET", "/slowget/" + key, headers=dict(req.headers.items()))
     r = conn.getresponse()
     body = bytearray()
-    t0 = time.monotonic()
+    t0 = None
     err = None
     try:
         while True:
@@ -70,8 +71,11 @@ def slow_get(key, rate, started):
             if not piece:
                 break
             body += piece
-            started.set()
-            ahead = len(body) / rate - (time.monotonic() - t0)
+            if t0 is None:
+                started.set()
+                resume.wait(120)
+                t0, base = time.monotonic(), len(body)
+            ahead = (len(body) - base) / rate - (time.monotonic() - t0)
             if ahead > 0:
                 time.sleep(ahead)
     except (http.client.IncompleteRead, ConnectionError, socket.timeout) as e:
@@ -90,12 +94,14 @@ s3.create_bucket(Bucket="slowget")
 s3.put_object(Bucket="slowget", Key="big", Body=old)
 started = threading.Event()
 res = {}
-t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 9, started)))
+resume = threading.Event()
+t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 8, started, resume)))
 t.start()
 if not started.wait(60):
     fail("the slow GET got no bytes")
 s3.put_object(Bucket="slowget", Key="big", Body=new)
 t0 = time.monotonic()
+resume.set()
 t.join()
 status, body, err = res["r"]
 took = time.monotonic() - t0
@@ -116,11 +122,13 @@ srv.set_gateway_config({"max_get_ms": 4000, "gc_delay_ms": 6000})
 srv.restart_gateway()
 s3 = srv.s3()
 started = threading.Event()
-t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 12, started)))
+resume = threading.Event()
+t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 12, started, resume)))
 t.start()
 if not started.wait(60):
     fail("the second slow GET got no bytes")
 s3.put_object(Bucket="slowget", Key="big", Body=old)
+resume.set()
 after_put = live_bytes()  # both versions
 t.join()
 status, body, err = res["r"]
