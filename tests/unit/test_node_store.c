@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <lmdb.h>
 
+#include "node/compactor.h"
 #include "node/store.h"
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -829,6 +830,38 @@ static void test_meta_delete_if(void **state)
     rmdir_all(dir);
 }
 
+/* cluster.json's "compaction": defaults, overrides, clear refusals. */
+static void test_compaction_config(void **state)
+{
+    (void)state;
+    struct node_compaction_config c = {0}, r;
+    char err[256];
+    assert_int_equal(node_compaction_resolve(&c, &r), 0);
+    assert_int_equal(r.interval_ms, 1000);
+    assert_true(r.dead_ratio == 0.4 && r.mbps == 50 && r.seal_bytes == 16u << 20);
+    json_t *j = json_pack("{s:i,s:f,s:i,s:i}", "interval_ms", -1, "dead_ratio", 0.25, "seal_bytes",
+                          65536, "mbps", -1);
+    assert_int_equal(node_compaction_from_json(j, &c, err, sizeof(err)), 0);
+    json_decref(j);
+    assert_int_equal(node_compaction_resolve(&c, &r), 0);
+    assert_true(r.interval_ms == -1 && r.dead_ratio == 0.25 && r.seal_bytes == 65536 &&
+                r.mbps == -1);
+    static const char *const bad[] = {"{\"dead_ratio\": 1.5}", "{\"interval\": 5}",
+                                      "{\"mbps\": \"fast\"}", "[1]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        j = json_loads(bad[i], JSON_DECODE_ANY, NULL);
+        assert_non_null(j);
+        assert_int_equal(node_compaction_from_json(j, &c, err, sizeof(err)), -EINVAL);
+        assert_true(err[0] != 0);
+        json_decref(j);
+    }
+    struct node_compactor *none;
+    c.interval_ms = -1;
+    assert_int_equal(node_compactor_start(NULL, &c, &none), 0); /* off: no thread */
+    assert_null(none);
+}
+
 static int cancel_now(void *arg)
 {
     return ++*(int *)arg > 3;
@@ -928,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_compaction_skips_corrupt),
         cmocka_unit_test(test_compaction_seal_active),
         cmocka_unit_test(test_meta_delete_if),
+        cmocka_unit_test(test_compaction_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
