@@ -203,6 +203,11 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         w.bucket = json_string_value(b);
         rc = gw_meta_list_all(o, w.bucket, walk_cb, &w);
     }
+    /* Every node must answer for every key: with one doubted, none is tried
+     * (each try would wait for it); they stay due for the next scan. */
+    bool all_up = true;
+    for (int n = 0; n < o->nnodes; n++)
+        all_up &= gw_peer_state(o, n) == GW_PEER_UP;
     uint64_t removed = 0;
     json_t *d;
     json_array_foreach(w.due, i, d)
@@ -212,7 +217,7 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         const char *bucket = json_string_value(json_array_get(d, 0));
         const char *key = json_string_value(json_array_get(d, 1));
         json_t *v = json_array_get(d, 2);
-        if (purge(o, bucket, key, (uint64_t)json_integer_value(v))) {
+        if (all_up && purge(o, bucket, key, (uint64_t)json_integer_value(v))) {
             removed++;
             continue;
         }
