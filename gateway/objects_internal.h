@@ -18,15 +18,15 @@
 #include "node/client.h"
 #include "placement/placement.h"
 
-#define GW_MAX_POOLS      32
-#define GW_NODE_CLIENTS   16  /* idle clients kept per node */
-#define GW_ALIGN          64  /* chunk length alignment of a short last stripe */
-#define GW_META_BUCKET    "." /* the store bucket of bucket records (no S3 name starts with '.') */
-#define GW_META_ACL       ".acl"  /* object ACLs set after the write: "<bucket>/<key>" */
-#define GW_CHUNK_VERSION  1       /* chunks are unique per upload (object id), never overwritten */
-#define GW_GC_PENDING_MAX 100000  /* replaced versions waiting for their delay, in memory */
-#define GW_MAX_GET_MS     3600000 /* default bound of one GET's stream (max_get_ms) */
-#define GW_GC_MARGIN_MS   10000   /* default gc_delay_ms = max_get_ms + this */
+#define GW_MAX_POOLS          32
+#define GW_NODE_CLIENTS       16 /* idle clients kept per node */
+#define GW_ALIGN              64 /* chunk length alignment of a short last stripe */
+#define GW_META_BUCKET        "." /* the store bucket of bucket records (no S3 name starts with '.') */
+#define GW_META_ACL           ".acl" /* object ACLs set after the write: "<bucket>/<key>" */
+#define GW_CHUNK_VERSION      1 /* chunks are unique per upload (object id), never overwritten */
+#define GW_GC_PENDING_STRIPES 200000  /* of replaced versions waiting for their delay, in memory */
+#define GW_MAX_GET_MS         3600000 /* default bound of one GET's stream (max_get_ms) */
+#define GW_GC_MARGIN_MS       10000   /* default gc_delay_ms = max_get_ms + this */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -99,7 +99,8 @@ struct gw_objects {
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
-    json_t *gc; /* array of {"due": ms, "rec": record}, at most GW_GC_PENDING_MAX */
+    json_t *gc;                  /* array of {"due": ms, "rec": record} */
+    size_t gc_stripes;           /* theirs, at most GW_GC_PENDING_STRIPES */
     _Atomic uint64_t gc_dropped; /* records left to the scanner (orphans) past that */
     bool gc_stop;
     pthread_t gc_thread;
