@@ -350,6 +350,12 @@ static int opt_int(const json_t *opts, const char *name, int dflt)
     return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
 }
 
+static int64_t opt_i64(const json_t *opts, const char *name, int64_t dflt)
+{
+    json_t *v = json_object_get(opts, name);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
+}
+
 /* Everything but the node services: map, pools, device, threads. */
 static int open_common(struct gw_objects *o, const json_t *map, const json_t *opts, char *msg,
                        size_t msglen)
@@ -403,8 +409,8 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
      * no GET streams longer than max_get_ms (on any gateway sharing this
      * configuration), and the chunks go gc_delay_ms after the change. */
     o->max_get_ms = opt_int(opts, "max_get_ms", GW_MAX_GET_MS);
-    o->mpu_expire_ms = opt_int(opts, "multipart_expire_ms", 7 * 24 * 3600 * 1000);
-    o->lifecycle_day_ms = opt_int(opts, "lifecycle_day_ms", 24 * 3600 * 1000);
+    o->mpu_expire_ms = opt_i64(opts, "multipart_expire_ms", 7 * 24 * 3600000LL);
+    o->lifecycle_day_ms = opt_i64(opts, "lifecycle_day_ms", 24 * 3600000LL);
     if (o->mpu_expire_ms < 0 || o->lifecycle_day_ms <= 0)
         return snprintf(msg, msglen,
                         "gateway.multipart_expire_ms must be >= 0, lifecycle_day_ms > 0"),

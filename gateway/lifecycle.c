@@ -17,25 +17,7 @@
 
 int gw_bucket_lifecycle_set(struct gw_objects *o, const char *bucket, const json_t *rules)
 {
-    json_t *prev;
-    int rc = gw_meta_read(o, GW_META_BUCKET, bucket, &prev);
-    if (rc == 0 && gw_rec_deleted(prev))
-        rc = -ENOENT;
-    if (rc) {
-        json_decref(prev);
-        return rc;
-    }
-    json_t *rec = json_deep_copy(prev);
-    if (!rec ||
-        json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev))) ||
-        (rules ? json_object_set(rec, "lifecycle", (json_t *)rules)
-               : (json_object_del(rec, "lifecycle"), 0)))
-        rc = -ENOMEM;
-    else
-        rc = gw_meta_write(o, GW_META_BUCKET, bucket, rec);
-    json_decref(rec);
-    json_decref(prev);
-    return rc;
+    return gw_bucket_set_field(o, bucket, "lifecycle", rules);
 }
 
 int gw_bucket_lifecycle_get(struct gw_objects *o, const char *bucket, json_t **rules)

@@ -140,17 +140,19 @@ static void route_around(struct gw_objects *o, const json_t *stripe, int n, int 
 
 void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms)
 {
-    if (!json_array_size(json_object_get(rec, "stripes")))
+    size_t ns = json_array_size(json_object_get(rec, "stripes"));
+    if (!ns)
         return;
     pthread_mutex_lock(&o->gc_lock);
-    if (json_array_size(o->gc) >= GW_GC_PENDING_MAX) { /* bounded memory: orphans now */
+    if (o->gc_stripes + ns > GW_GC_PENDING_STRIPES) { /* bounded memory: orphans now */
         if (atomic_fetch_add(&o->gc_dropped, 1) % 10000 == 0)
             inec_log(INEC_LOG_WARN, "gateway",
-                     "%d replaced versions wait for gc: more are left to the scanner",
-                     GW_GC_PENDING_MAX);
+                     "%d stripes of replaced versions wait for gc: more are left to the scanner",
+                     GW_GC_PENDING_STRIPES);
         pthread_mutex_unlock(&o->gc_lock);
         return;
     }
+    o->gc_stripes += ns;
     json_array_append_new(
         o->gc, json_pack("{s:I,s:O}", "due", (json_int_t)(gw_now_ms() + delay_ms), "rec", rec));
     pthread_cond_broadcast(&o->gc_cond);
@@ -199,7 +201,9 @@ void gw_gc_run(struct gw_objects *o, bool all)
     for (size_t i = 0; i < json_array_size(o->gc);) {
         json_t *e = json_array_get(o->gc, i);
         if (all || json_integer_value(json_object_get(e, "due")) <= now) {
-            json_array_append(due, json_object_get(e, "rec"));
+            json_t *rec = json_object_get(e, "rec");
+            o->gc_stripes -= json_array_size(json_object_get(rec, "stripes"));
+            json_array_append(due, rec);
             json_array_remove(o->gc, i);
         } else {
             i++;
@@ -328,7 +332,8 @@ static void bucket_info(const char *name, const json_t *rec, struct gw_bucket_in
              json_string_value(json_object_get(rec, "acl")) ?: "");
 }
 
-int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
+int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *field,
+                        const json_t *value)
 {
     json_t *prev;
     int rc = bucket_rec(o, name, &prev);
@@ -337,12 +342,20 @@ int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
     json_t *rec = json_deep_copy(prev);
     if (!rec ||
         json_object_set_new(rec, "version", json_integer((json_int_t)next_version(o, prev))) ||
-        json_object_set_new(rec, "acl", json_string(acl && strcmp(acl, "private") ? acl : "")))
+        (value ? json_object_set(rec, field, (json_t *)value) : (json_object_del(rec, field), 0)))
         rc = -ENOMEM;
     else
         rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
     json_decref(rec);
     json_decref(prev);
+    return rc;
+}
+
+int gw_bucket_acl_set(struct gw_objects *o, const char *name, const char *acl)
+{
+    json_t *v = json_string(acl && strcmp(acl, "private") ? acl : "");
+    int rc = v ? gw_bucket_set_field(o, name, "acl", v) : -ENOMEM;
+    json_decref(v);
     return rc;
 }
 

@@ -196,8 +196,13 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * gw_objects_open: nodes that run as their own processes (`inec node`, see
  * scripts/cluster.sh), over tcp. cfg is cluster.json:
  *   {"map": <cluster map, placement/placement.h>, "nodes": {...per-node data dirs...},
- *    "gateway": {"timeout_ms": 3000, "gc_delay_ms": 5000, "deg_listen": "127.0.0.1", ...}}
+ *    "gateway": {"max_get_ms": 3600000, "gc_delay_ms": max_get_ms + 10000,
+ *                "multipart_expire_ms": 604800000, "lifecycle_day_ms": 86400000,
+ *                "deg_listen": "127.0.0.1", "repair": {...}, ...}}
  * (other "gateway" fields belong to the S3 front end and are ignored here).
+ * No GET streams longer than max_get_ms (it is cut), and a replaced or
+ * deleted version's chunks go gc_delay_ms after the change: so never under a
+ * GET that began before it, on any gateway that shares this configuration.
  *
  * gw_objects_open_embedded: the gateway and its nodes in this process over
  * the mem transport, sharing one engine-thread pool, node i's store in
@@ -206,8 +211,10 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * "chunk_size", "engine_threads", "timeout_ms", "gc_delay_ms"}); later opens
  * and pools created through the control API keep to that file.
  *
- * gw_objects_close: finishes pending garbage collection and closes; with
- * nothing on the gateway but caches, a closed gateway loses nothing.
+ * gw_objects_close: closes; embedded, it first finishes pending garbage
+ * collection (no other gateway can be reading), otherwise it leaves it to the
+ * scanner's orphan collection. With nothing on the gateway but caches, a
+ * closed gateway loses nothing.
  */
 int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_t msglen);
 int gw_objects_open_embedded(const char *dir, struct gw_objects **out, char *msg, size_t msglen);

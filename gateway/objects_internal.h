@@ -19,15 +19,15 @@
 #include "node/client.h"
 #include "placement/placement.h"
 
-#define GW_MAX_POOLS      32
-#define GW_NODE_CLIENTS   16  /* idle clients kept per node */
-#define GW_ALIGN          64  /* chunk length alignment of a short last stripe */
-#define GW_META_BUCKET    "." /* the store bucket of bucket records (no S3 name starts with '.') */
-#define GW_META_ACL       ".acl"  /* object ACLs set after the write: "<bucket>/<key>" */
-#define GW_CHUNK_VERSION  1       /* chunks are unique per upload (object id), never overwritten */
-#define GW_GC_PENDING_MAX 100000  /* replaced versions waiting for their delay, in memory */
-#define GW_MAX_GET_MS     3600000 /* default bound of one GET's stream (max_get_ms) */
-#define GW_GC_MARGIN_MS   10000   /* default gc_delay_ms = max_get_ms + this */
+#define GW_MAX_POOLS          32
+#define GW_NODE_CLIENTS       16 /* idle clients kept per node */
+#define GW_ALIGN              64 /* chunk length alignment of a short last stripe */
+#define GW_META_BUCKET        "." /* the store bucket of bucket records (no S3 name starts with '.') */
+#define GW_META_ACL           ".acl" /* object ACLs set after the write: "<bucket>/<key>" */
+#define GW_CHUNK_VERSION      1 /* chunks are unique per upload (object id), never overwritten */
+#define GW_GC_PENDING_STRIPES 200000  /* of replaced versions waiting for their delay, in memory */
+#define GW_MAX_GET_MS         3600000 /* default bound of one GET's stream (max_get_ms) */
+#define GW_GC_MARGIN_MS       10000   /* default gc_delay_ms = max_get_ms + this */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -106,7 +106,8 @@ struct gw_objects {
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
-    json_t *gc; /* array of {"due": ms, "rec": record}, at most GW_GC_PENDING_MAX */
+    json_t *gc;                  /* array of {"due": ms, "rec": record} */
+    size_t gc_stripes;           /* theirs, at most GW_GC_PENDING_STRIPES */
     _Atomic uint64_t gc_dropped; /* records left to the scanner (orphans) past that */
     bool gc_stop;
     pthread_t gc_thread;
@@ -210,6 +211,9 @@ int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
 int gw_put_seal(struct gw_put *p, json_t **rec);
 int gw_check_key(const char *bucket, const char *key);
 uint64_t gw_next_version(struct gw_objects *o, const json_t *prev);
+/* Sets (value NULL: removes) one field of the bucket's record, as a new version. */
+int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *field,
+                        const json_t *value);
 void gw_rec_object_info(const json_t *rec, struct gw_object_info *out);
 /* Stored headers and ACL of attrs (may be NULL) into a record, or copied from
  * one record to another (an upload's to its object's); -ENOMEM. */

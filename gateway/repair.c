@@ -90,7 +90,8 @@ struct gw_repair {
     /* the last scan */
     uint64_t degraded_by_lost[PLACE_MAX_CHUNKS + 1];
     int scan_maxlost;
-    uint64_t scan_stripes, orphans_deleted, scans;
+    uint64_t scan_stripes, orphans_deleted, tombstones_deleted, scans;
+    int64_t tombstone_grace_ms, tombstones_last_ms;
     int64_t scan_ms, scan_done_ns;
 
     struct codec *codecs[GW_MAX_POOLS][NSCHEMES];
@@ -1115,7 +1116,8 @@ static void *worker_main(void *arg)
 /* --- status --------------------------------------------------------------------------- */
 
 void gw_repair_scan_done(struct gw_objects *o, const uint64_t *degraded_by_lost, int maxlost,
-                         uint64_t stripes, uint64_t orphans_deleted, int64_t duration_ms)
+                         uint64_t stripes, uint64_t orphans_deleted, uint64_t tombstones_deleted,
+                         int64_t duration_ms)
 {
     struct gw_repair *r = o->rep;
     pthread_mutex_lock(&r->lock);
@@ -1125,6 +1127,7 @@ void gw_repair_scan_done(struct gw_objects *o, const uint64_t *degraded_by_lost,
     r->scan_maxlost = maxlost;
     r->scan_stripes = stripes;
     r->orphans_deleted += orphans_deleted;
+    r->tombstones_deleted += tombstones_deleted;
     r->scans++;
     r->scanning = false;
     r->scan_ms = duration_ms;
@@ -1193,6 +1196,9 @@ int gw_objects_repair_status(struct gw_objects *o, json_t **out)
         (json_int_t)r->orphan_grace_ms, "pending", (json_int_t)json_object_size(r->pending));
     if (*out) {
         json_object_set_new(*out, "scrub_interval_ms", json_integer(r->scrub_interval_ms));
+        json_object_set_new(*out, "tombstone_grace_ms", json_integer(r->tombstone_grace_ms));
+        json_object_set_new(json_object_get(*out, "totals"), "tombstones_deleted",
+                            json_integer((json_int_t)r->tombstones_deleted));
         json_object_set_new(json_object_get(*out, "scan"), "running",
                             json_boolean(r->scanning || r->scan_now));
     }
@@ -1283,6 +1289,7 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     r->scan_interval_ms = (int)opt_ms(opts, "scan_interval_ms", 60000);
     r->down_out_ms = opt_ms(opts, "down_out_ms", 600000);
     r->orphan_grace_ms = opt_ms(opts, "orphan_grace_ms", 3600000);
+    r->tombstone_grace_ms = opt_ms(opts, "tombstone_grace_ms", 24 * 3600000LL);
     r->scrub_interval_ms = opt_ms(opts, "scrub_interval_ms", 7 * 24 * 3600000LL);
     r->last_scrub_ms = now_ms();
     r->scheme_default = scheme_parse(json_string_value(json_object_get(opts, "scheme")) ?: "auto");
@@ -1347,6 +1354,19 @@ bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms)
     *grace_ms = r->orphan_grace_ms;
     pthread_mutex_unlock(&r->lock);
     return !stop;
+}
+
+int64_t gw_repair_tombstones_due(struct gw_objects *o)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    int64_t now = now_ms(), grace = -1;
+    if (r->tombstones_last_ms == 0 || now - r->tombstones_last_ms >= r->tombstone_grace_ms / 24) {
+        r->tombstones_last_ms = now;
+        grace = r->tombstone_grace_ms;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return grace;
 }
 
 bool gw_repair_scrub_due(struct gw_objects *o)

@@ -80,6 +80,14 @@ bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms);
 bool gw_repair_stopping(struct gw_objects *o);
 /* Scan results for status and metrics. */
 void gw_repair_scan_done(struct gw_objects *o, const uint64_t *degraded_by_lost, int maxlost,
-                         uint64_t stripes, uint64_t orphans_deleted, int64_t duration_ms);
+                         uint64_t stripes, uint64_t orphans_deleted, uint64_t tombstones_deleted,
+                         int64_t duration_ms);
+/* The tombstone grace (tombstone_grace_ms, default 1 day) when a collection
+ * of tombstones is due (once per grace / 24 at most), else -1. */
+int64_t gw_repair_tombstones_due(struct gw_objects *o);
+/* Removes the tombstones seen in scans grace_ms apart from every node, when
+ * that is safe (tombstones.c says when); *seen carries sightings between calls
+ * (a JSON object the caller frees). Returns how many it removed. */
+uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grace_ms);
 
 #endif

@@ -21,7 +21,9 @@
  *      commit). Nothing is collected after a scan that could not read every
  *      record, or from a node whose inventory failed;
  *   5. aborts the multipart uploads older than their bucket's lifecycle rule
- *      (AbortIncompleteMultipartUpload) or multipart_expire_ms (lifecycle.c).
+ *      (AbortIncompleteMultipartUpload) or multipart_expire_ms (lifecycle.c);
+ *   6. removes tombstones older than tombstone_grace_ms where no stale copy
+ *      can outlive them (tombstones.c says why that is safe).
  *
  * Memory: about 90 bytes per stripe and 48 per chunk during a scan.
  */
@@ -498,7 +500,7 @@ static uint64_t collect_orphans(struct scan *sc, struct seen *seen, int64_t grac
 
 /* --- one scan ---------------------------------------------------------------------------- */
 
-static void scan_once(struct gw_objects *o, struct seen *seen, int64_t grace_ms)
+static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, int64_t grace_ms)
 {
     int64_t t0 = gw_now_ms();
     if (gw_repair_scrub_due(o))
@@ -575,7 +577,12 @@ static void scan_once(struct gw_objects *o, struct seen *seen, int64_t grace_ms)
     /* 5. multipart uploads past their bucket's lifecycle rule or the default age */
     if (!gw_repair_stopping(o))
         gw_mpu_expire(o);
-    gw_repair_scan_done(o, by_lost, maxlost, sc.nst, orphans, gw_now_ms() - t0);
+    /* 6. tombstones past their grace, where no stale copy can outlive them */
+    uint64_t tombstones = 0;
+    int64_t tgrace = gw_repair_stopping(o) ? -1 : gw_repair_tombstones_due(o);
+    if (tgrace >= 0)
+        tombstones = gw_tombstones_collect(o, tombs, tgrace);
+    gw_repair_scan_done(o, by_lost, maxlost, sc.nst, orphans, tombstones, gw_now_ms() - t0);
     inec_log(INEC_LOG_INFO, "repair", "scan: %zu records, %zu stripes, %s, %lld ms", sc.nrecs,
              sc.nst, sc.incomplete ? "incomplete" : "complete", (long long)(gw_now_ms() - t0));
     for (size_t i = 0; i < sc.nrecs; i++)
@@ -595,9 +602,11 @@ void *gw_scanner_main(void *arg)
 {
     struct gw_objects *o = arg;
     struct seen seen = {0};
+    json_t *tombs = NULL;
     int64_t grace_ms;
     while (gw_repair_wait_scan(o, &grace_ms))
-        scan_once(o, &seen, grace_ms);
+        scan_once(o, &seen, &tombs, grace_ms);
     free(seen.v);
+    json_decref(tombs);
     return NULL;
 }

@@ -465,6 +465,17 @@ int node_client_delete_meta(struct node_client *c, const char *bucket, const cha
     return rc;
 }
 
+int node_client_delete_meta_if(struct node_client *c, const char *bucket, const char *key,
+                               const void *expect, size_t len)
+{
+    if (!expect || !len)
+        return cfail(c, -EINVAL, "the expected record is required");
+    struct rpc_msg m = {0};
+    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, expect, len, &m);
+    free(m.data);
+    return rc;
+}
+
 int node_client_list_meta(struct node_client *c, const char *bucket, const char *prefix,
                           const char *start_after, size_t limit, node_meta_cb cb, void *arg,
                           int *more)

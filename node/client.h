@@ -79,6 +79,10 @@ int node_client_put_meta(struct node_client *c, const char *bucket, const char *
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);
+/* Only while the node's record is still expect[len] (a non-empty blob):
+ * -ESTALE when it is another one now, -ENOENT when there is none. */
+int node_client_delete_meta_if(struct node_client *c, const char *bucket, const char *key,
+                               const void *expect, size_t len);
 /* One page: limit 0 means as many as fit one response (at most 1000). cb gets
  * each key and blob in order; returns the number listed or -errno. */
 int node_client_list_meta(struct node_client *c, const char *bucket, const char *prefix,

@@ -290,7 +290,10 @@ static void h_delete_meta(struct req *r)
     const char *bucket = names(r, &key, &used);
     if (!bucket)
         return reply(r, -EPROTO);
-    reply(r, node_store_delete_meta(r->svc->store, bucket, key));
+    /* A blob after the names: delete only if the record is still that one. */
+    reply(r, node_store_delete_meta_if(r->svc->store, bucket, key,
+                                       r->msg.len > used ? r->msg.data + used : NULL,
+                                       r->msg.len - used));
 }
 
 struct listing {

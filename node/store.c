@@ -1029,6 +1029,12 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
 
 int node_store_delete_meta(struct node_store *s, const char *bucket, const char *key)
 {
+    return node_store_delete_meta_if(s, bucket, key, NULL, 0);
+}
+
+int node_store_delete_meta_if(struct node_store *s, const char *bucket, const char *key,
+                              const void *expect, size_t len)
+{
     if (!s)
         return -EINVAL;
     int rc = meta_key_check(bucket, key);
@@ -1038,6 +1044,16 @@ int node_store_delete_meta(struct node_store *s, const char *bucket, const char 
     rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
     if (rc)
         return rc;
+    MDB_val cur;
+    if (expect && (rc = meta_index_get(txn, s->meta, bucket, key, &cur)) == 0) {
+        MDB_val b = meta_blob(&cur); /* the caller read the record, not its version */
+        if (b.mv_size != len || memcmp(b.mv_data, expect, len) != 0)
+            rc = -ESTALE; /* changed since the caller read it: kept */
+    }
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
     return commit_synced(s, txn, meta_index_del(txn, s->meta, bucket, key));
 }
 
@@ -1489,11 +1505,15 @@ static int compact_group(struct node_store *s, const uint32_t *victims, const ui
     return 0;
 }
 
-/* The store's segments (ids ascending), their sizes and live bytes; the ids of
- * segments not fully indexed (or unregistered) are 0. */
+/* The store's segments (ids ascending), their sizes and live bytes, and the
+ * active one; the ids of segments not fully indexed (or unregistered) are 0.
+ * Under write_mu no roll happens: every segment but *active is sealed for good
+ * (appends only ever go to a new segment), so its size is final. */
 static int seg_snapshot(struct node_store *s, uint32_t **ids, uint64_t **size, uint64_t **live,
-                        size_t *n)
+                        size_t *n, uint32_t *active)
 {
+    pthread_mutex_lock(&s->write_mu);
+    *active = s->active;
     pthread_rwlock_rdlock(&s->seg_lock);
     *n = s->nseg;
     *ids = calloc(*n ? *n : 1, sizeof(**ids));
@@ -1504,6 +1524,7 @@ static int seg_snapshot(struct node_store *s, uint32_t **ids, uint64_t **size, u
         (*size)[i] = fd_size(s->seg[i].fd);
     }
     pthread_rwlock_unlock(&s->seg_lock);
+    pthread_mutex_unlock(&s->write_mu);
     int rc = *ids && *size && *live ? 0 : -ENOMEM;
     MDB_txn *txn;
     if (rc == 0 && (rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))) == 0) {
@@ -1534,22 +1555,21 @@ int node_store_compact_opts(struct node_store *s, const struct node_compact_opti
     uint32_t *ids = NULL;
     uint64_t *size = NULL, *live = NULL;
     size_t n = 0;
-    int rc = seg_snapshot(s, &ids, &size, &live, &n);
+    uint32_t active = 0;
+    int rc = seg_snapshot(s, &ids, &size, &live, &n, &active);
     /* The active segment takes every new record; sealing it (the next write
      * rolls to a new one) lets a store that never fills a segment, or a
-     * small one that churns, give its dead bytes back too. */
+     * small one that churns, give its dead bytes back too. Only if nothing
+     * was appended since the snapshot: then its live bytes are current. */
     pthread_mutex_lock(&s->write_mu);
-    uint32_t active = s->active;
     for (size_t i = 0; rc == 0 && opt->seal_active_bytes && i < n; i++)
-        if (ids[i] && ids[i] == active && size[i] >= opt->seal_active_bytes &&
-            size[i] == s->active_off && worth(size[i], live[i], opt->min_dead)) {
+        if (ids[i] && ids[i] == active && s->active == active && size[i] == s->active_off &&
+            size[i] >= opt->seal_active_bytes && worth(size[i], live[i], opt->min_dead)) {
             s->active = 0; /* sealed: every batch of it is indexed (we hold write_mu) */
             active = 0;
         }
     pthread_mutex_unlock(&s->write_mu);
-    /* Under write_mu no roll happens: every segment of the snapshot but the
-     * active one is sealed for good (appends only ever go to a new segment).
-     * Victims are compacted in groups whose live bytes fit one segment. */
+    /* Victims are compacted in groups whose live bytes fit one segment. */
     uint32_t *grp = calloc(n ? n : 1, sizeof(*grp));
     uint64_t *gsize = calloc(n ? n : 1, sizeof(*gsize));
     if (rc == 0 && (!grp || !gsize))

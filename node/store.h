@@ -137,6 +137,10 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
                         size_t *len); /* malloc'ed; -ENOENT */
 int node_store_delete_meta(struct node_store *s, const char *bucket, const char *key);
+/* Deletes it only if the stored blob is still expect[len] (NULL: any): -ESTALE
+ * when it differs, so a record written since the caller read it survives. */
+int node_store_delete_meta_if(struct node_store *s, const char *bucket, const char *key,
+                              const void *expect, size_t len);
 
 /*
  * Lists metadata of `bucket` whose key starts with `prefix` (NULL or "" for all),

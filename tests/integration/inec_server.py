@@ -101,6 +101,33 @@ class InecServer:
         conn.close()
         return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
 
+    def s3(self, **config):
+        """A boto3 client of this endpoint: SigV4, path style, one attempt unless
+        config (botocore Config fields) says otherwise."""
+        import boto3
+        from botocore.config import Config
+        cfg = {"signature_version": "s3v4", "retries": {"max_attempts": 1},
+               "s3": {"addressing_style": "path"}}
+        cfg.update(config)
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=self.access_key,
+                            aws_secret_access_key=self.secret_key, config=Config(**cfg))
+
+    def admin_get(self, path):
+        """GET of the control API (admin token), its JSON. A reset connection
+        (seen right after a gateway restart) is tried again: a GET is idempotent."""
+        import json
+        import urllib.request
+        req = urllib.request.Request(self.admin + path,
+                                     headers={"Authorization": "Bearer " + self.token})
+        for attempt in range(3):
+            try:
+                return json.loads(urllib.request.urlopen(req, timeout=60).read())
+            except ConnectionResetError:
+                if attempt == 2:
+                    raise
+                time.sleep(0.5)
+
     def stderr(self):
         self.errlog.flush()
         self.errlog.seek(0)

@@ -13,18 +13,14 @@ through boto3:
     for tmp/ and 30 days (60 s) for keep/, tmp/ uploads go after about 2 s
     and keep/ ones outlive the default age: the rule applies, not the default.
 argv[1]: the inec binary."""
-import json
 import os
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster  # noqa: E402
 
 try:
-    import boto3
-    from botocore.config import Config
     from botocore.exceptions import ClientError
 except ImportError:
     sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
@@ -38,20 +34,11 @@ def fail(msg):
     srv.fail(msg)
 
 
-s3 = boto3.client(
-    "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
-    aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
-    config=Config(signature_version="s3v4", retries={"max_attempts": 1},
-                  s3={"addressing_style": "path"}))
-
-
-def admin(path):
-    req = urllib.request.Request(srv.admin + path, headers={"Authorization": "Bearer " + srv.token})
-    return json.loads(urllib.request.urlopen(req, timeout=60).read())
+s3 = srv.s3()
 
 
 def live_bytes():
-    return sum(n.get("live_bytes", 0) for n in admin("/admin/v1/cluster")["nodes"])
+    return sum(n.get("live_bytes", 0) for n in srv.admin_get("/admin/v1/cluster")["nodes"])
 
 
 def error_of(fn, **kw):

@@ -2,9 +2,9 @@
 """A slow GET survives an overwrite of the object it reads (9 node processes,
 `inec gateway`, RS(6,3), 1 MiB chunks):
 
- 1. defaults: a 24 MiB object read by a client that takes ~9 s (small receive
-    buffer, paced reads) is overwritten once the first bytes arrive: the GET
-    returns the old bytes exactly (the old gc_delay of 5 s deleted them under
+ 1. defaults: a 24 MiB object is overwritten once a slow reader (64 KiB
+    receive buffer) has its first bytes; the reader then takes ~8 s for the
+    rest, and its GET returns the old bytes exactly (the old gc_delay of 5 s deleted them under
     it), a new GET the new bytes;
  2. gateway restarted with max_get_ms 4000, gc_delay_ms 6000: a GET slower
     than max_get_ms is cut (a short body, never wrong bytes), and once the
@@ -13,22 +13,18 @@
 argv[1]: the inec binary."""
 import hashlib
 import http.client
-import json
 import os
 import socket
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster  # noqa: E402
 
 try:
-    import boto3
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
-    from botocore.config import Config
     from botocore.credentials import Credentials
 except ImportError:
     sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
@@ -41,21 +37,8 @@ def fail(msg):
     srv.fail(msg)
 
 
-def client():
-    return boto3.client(
-        "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
-        aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
-        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
-                      s3={"addressing_style": "path"}))
-
-
-def admin(path):
-    req = urllib.request.Request(srv.admin + path, headers={"Authorization": "Bearer " + srv.token})
-    return json.loads(urllib.request.urlopen(req, timeout=60).read())
-
-
 def live_bytes():
-    return sum(n.get("live_bytes", 0) for n in admin("/admin/v1/cluster")["nodes"])
+    return sum(n.get("live_bytes", 0) for n in srv.admin_get("/admin/v1/cluster")["nodes"])
 
 
 class SlowConnection(http.client.HTTPConnection):
@@ -68,8 +51,9 @@ class SlowConnection(http.client.HTTPConnection):
         self.sock.connect((self.host, self.port))
 
 
-def slow_get(key, rate, started):
-    """GET /b/key read at `rate` bytes/s; sets `started` after the first bytes.
+def slow_get(key, rate, started, resume):
+    """GET /slowget/key: sets `started` after the first bytes, waits for
+    `resume` (the overwrite is done), then reads the rest at `rate` bytes/s.
     Returns (status, body so far, error or None)."""
     url = "http://127.0.0.1:%d/slowget/%s" % (srv.port, key)
     req = AWSRequest(method="GET", url=url, headers={"x-amz-content-sha256":
@@ -79,7 +63,7 @@ def slow_get(key, rate, started):
     conn.request("GET", "/slowget/" + key, headers=dict(req.headers.items()))
     r = conn.getresponse()
     body = bytearray()
-    t0 = time.monotonic()
+    t0 = None
     err = None
     try:
         while True:
@@ -87,8 +71,11 @@ def slow_get(key, rate, started):
             if not piece:
                 break
             body += piece
-            started.set()
-            ahead = len(body) / rate - (time.monotonic() - t0)
+            if t0 is None:
+                started.set()
+                resume.wait(120)
+                t0, base = time.monotonic(), len(body)
+            ahead = (len(body) - base) / rate - (time.monotonic() - t0)
             if ahead > 0:
                 time.sleep(ahead)
     except (http.client.IncompleteRead, ConnectionError, socket.timeout) as e:
@@ -100,19 +87,21 @@ def slow_get(key, rate, started):
 
 old = os.urandom(SIZE)
 new = os.urandom(SIZE)
-s3 = client()
+s3 = srv.s3()
 s3.create_bucket(Bucket="slowget")
 
 # 1. Defaults: the overwrite's garbage waits for the GET.
 s3.put_object(Bucket="slowget", Key="big", Body=old)
 started = threading.Event()
 res = {}
-t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 9, started)))
+resume = threading.Event()
+t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 8, started, resume)))
 t.start()
 if not started.wait(60):
     fail("the slow GET got no bytes")
 s3.put_object(Bucket="slowget", Key="big", Body=new)
 t0 = time.monotonic()
+resume.set()
 t.join()
 status, body, err = res["r"]
 took = time.monotonic() - t0
@@ -131,13 +120,15 @@ print("slow GET: old bytes exact, %.1f s after the overwrite" % took)
 srv.kill_gateway()
 srv.set_gateway_config({"max_get_ms": 4000, "gc_delay_ms": 6000})
 srv.restart_gateway()
-s3 = client()
+s3 = srv.s3()
 started = threading.Event()
-t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 12, started)))
+resume = threading.Event()
+t = threading.Thread(target=lambda: res.update(r=slow_get("big", SIZE / 12, started, resume)))
 t.start()
 if not started.wait(60):
     fail("the second slow GET got no bytes")
 s3.put_object(Bucket="slowget", Key="big", Body=old)
+resume.set()
 after_put = live_bytes()  # both versions
 t.join()
 status, body, err = res["r"]

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <lmdb.h>
 
+#include "node/compactor.h"
 #include "node/store.h"
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -1039,6 +1040,60 @@ static void test_write_error(void **state)
     rmdir_all(dir);
 }
 
+/* A conditional delete (tombstone collection) never removes a record written since. */
+static void test_meta_delete_if(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", "tomb-1", 6), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", "live-2", 6), 0);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "tomb-1", 6), -ESTALE);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-", 5), -ESTALE);
+    void *blob;
+    size_t len;
+    assert_int_equal(node_store_get_meta(s, "bk", "k", &blob, &len), 0);
+    assert_memory_equal(blob, "live-2", 6);
+    free(blob);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-2", 6), 0);
+    assert_int_equal(node_store_get_meta(s, "bk", "k", &blob, &len), -ENOENT);
+    assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-2", 6), -ENOENT);
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+/* cluster.json's "compaction": defaults, overrides, clear refusals. */
+static void test_compaction_config(void **state)
+{
+    (void)state;
+    struct node_compaction_config c = {0}, r;
+    char err[256];
+    assert_int_equal(node_compaction_resolve(&c, &r), 0);
+    assert_int_equal(r.interval_ms, 1000);
+    assert_true(r.dead_ratio == 0.4 && r.mbps == 50 && r.seal_bytes == 16u << 20);
+    json_t *j = json_pack("{s:i,s:f,s:i,s:i}", "interval_ms", -1, "dead_ratio", 0.25, "seal_bytes",
+                          65536, "mbps", -1);
+    assert_int_equal(node_compaction_from_json(j, &c, err, sizeof(err)), 0);
+    json_decref(j);
+    assert_int_equal(node_compaction_resolve(&c, &r), 0);
+    assert_true(r.interval_ms == -1 && r.dead_ratio == 0.25 && r.seal_bytes == 65536 &&
+                r.mbps == -1);
+    static const char *const bad[] = {"{\"dead_ratio\": 1.5}", "{\"interval\": 5}",
+                                      "{\"mbps\": \"fast\"}", "[1]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        j = json_loads(bad[i], JSON_DECODE_ANY, NULL);
+        assert_non_null(j);
+        assert_int_equal(node_compaction_from_json(j, &c, err, sizeof(err)), -EINVAL);
+        assert_true(err[0] != 0);
+        json_decref(j);
+    }
+    struct node_compactor *none;
+    c.interval_ms = -1;
+    assert_int_equal(node_compactor_start(NULL, &c, &none), 0); /* off: no thread */
+    assert_null(none);
+}
+
 static int cancel_now(void *arg)
 {
     return ++*(int *)arg > 3;
@@ -1140,6 +1195,8 @@ int main(void)
         cmocka_unit_test(test_orphan_segment_removed),
         cmocka_unit_test(test_compaction_skips_corrupt),
         cmocka_unit_test(test_compaction_seal_active),
+        cmocka_unit_test(test_meta_delete_if),
+        cmocka_unit_test(test_compaction_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
