@@ -51,6 +51,7 @@ struct purge {
     struct gw_objects *o;
     const char *bucket, *key;
     struct node_copy *c; /* per node */
+    uint64_t version;    /* the tombstone's: a stale copy is older, so the node keeps ours */
     const char *tomb;    /* the blob to write over stale copies */
     size_t tomb_len;
     int *out; /* per node: the rc of the write or delete */
@@ -80,7 +81,8 @@ static void apply_one(void *arg, int i)
     struct node_client *cl = NULL;
     int rc = gw_client_get(p->o, i, &cl);
     if (rc == 0)
-        rc = p->fix ? node_client_put_meta(cl, p->bucket, p->key, p->tomb, p->tomb_len)
+        rc = p->fix ? node_client_put_meta(cl, p->bucket, p->key, p->version, 0, p->tomb,
+                                           p->tomb_len, NULL)
                     : node_client_delete_meta_if(cl, p->bucket, p->key, p->c[i].blob, p->c[i].len);
     gw_client_put(p->o, i, cl, rc == -ESTALE || rc == -ENOENT ? 0 : rc);
     p->out[i] = rc;
@@ -94,6 +96,7 @@ static int purge(struct gw_objects *o, const char *bucket, const char *key, uint
     struct purge p = {.o = o,
                       .bucket = bucket,
                       .key = key,
+                      .version = version,
                       .c = calloc((size_t)n, sizeof(struct node_copy)),
                       .out = calloc((size_t)n, sizeof(int))};
     if (!p.c || !p.out) {

@@ -471,7 +471,7 @@ int node_client_delete_meta_if(struct node_client *c, const char *bucket, const 
     if (!expect || !len)
         return cfail(c, -EINVAL, "the expected record is required");
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, expect, len, &m);
+    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, expect, len, &m);
     free(m.data);
     return rc;
 }

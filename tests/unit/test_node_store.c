@@ -1046,8 +1046,8 @@ static void test_meta_delete_if(void **state)
     (void)state;
     char *dir = tmpdir();
     struct node_store *s = open_store(dir, 0, 0, 1);
-    assert_int_equal(node_store_put_meta(s, "bk", "k", "tomb-1", 6), 0);
-    assert_int_equal(node_store_put_meta(s, "bk", "k", "live-2", 6), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 1, 0, "tomb-1", 6, NULL), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 2, 0, "live-2", 6, NULL), 0);
     assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "tomb-1", 6), -ESTALE);
     assert_int_equal(node_store_delete_meta_if(s, "bk", "k", "live-", 5), -ESTALE);
     void *blob;
