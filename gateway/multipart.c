@@ -39,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include "gateway/objects_internal.h"
+#include "inec/log.h"
 #include "node/store.h"
 
 #define MPU_BUCKET ".mpu"
@@ -57,6 +59,17 @@ static void upload_key(char *out, const char *bucket, const char *uid)
 static void sealed_key(char *out, const char *bucket, const char *uid, const char *oid)
 {
     snprintf(out, KEYLEN, "%s/X/%s/%s", bucket, uid, oid ? oid : "");
+}
+
+/* A simulated crash for tests: with INEC_CRASH_AT=<point> the gateway dies
+ * there as if killed (nothing after it runs, nothing is flushed). */
+static void crash_point(const char *point)
+{
+    const char *at = getenv("INEC_CRASH_AT");
+    if (at && strcmp(at, point) == 0) {
+        inec_log(INEC_LOG_WARN, "gateway", "INEC_CRASH_AT=%s: dying here", point);
+        _exit(137);
+    }
 }
 
 static const char *state_of(const json_t *u)
@@ -581,12 +594,16 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
     if (rc == 0 && (rc = gw_meta_decide(o, MPU_BUCKET, k, vote, &won)) == 0 &&
         !json_equal(won, vote))
         rc = -ESRCH; /* aborted, or completed with other parts */
+    if (rc == 0)
+        crash_point("mpu-decided");
     if (rc == 0 && (rc = gw_meta_read(o, bucket, key, &prev)) == -ENOENT)
         rc = 0;
     if (rc == 0) {
         json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev)));
         rc = gw_meta_write(o, bucket, key, rec);
     }
+    if (rc == 0)
+        crash_point("mpu-committed");
     /* On a failure the decided vote stays: the same Complete again finishes it. */
     if (rc == 0) {
         /* A newer commit of the key wins: then ours is garbage, but for what it names too. */

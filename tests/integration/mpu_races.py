@@ -3,10 +3,11 @@
 (garbage of replaced versions collected 300 ms after a commit, so a chunk
 freed by mistake is gone well before the final reads):
 
- 1. CompleteMultipartUpload with the gateway SIGKILLed while it runs (or
-    right after it answered), then sent again to the restarted gateway: 200,
-    the same ETag, the object byte-exact (it used to free its own parts when
-    a Complete replaced the record of an earlier one);
+ 1. CompleteMultipartUpload with the gateway dying in it (INEC_CRASH_AT: once
+    the upload's vote is decided, once the object record is written) or
+    SIGKILLed right after it answered, then sent again to the restarted
+    gateway: 200, the same ETag, the object byte-exact (a Complete replacing
+    the record of an earlier one used to free its own parts);
  2. Abort racing Complete of the same upload, 200 times: never both
     succeed, never a 503; every upload whose Complete answered 200 reads back
     byte-exact at the end, the others are gone;
@@ -77,36 +78,43 @@ def complete(c, key, uid, done):
                                        MultipartUpload={"Parts": done})
 
 
-# 1. Complete, the gateway killed, Complete again.
-for attempt, delay in enumerate([0.0, 0.02, 0.1, None]):
+# 1. Complete, the gateway killed, Complete again. The gateway dies where
+# INEC_CRASH_AT says (gateway/multipart.c): once the vote is decided, once the
+# object record is written (the upload and its parts not ended yet), or is
+# SIGKILLed right after it answered.
+def crashed_complete(key, uid, done):
+    try:
+        complete(client(), key, uid, done)
+    except (ClientError, EndpointConnectionError, ConnectionClosedError, ReadTimeoutError):
+        return  # the gateway died under it
+    fail("%s: Complete answered although the gateway was to die in it" % key)
+
+
+for attempt, point in enumerate(["mpu-decided", "mpu-committed", None]):
     key = "crash-%d" % attempt
     parts = [os.urandom(PART), os.urandom(1000 + attempt)]
     uid, done = upload(key, parts)
     want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest() + "-2"
-    if delay is None:  # answered, then the gateway died before anything else
+    if point:
+        srv.kill_gateway()
+        srv.env["INEC_CRASH_AT"] = point
+        srv.restart_gateway()
+        crashed_complete(key, uid, done)
+        deadline = time.monotonic() + 30
+        while srv.alive():
+            if time.monotonic() > deadline:
+                fail("the gateway did not die at %s" % point)
+            time.sleep(0.05)
+        del srv.env["INEC_CRASH_AT"]
+    else:
         complete(s3, key, uid, done)
         srv.kill_gateway()
-    else:
-        c = client()
-
-        def _try_complete(c, key, uid, done):
-            try:
-                complete(c, key, uid, done)
-            except (ClientError, EndpointConnectionError, ConnectionClosedError,
-                    ReadTimeoutError):
-                pass  # the gateway died under it
-
-        t = threading.Thread(target=_try_complete, args=(c, key, uid, done))
-        t.start()
-        time.sleep(delay)
-        srv.kill_gateway()
-        t.join()
     srv.restart_gateway()
     s3 = client()
     try:
         r = complete(s3, key, uid, done)
     except ClientError as e:
-        fail("Complete after a crash (delay %s): %s" % (delay, e.response["Error"]))
+        fail("Complete after a crash at %s: %s" % (point, e.response["Error"]))
     if r["ETag"].strip('"') != want:
         fail("Complete after a crash: ETag %s, want %s" % (r["ETag"], want))
     again = complete(s3, key, uid, done)  # and once more: the same answer
@@ -114,7 +122,7 @@ for attempt, delay in enumerate([0.0, 0.02, 0.1, None]):
         fail("a second Complete answered ETag %s, the first %s" % (again["ETag"], r["ETag"]))
     time.sleep(1.0)  # well past the garbage delay
     if read(s3, key) != b"".join(parts):
-        fail("%s: not byte-exact after Complete was sent again" % key)
+        fail("%s: not byte-exact after Complete was sent again (crash at %s)" % (key, point))
 print("Complete survives a gateway crash and is idempotent")
 
 # 2. Abort racing Complete.
