@@ -164,8 +164,8 @@ static int tombstone(struct gw_objects *o, const char *key, const json_t *prev)
     return rc;
 }
 
-/* The live upload record of bucket/key; -ESRCH when there is none. */
-static int upload_rec(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
+/* The upload record as it is, open, voted on or ended; -ESRCH: none of key's. */
+static int upload_any(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
                       json_t **rec)
 {
     *rec = NULL;
@@ -177,14 +177,26 @@ static int upload_rec(struct gw_objects *o, const char *bucket, const char *key,
     char k[KEYLEN];
     upload_key(k, bucket, uid);
     rc = gw_meta_read(o, MPU_BUCKET, k, rec);
-    if (rc == 0 && (gw_rec_deleted(*rec) ||
-                    strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0)) {
+    if (rc == 0 && strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0) {
         json_decref(*rec);
         *rec = NULL;
         rc = -ENOENT;
     }
-    if (rc == -ENOENT) /* NoSuchBucket rather than NoSuchUpload when that is why */
+    if (rc == -ENOENT)
         rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    return rc;
+}
+
+/* The live upload record of bucket/key (open or voted on); -ESRCH when there is none. */
+static int upload_rec(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
+                      json_t **rec)
+{
+    int rc = upload_any(o, bucket, key, uid, rec);
+    if (rc == 0 && gw_rec_deleted(*rec)) {
+        json_decref(*rec);
+        *rec = NULL;
+        rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    }
     return rc;
 }
 
@@ -531,29 +543,6 @@ static void write_outcome(struct gw_objects *o, const char *bucket, const char *
     if (end)
         gw_meta_write_at(o, MPU_BUCKET, k, end); /* a failure leaves the vote: same meaning */
     json_decref(end);
-}
-
-/* The upload record as it is, open, voted on or ended; -ESRCH: none of key's. */
-static int upload_any(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
-                      json_t **rec)
-{
-    *rec = NULL;
-    int rc = gw_check_key(bucket, key);
-    if (rc)
-        return rc;
-    if (!valid_upload_id(uid))
-        return gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
-    char k[KEYLEN];
-    upload_key(k, bucket, uid);
-    rc = gw_meta_read(o, MPU_BUCKET, k, rec);
-    if (rc == 0 && strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0) {
-        json_decref(*rec);
-        *rec = NULL;
-        rc = -ENOENT;
-    }
-    if (rc == -ENOENT)
-        rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
-    return rc;
 }
 
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
