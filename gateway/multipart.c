@@ -8,12 +8,13 @@
  *                                     and its state (below)
  *   "<bucket>/P/<upload id>/<00001>"  a part: what gw_put_seal returned (its
  *                                     own object id, stripes, size, MD5)
- *   "<bucket>/X/<upload id>/<oid>"    every part ever sealed for the upload,
- *                                     written before its P record: what the
- *                                     end of the upload frees (a part number
- *                                     uploaded again leaves its old chunks
- *                                     here, not freed while a Complete may
- *                                     still pick them)
+ *   "<bucket>/X/<upload id>/<oid>"    every part ever sealed for the upload
+ *                                     ({"part": its record}), written before
+ *                                     its P record: what the end of the
+ *                                     upload frees (a part number uploaded
+ *                                     again leaves its old chunks here, not
+ *                                     freed while a Complete may still pick
+ *                                     them)
  * Complete writes the object's record at bucket/key, its stripes the parts'
  * stripes in order, each naming its part's chunks ("oid", "i") and object
  * offset ("off"; layout.c).
@@ -267,12 +268,13 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
     /* First the upload's list of sealed parts, so its end frees this one
      * whatever happens to the part record below. */
     if (rc == 0) {
-        sealed = json_deep_copy(part);
+        /* Under "part", not "stripes": the scanner does not take it for a
+         * record naming chunks (a replaced part is an orphan to it). */
+        sealed = json_pack("{s:I,s:b,s:O}", "version", (json_int_t)gw_hlc_next(o), "deleted", 0,
+                           "part", part);
         rc = sealed ? 0 : -ENOMEM;
     }
     if (rc == 0) {
-        json_object_set_new(sealed, "version", json_integer((json_int_t)gw_hlc_next(o)));
-        json_object_set_new(sealed, "deleted", json_false());
         sealed_key(k, bucket, upload_id, json_string_value(json_object_get(part, "oid")));
         rc = gw_meta_write(o, MPU_BUCKET, k, sealed);
     }
@@ -349,8 +351,9 @@ static void end_parts(struct gw_objects *o, const char *bucket, const char *uid,
         json_t *x;
         json_array_foreach(sealed, i, x)
         {
-            gc_unkept(o, x, keep, 0);
-            sealed_key(k, bucket, uid, json_string_value(json_object_get(x, "oid")) ?: "");
+            const json_t *part = json_object_get(x, "part");
+            gc_unkept(o, part, keep, 0);
+            sealed_key(k, bucket, uid, json_string_value(json_object_get(part, "oid")) ?: "");
             tombstone(o, k, x);
         }
     }
