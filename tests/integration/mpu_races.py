@@ -78,6 +78,27 @@ def complete(c, key, uid, done):
                                        MultipartUpload={"Parts": done})
 
 
+def together(calls):
+    """Runs calls (name -> function returning an answer) at once; their answers
+    by name, a ClientError as its code."""
+    go = threading.Barrier(len(calls))
+    res = {}
+
+    def run(name, fn):
+        go.wait()
+        try:
+            res[name] = fn()
+        except ClientError as e:
+            res[name] = code(e)
+
+    ts = [threading.Thread(target=run, args=kv) for kv in calls.items()]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return res
+
+
 # 1. Complete, the gateway killed, Complete again. The gateway dies where
 # INEC_CRASH_AT says (gateway/multipart.c): once the vote is decided, once the
 # object record is written (the upload and its parts not ended yet), or is
@@ -136,31 +157,10 @@ def race(i):
     uid = c.create_multipart_upload(Bucket="mpu", Key=key)["UploadId"]
     etag = c.upload_part(Bucket="mpu", Key=key, UploadId=uid, PartNumber=1,
                          Body=small[i])["ETag"]
-    go = threading.Barrier(2)
-    res = {}
-
-    def do_complete():
-        go.wait()
-        try:
-            complete(c, key, uid, [{"PartNumber": 1, "ETag": etag}])
-            res["complete"] = 200
-        except ClientError as e:
-            res["complete"] = code(e)
-
-    def do_abort():
-        a = client()
-        go.wait()
-        try:
-            a.abort_multipart_upload(Bucket="mpu", Key=key, UploadId=uid)
-            res["abort"] = 204
-        except ClientError as e:
-            res["abort"] = code(e)
-
-    ts = [threading.Thread(target=do_complete), threading.Thread(target=do_abort)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    a = client()
+    res = together({
+        "complete": lambda: complete(c, key, uid, [{"PartNumber": 1, "ETag": etag}]) and 200,
+        "abort": lambda: a.abort_multipart_upload(Bucket="mpu", Key=key, UploadId=uid) and 204})
     return key, res
 
 
@@ -199,31 +199,13 @@ for i in range(30):
     key = "reup-%02d" % i
     first, second = os.urandom(800 + i), os.urandom(900 + i)
     uid, done = upload(key, [first])
-    go = threading.Barrier(2)
-    res = {}
+    c = client()
 
-    def do_complete():
-        go.wait()
-        try:
-            complete(s3, key, uid, done)
-            res["c"] = 200
-        except ClientError as e:
-            res["c"] = code(e)
-
-    def do_reupload():
-        c = client()
-        go.wait()
+    def reupload():
         time.sleep(random.random() * 0.02)
-        try:
-            c.upload_part(Bucket="mpu", Key=key, UploadId=uid, PartNumber=1, Body=second)
-        except ClientError:
-            pass  # the upload was completed first: NoSuchUpload
+        return c.upload_part(Bucket="mpu", Key=key, UploadId=uid, PartNumber=1, Body=second)
 
-    ts = [threading.Thread(target=do_complete), threading.Thread(target=do_reupload)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    res = together({"c": lambda: complete(s3, key, uid, done) and 200, "up": reupload})
     if res["c"] == 200:
         kept["200"] += 1
         firsts[key] = first
