@@ -389,13 +389,14 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
             maxm = o->map->pools[i].n - o->map->pools[i].k;
     }
     /* Metadata: 2M+1 copies, written to a majority and read from M+1, so any M
-     * nodes may be down for both (M = the most parities of any pool). */
-    int up = 0;
+     * nodes may be down for both (M = the most parities of any pool). Homes
+     * are members (not out), up or not: objmeta.c. */
+    int members = 0;
     for (int i = 0; i < o->nnodes; i++)
-        up += o->map->nodes[i].state == PLACE_UP;
-    o->meta_copies = 2 * maxm + 1 < up ? 2 * maxm + 1 : up;
+        members += o->map->nodes[i].state != PLACE_OUT;
+    o->meta_copies = 2 * maxm + 1 < members ? 2 * maxm + 1 : members;
     if (o->meta_copies < 1)
-        return snprintf(msg, msglen, "no node is up"), -EHOSTDOWN;
+        return snprintf(msg, msglen, "every node is out"), -EHOSTDOWN;
     int tol = (o->meta_copies - 1) / 2;
     o->meta_wq = o->meta_copies - tol;
     o->meta_rq = tol + 1;
@@ -724,14 +725,15 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
     gw_objects_pools_json(o, &pools);
     struct gw_objects_stats st;
     gw_objects_counters(o, &st);
-    *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i}}", "mode",
+    *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i,s:I}}", "mode",
                      o->embedded ? "embedded" : "tcp", "epoch", (json_int_t)o->map->epoch, "nodes",
                      a, "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
                      "degraded_writes", (json_int_t)st.degraded_writes, "corrupt_chunks",
                      (json_int_t)st.corrupt_chunks, "missing_chunks", (json_int_t)st.missing_chunks,
                      "failed_reads", (json_int_t)st.failed_reads, "repair_queue",
                      (json_int_t)st.repair_queue, "metadata", "copies", o->meta_copies,
-                     "write_quorum", o->meta_wq, "read_quorum", o->meta_rq);
+                     "write_quorum", o->meta_wq, "read_quorum", o->meta_rq, "read_repairs",
+                     (json_int_t)atomic_load(&o->meta_repairs));
     if (*out) {
         json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));

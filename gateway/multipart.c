@@ -8,12 +8,13 @@
  *                                     and its state (below)
  *   "<bucket>/P/<upload id>/<00001>"  a part: what gw_put_seal returned (its
  *                                     own object id, stripes, size, MD5)
- *   "<bucket>/X/<upload id>/<oid>"    every part ever sealed for the upload,
- *                                     written before its P record: what the
- *                                     end of the upload frees (a part number
- *                                     uploaded again leaves its old chunks
- *                                     here, not freed while a Complete may
- *                                     still pick them)
+ *   "<bucket>/X/<upload id>/<oid>"    every part ever sealed for the upload
+ *                                     ({"part": its record}), written before
+ *                                     its P record: what the end of the
+ *                                     upload frees (a part number uploaded
+ *                                     again leaves its old chunks here, not
+ *                                     freed while a Complete may still pick
+ *                                     them)
  * Complete writes the object's record at bucket/key, its stripes the parts'
  * stripes in order, each naming its part's chunks ("oid", "i") and object
  * offset ("off"; layout.c).
@@ -39,10 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include "gateway/objects_internal.h"
+#include "inec/log.h"
 #include "node/store.h"
 
 #define MPU_BUCKET ".mpu"
@@ -57,6 +60,17 @@ static void upload_key(char *out, const char *bucket, const char *uid)
 static void sealed_key(char *out, const char *bucket, const char *uid, const char *oid)
 {
     snprintf(out, KEYLEN, "%s/X/%s/%s", bucket, uid, oid ? oid : "");
+}
+
+/* A simulated crash for tests: with INEC_CRASH_AT=<point> the gateway dies
+ * there as if killed (nothing after it runs, nothing is flushed). */
+static void crash_point(const char *point)
+{
+    const char *at = getenv("INEC_CRASH_AT");
+    if (at && strcmp(at, point) == 0) {
+        inec_log(INEC_LOG_WARN, "gateway", "INEC_CRASH_AT=%s: dying here", point);
+        _exit(137);
+    }
 }
 
 static const char *state_of(const json_t *u)
@@ -151,8 +165,8 @@ static int tombstone(struct gw_objects *o, const char *key, const json_t *prev)
     return rc;
 }
 
-/* The live upload record of bucket/key; -ESRCH when there is none. */
-static int upload_rec(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
+/* The upload record as it is, open, voted on or ended; -ESRCH: none of key's. */
+static int upload_any(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
                       json_t **rec)
 {
     *rec = NULL;
@@ -164,14 +178,26 @@ static int upload_rec(struct gw_objects *o, const char *bucket, const char *key,
     char k[KEYLEN];
     upload_key(k, bucket, uid);
     rc = gw_meta_read(o, MPU_BUCKET, k, rec);
-    if (rc == 0 && (gw_rec_deleted(*rec) ||
-                    strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0)) {
+    if (rc == 0 && strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0) {
         json_decref(*rec);
         *rec = NULL;
         rc = -ENOENT;
     }
-    if (rc == -ENOENT) /* NoSuchBucket rather than NoSuchUpload when that is why */
+    if (rc == -ENOENT)
         rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    return rc;
+}
+
+/* The live upload record of bucket/key (open or voted on); -ESRCH when there is none. */
+static int upload_rec(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
+                      json_t **rec)
+{
+    int rc = upload_any(o, bucket, key, uid, rec);
+    if (rc == 0 && gw_rec_deleted(*rec)) {
+        json_decref(*rec);
+        *rec = NULL;
+        rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
+    }
     return rc;
 }
 
@@ -242,12 +268,13 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
     /* First the upload's list of sealed parts, so its end frees this one
      * whatever happens to the part record below. */
     if (rc == 0) {
-        sealed = json_deep_copy(part);
+        /* Under "part", not "stripes": the scanner does not take it for a
+         * record naming chunks (a replaced part is an orphan to it). */
+        sealed = json_pack("{s:I,s:b,s:O}", "version", (json_int_t)gw_hlc_next(o), "deleted", 0,
+                           "part", part);
         rc = sealed ? 0 : -ENOMEM;
     }
     if (rc == 0) {
-        json_object_set_new(sealed, "version", json_integer((json_int_t)gw_hlc_next(o)));
-        json_object_set_new(sealed, "deleted", json_false());
         sealed_key(k, bucket, upload_id, json_string_value(json_object_get(part, "oid")));
         rc = gw_meta_write(o, MPU_BUCKET, k, sealed);
     }
@@ -324,8 +351,9 @@ static void end_parts(struct gw_objects *o, const char *bucket, const char *uid,
         json_t *x;
         json_array_foreach(sealed, i, x)
         {
-            gc_unkept(o, x, keep, 0);
-            sealed_key(k, bucket, uid, json_string_value(json_object_get(x, "oid")) ?: "");
+            const json_t *part = json_object_get(x, "part");
+            gc_unkept(o, part, keep, 0);
+            sealed_key(k, bucket, uid, json_string_value(json_object_get(part, "oid")) ?: "");
             tombstone(o, k, x);
         }
     }
@@ -520,29 +548,6 @@ static void write_outcome(struct gw_objects *o, const char *bucket, const char *
     json_decref(end);
 }
 
-/* The upload record as it is, open, voted on or ended; -ESRCH: none of key's. */
-static int upload_any(struct gw_objects *o, const char *bucket, const char *key, const char *uid,
-                      json_t **rec)
-{
-    *rec = NULL;
-    int rc = gw_check_key(bucket, key);
-    if (rc)
-        return rc;
-    if (!valid_upload_id(uid))
-        return gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
-    char k[KEYLEN];
-    upload_key(k, bucket, uid);
-    rc = gw_meta_read(o, MPU_BUCKET, k, rec);
-    if (rc == 0 && strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0) {
-        json_decref(*rec);
-        *rec = NULL;
-        rc = -ENOENT;
-    }
-    if (rc == -ENOENT)
-        rc = gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
-    return rc;
-}
-
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
                     struct gw_object_info *out)
@@ -581,12 +586,16 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
     if (rc == 0 && (rc = gw_meta_decide(o, MPU_BUCKET, k, vote, &won)) == 0 &&
         !json_equal(won, vote))
         rc = -ESRCH; /* aborted, or completed with other parts */
+    if (rc == 0)
+        crash_point("mpu-decided");
     if (rc == 0 && (rc = gw_meta_read(o, bucket, key, &prev)) == -ENOENT)
         rc = 0;
     if (rc == 0) {
         json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev)));
         rc = gw_meta_write(o, bucket, key, rec);
     }
+    if (rc == 0)
+        crash_point("mpu-committed");
     /* On a failure the decided vote stays: the same Complete again finishes it. */
     if (rc == 0) {
         /* A newer commit of the key wins: then ours is garbage, but for what it names too. */

@@ -478,6 +478,10 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
     if (sync && gw_rq_put(o, e) == 0) {
         json_decref(e);
         pthread_mutex_lock(&r->lock);
+        /* Counted as left now: the status never says idle with it queued
+         * (the worker's next listing counts exactly). */
+        r->left_stripes++;
+        r->left_bytes += len * (uint64_t)nlost;
         r->kick = true;
         pthread_cond_broadcast(&r->cond);
         pthread_mutex_unlock(&r->lock);

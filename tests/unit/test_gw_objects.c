@@ -908,6 +908,104 @@ static void test_schemes(void **state)
     gw_objects_close(o);
 }
 
+/* Homes of ".t"/key holding version v: asks every node directly. */
+static int holders(struct gw_objects *o, const char *key, uint64_t v)
+{
+    int n = 0;
+    for (int i = 0; i < o->nnodes; i++) {
+        struct node_client *c;
+        void *blob;
+        size_t len;
+        if (gw_client_get(o, i, &c))
+            continue;
+        int rc = node_client_get_meta(c, ".t", key, &blob, &len);
+        gw_client_put(o, i, c, rc == -ENOENT ? 0 : rc);
+        if (rc == 0) {
+            json_t *r = json_loadb(blob, len, 0, NULL);
+            n += gw_rec_version(r) == v;
+            json_decref(r);
+            free(blob);
+        }
+    }
+    return n;
+}
+
+static json_t *rec_of(uint64_t version, const char *what)
+{
+    return json_pack("{s:I,s:b,s:s}", "version", (json_int_t)version, "deleted", 0, "what", what);
+}
+
+static void test_meta_versions(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    const char *ids[] = {"n0", "n1", "n2", "n3", "n4", "n5"};
+    /* The clock: past any version seen. */
+    uint64_t ahead = (uint64_t)gw_realtime_ns() + 3600ull * 1000000000ull;
+    gw_hlc_observe(o, ahead);
+    assert_true(gw_hlc_next(o) > ahead);
+    assert_true(gw_hlc_next(o) < ahead + 1000000ull); /* one tick past, not a jump */
+
+    json_t *v1 = rec_of(gw_hlc_next(o), "v1");
+    assert_int_equal(gw_meta_write(o, ".t", "k", v1), 0);
+    assert_int_equal(holders(o, "k", gw_rec_version(v1)), o->meta_copies);
+
+    /* A commit that cannot reach W homes fails having sent nothing: with 6
+     * of 9 nodes stopped at most 3 of the 7 homes are up. */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[i], false), 0);
+    json_t *v2 = rec_of(gw_hlc_next(o), "v2");
+    assert_int_equal(gw_meta_write(o, ".t", "k", v2), -EHOSTDOWN);
+    assert_int_equal(holders(o, "k", gw_rec_version(v2)), 0);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[i], true), 0);
+    json_t *got = NULL;
+    assert_int_equal(gw_meta_read(o, ".t", "k", &got), 0);
+    assert_string_equal(json_string_value(json_object_get(got, "what")), "v1");
+    json_decref(got);
+
+    /* Three nodes down for a commit: they come back stale, and reads repair
+     * them (before the read returns when its answers disagree, after it
+     * otherwise), so every home ends with the newest record. */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[i], false), 0);
+    json_t *v3 = rec_of(gw_hlc_next(o), "v3");
+    assert_int_equal(gw_meta_write(o, ".t", "k", v3), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[i], true), 0);
+    uint64_t repairs = atomic_load(&o->meta_repairs);
+    int held = 0;
+    for (int t = 0; t < 100 && held < o->meta_copies; t++) {
+        assert_int_equal(gw_meta_read(o, ".t", "k", &got), 0);
+        assert_string_equal(json_string_value(json_object_get(got, "what")), "v3");
+        json_decref(got);
+        usleep(20000);
+        held = holders(o, "k", gw_rec_version(v3));
+    }
+    assert_int_equal(held, o->meta_copies);
+    assert_true(atomic_load(&o->meta_repairs) > repairs);
+
+    /* A home holding a newer version (a gateway whose clock runs ahead)
+     * re-versions the commit past it: the write started later wins. */
+    json_t *future = rec_of(ahead + 7777 * 1024, "future");
+    assert_int_equal(gw_meta_write_at(o, ".t", "k", future), 0);
+    json_t *v4 = rec_of(gw_rec_version(v3) + 1024, "v4");
+    assert_int_equal(gw_meta_write(o, ".t", "k", v4), 0);
+    assert_true(gw_rec_version(v4) > gw_rec_version(future));
+    assert_int_equal(gw_meta_read(o, ".t", "k", &got), 0);
+    assert_string_equal(json_string_value(json_object_get(got, "what")), "v4");
+    json_decref(got);
+    /* The same version at once (a repair's compare-and-set) is refused, not re-versioned. */
+    assert_int_equal(gw_meta_write_at(o, ".t", "k", v3), -ESTALE);
+
+    json_decref(v1);
+    json_decref(v2);
+    json_decref(v3);
+    json_decref(v4);
+    json_decref(future);
+    gw_objects_close(o);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -922,6 +1020,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
