@@ -90,8 +90,8 @@ void inec_auth_m1_make(const struct inec_keyring *kr, const char *from, const ch
 /* R: checks M1 (magic, names, our key, "to" names `self_addr`) and answers;
  * *key is the key to check M3 with. */
 int inec_auth_m2_make(const struct inec_keyring *kr, const char *ctx, const char *self_addr,
-                      const char *self_name, const struct inec_auth_m1 *m1,
-                      struct inec_auth_m2 *m2, const uint8_t **key, char *err, size_t errlen);
+                      const char *self_name, const struct inec_auth_m1 *m1, struct inec_auth_m2 *m2,
+                      const uint8_t **key, char *err, size_t errlen);
 /* I: checks R's proof and makes ours. */
 int inec_auth_m2_check(const struct inec_keyring *kr, const char *ctx,
                        const struct inec_auth_m1 *m1, const struct inec_auth_m2 *m2,
@@ -111,8 +111,8 @@ bool inec_auth_addr_matches(const char *to, const char *self);
 int inec_auth_initiate(int fd, const struct inec_keyring *kr, const char *ctx, const char *self,
                        const char *to, char peer_name[INEC_AUTH_NAME], int timeout_ms, char *err,
                        size_t errlen);
-int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx,
-                      const char *self_addr, const char *self_name,
-                      char peer_name[INEC_AUTH_NAME], int timeout_ms, char *err, size_t errlen);
+int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx, const char *self_addr,
+                      const char *self_name, char peer_name[INEC_AUTH_NAME], int timeout_ms,
+                      char *err, size_t errlen);
 
 #endif

@@ -185,7 +185,8 @@ static int client_new(struct inec_device *dev, const struct node_client_opts *op
         return -ENOMEM;
     c->dev = dev;
     c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT;
-    snprintf(c->secret, sizeof(c->secret), "%s", opts && opts->secret_file ? opts->secret_file : "");
+    snprintf(c->secret, sizeof(c->secret), "%s",
+             opts && opts->secret_file ? opts->secret_file : "");
     snprintf(c->name, sizeof(c->name), "%s", opts && opts->name ? opts->name : "client");
     snprintf(c->node_id, sizeof(c->node_id), "%s", opts && opts->node_id ? opts->node_id : "");
     pthread_mutex_init(&c->lock, NULL);
