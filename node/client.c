@@ -118,6 +118,10 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
     } else {
         while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
             ssize_t r = recv(fd, line + got, sizeof(line) - 1 - got, 0);
+            /* io_uring task work of this thread can interrupt a recv that has
+             * a timeout (EINTR although no signal handler exists) */
+            if (r < 0 && errno == EINTR)
+                continue;
             if (r <= 0) {
                 rc = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -EHOSTDOWN;
                 break;

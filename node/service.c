@@ -979,6 +979,8 @@ static void cm_serve(struct node_service *s, int fd, const char *from)
     size_t got = 0;
     while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
         ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             return;
         got += (size_t)n;

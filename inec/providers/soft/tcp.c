@@ -778,7 +778,7 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
      * unless both sides dial at the same moment). */
     struct tcp_conn *c = NULL;
     bool connected = false, unknown = true;
-    for (int i = 0; i < 100 && !c && !connected && unknown; i++) {
+    for (int i = 0; i < (t->passive ? 1 : 100) && !c && !connected && unknown; i++) {
         if (i)
             usleep(1000);
         pthread_mutex_lock(&dev->eng->lock);
