@@ -260,6 +260,15 @@ void inec_keyring_ephemeral(struct inec_keyring *kr)
     *kr = ephemeral;
 }
 
+int inec_keyring_get(const char *path, struct inec_keyring *kr, char *err, size_t errlen)
+{
+    if (!path || !path[0]) {
+        inec_keyring_ephemeral(kr);
+        return 0;
+    }
+    return inec_secret_load(path, kr, err, errlen);
+}
+
 /* ---- the handshake ------------------------------------------------------------ */
 
 static void name_set(char dst[INEC_AUTH_NAME], const char *s)

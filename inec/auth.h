@@ -78,6 +78,9 @@ int inec_secret_step(const char *path, const char *step, char *err, size_t errle
 /* A random secret made once per process: what devices without a secret file
  * use, so they authenticate only peers of the same process. */
 void inec_keyring_ephemeral(struct inec_keyring *kr);
+/* inec_secret_load(path), or the process's random secret when path is NULL
+ * or "". Read for every handshake, so a rewritten file applies at once. */
+int inec_keyring_get(const char *path, struct inec_keyring *kr, char *err, size_t errlen);
 /* Wipes the keys from memory. */
 void inec_keyring_clear(struct inec_keyring *kr);
 /* The key id as 16 hex characters (for logs and `inec secret`). */

@@ -94,10 +94,7 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
     /* Mutual proof of the cluster secret before anything else. */
     struct inec_keyring kr;
     char aerr[300], who[INEC_AUTH_NAME] = "";
-    if (c->secret[0])
-        rc = inec_secret_load(c->secret, &kr, aerr, sizeof(aerr));
-    else
-        inec_keyring_ephemeral(&kr);
+    rc = inec_keyring_get(c->secret, &kr, aerr, sizeof(aerr));
     if (!rc)
         rc = inec_auth_initiate(fd, &kr, "cm", c->name, c->addr, who, c->timeout_ms, aerr,
                                 sizeof(aerr));

@@ -961,11 +961,7 @@ static void cm_serve(struct node_service *s, int fd, const char *from)
 {
     struct inec_keyring kr;
     char aerr[300] = "", peer[INEC_AUTH_NAME];
-    int arc = 0;
-    if (s->secret[0])
-        arc = inec_secret_load(s->secret, &kr, aerr, sizeof(aerr));
-    else
-        inec_keyring_ephemeral(&kr);
+    int arc = inec_keyring_get(s->secret, &kr, aerr, sizeof(aerr));
     if (!arc)
         arc = inec_auth_respond(fd, &kr, "cm", s->listen, s->id, peer, 5000, aerr, sizeof(aerr));
     inec_keyring_clear(&kr);

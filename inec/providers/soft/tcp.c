@@ -183,16 +183,6 @@ static void sock_opts(int fd, int timeout_ms)
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
 }
 
-/* Read for every handshake, so a rotated file applies to new connections. */
-static int dev_keys(struct tcp_dev *t, struct inec_keyring *kr, char *err, size_t errlen)
-{
-    if (!t->secret[0]) {
-        inec_keyring_ephemeral(kr);
-        return 0;
-    }
-    return inec_secret_load(t->secret, kr, err, errlen);
-}
-
 static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *peer)
 {
     struct tcp_conn *c = calloc(1, sizeof(*c));
@@ -511,7 +501,7 @@ static bool rx_auth(struct tcp_conn *c)
             c->m1.magic[0] = 1; /* garbage: fails below, never read again */
         struct inec_keyring kr;
         const uint8_t *key = NULL;
-        rc = dev_keys(t, &kr, err, sizeof(err));
+        rc = inec_keyring_get(t->secret, &kr, err, sizeof(err));
         if (!rc)
             rc = inec_auth_m2_make(&kr, "tcp", c->dev->base.addr, c->dev->base.addr, &c->m1, &c->m2,
                                    &key, err, sizeof(err));
@@ -816,7 +806,7 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
         /* The handshake goes first, before the engine owns the socket. */
         struct inec_keyring kr;
         char err[256], name[INEC_AUTH_NAME];
-        rc = dev_keys(t, &kr, err, sizeof(err));
+        rc = inec_keyring_get(t->secret, &kr, err, sizeof(err));
         if (!rc)
             rc = inec_auth_initiate(fd, &kr, "tcp", dev->base.addr, addr, name, t->timeout_ms, err,
                                     sizeof(err));
