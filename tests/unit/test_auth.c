@@ -115,7 +115,7 @@ static void keyring(struct inec_keyring *kr, uint8_t fill)
     memset(kr, 0, sizeof(*kr));
     char hex[80];
     for (int i = 0; i < INEC_SECRET_BYTES; i++)
-        snprintf(hex + 2 * i, 3, "%02x", (unsigned)(fill + i));
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned)(uint8_t)(fill + i));
     FILE *f = fopen(path, "w");
     fprintf(f, "current %s\n", hex);
     fclose(f);
