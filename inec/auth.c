@@ -436,7 +436,7 @@ static int io_all(int fd, void *buf, size_t len, bool out, int timeout_ms)
 static int io_fail(int rc, const char *what, const char *peer, char *err, size_t errlen)
 {
     return fail(err, errlen, rc == -ECONNRESET ? -EACCES : rc,
-                rc == -ECONNRESET ? "%s: %s closed the connection (it refused our proof)"
+                rc == -ECONNRESET ? "%s: %s closed the connection (it refused our proof, or died)"
                                   : "%s: %s did not answer in time or the connection broke",
                 what, peer);
 }
