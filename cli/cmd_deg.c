@@ -54,15 +54,24 @@ static int parse_num(const char *s, long max, long *out)
 static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
 {
     static const struct option opts[] = {
-        {"scheme", required_argument, NULL, 's'},  {"k", required_argument, NULL, 'k'},
-        {"m", required_argument, NULL, 'm'},       {"l", required_argument, NULL, 'l'},
-        {"r", required_argument, NULL, 'r'},       {"profile", required_argument, NULL, 'p'},
-        {"op", required_argument, NULL, 'o'},      {"lost", required_argument, NULL, 'x'},
-        {"slice", required_argument, NULL, 'z'},   {"format", required_argument, NULL, 'f'},
-        {"size", required_argument, NULL, 'S'},    {"incoherent", no_argument, NULL, 'i'},
-        {"timeout", required_argument, NULL, 't'}, {"peers", required_argument, NULL, 'P'},
-        {"gateway", required_argument, NULL, 'g'}, {"listen", required_argument, NULL, 'L'},
-        {"secret", required_argument, NULL, 'K'},  {"help", no_argument, NULL, 'h'},
+        {"scheme", required_argument, NULL, 's'},
+        {"k", required_argument, NULL, 'k'},
+        {"m", required_argument, NULL, 'm'},
+        {"l", required_argument, NULL, 'l'},
+        {"r", required_argument, NULL, 'r'},
+        {"profile", required_argument, NULL, 'p'},
+        {"op", required_argument, NULL, 'o'},
+        {"lost", required_argument, NULL, 'x'},
+        {"slice", required_argument, NULL, 'z'},
+        {"format", required_argument, NULL, 'f'},
+        {"size", required_argument, NULL, 'S'},
+        {"incoherent", no_argument, NULL, 'i'},
+        {"timeout", required_argument, NULL, 't'},
+        {"peers", required_argument, NULL, 'P'},
+        {"gateway", required_argument, NULL, 'g'},
+        {"listen", required_argument, NULL, 'L'},
+        {"secret", required_argument, NULL, 'K'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){

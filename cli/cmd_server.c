@@ -461,9 +461,8 @@ int cmd_gateway(int argc, char **argv)
         return 2;
     }
     char secret[4096];
-    if (cli_secret_file(o.secret, o.config,
-                        json_string_value(json_object_get(cfg, "secret_file")), secret,
-                        sizeof(secret))) {
+    if (cli_secret_file(o.secret, o.config, json_string_value(json_object_get(cfg, "secret_file")),
+                        secret, sizeof(secret))) {
         json_decref(cfg);
         return 1;
     }

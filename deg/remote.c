@@ -179,15 +179,6 @@ struct session {
     const char *secret; /* NULL: this process's random secret */
 };
 
-static int load_keys(const char *secret, struct inec_keyring *kr, char *err, size_t errlen)
-{
-    if (!secret) {
-        inec_keyring_ephemeral(kr);
-        return 0;
-    }
-    return inec_secret_load(secret, kr, err, errlen);
-}
-
 static json_t *error_msg(const char *text, int rc)
 {
     return json_pack("{s:s,s:i}", "error", text, "errno", -rc);
@@ -343,7 +334,7 @@ static void *session_main(void *p)
     struct session *s = p;
     char err[512] = "";
     struct inec_keyring kr;
-    int rc = load_keys(s->secret, &kr, err, sizeof(err));
+    int rc = inec_keyring_get(s->secret, &kr, err, sizeof(err));
     if (!rc)
         rc = inec_auth_respond(s->fd, &kr, "deg", s->bound, "participant", NULL, 10000, err,
                                sizeof(err));
@@ -513,7 +504,7 @@ int deg_remote_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks
         }
         struct inec_keyring kr;
         char aerr[300];
-        int arc = load_keys(peers->secret_file, &kr, aerr, sizeof(aerr));
+        int arc = inec_keyring_get(peers->secret_file, &kr, aerr, sizeof(aerr));
         if (!arc)
             arc = inec_auth_initiate(r->fd, &kr, "deg", "runner", r->peer, NULL, timeout, aerr,
                                      sizeof(aerr));

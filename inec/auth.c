@@ -113,8 +113,7 @@ int inec_secret_load(const char *path, struct inec_keyring *kr, char *err, size_
             for (int r = 0; r < 3; r++)
                 if (!strcmp(word, ROLE[r]))
                     role = r;
-        if (role < 0 || strlen(hex) != 2 * INEC_SECRET_BYTES ||
-            unhex(hex, key, INEC_SECRET_BYTES))
+        if (role < 0 || strlen(hex) != 2 * INEC_SECRET_BYTES || unhex(hex, key, INEC_SECRET_BYTES))
             rc = fail(err, errlen, -EINVAL,
                       "cluster secret %s: bad line '%.20s...' (want current|next|previous and "
                       "64 hex digits)",
@@ -210,8 +209,9 @@ int inec_secret_step(const char *path, const char *step, char *err, size_t errle
         return rc;
     const uint8_t *cur = NULL, *next = NULL, *prev = NULL;
     for (int i = 0; i < kr.n; i++)
-        *(kr.role[i] == INEC_KEY_CURRENT ? &cur : kr.role[i] == INEC_KEY_NEXT ? &next : &prev) =
-            kr.key[i];
+        *(kr.role[i] == INEC_KEY_CURRENT ? &cur
+          : kr.role[i] == INEC_KEY_NEXT  ? &next
+                                         : &prev) = kr.key[i];
     uint8_t fresh[INEC_SECRET_BYTES];
     if (!strcmp(step, "stage")) {
         if (!(rc = random_key(fresh, err, errlen))) {
@@ -232,8 +232,8 @@ int inec_secret_step(const char *path, const char *step, char *err, size_t errle
         if (next)
             keyring_add(&out, INEC_KEY_NEXT, next);
     } else {
-        rc = fail(err, errlen, -EINVAL, "unknown rotation step '%s'%s (stage|rotate|retire)",
-                  step, "");
+        rc = fail(err, errlen, -EINVAL, "unknown rotation step '%s'%s (stage|rotate|retire)", step,
+                  "");
     }
     if (!rc)
         rc = secret_write(path, &out, false, err, errlen);
@@ -258,6 +258,15 @@ void inec_keyring_ephemeral(struct inec_keyring *kr)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, ephemeral_init);
     *kr = ephemeral;
+}
+
+int inec_keyring_get(const char *path, struct inec_keyring *kr, char *err, size_t errlen)
+{
+    if (!path || !path[0]) {
+        inec_keyring_ephemeral(kr);
+        return 0;
+    }
+    return inec_secret_load(path, kr, err, errlen);
 }
 
 /* ---- the handshake ------------------------------------------------------------ */
@@ -343,8 +352,8 @@ bool inec_auth_addr_matches(const char *to, const char *self)
 }
 
 int inec_auth_m2_make(const struct inec_keyring *kr, const char *ctx, const char *self_addr,
-                      const char *self_name, const struct inec_auth_m1 *m1,
-                      struct inec_auth_m2 *m2, const uint8_t **key, char *err, size_t errlen)
+                      const char *self_name, const struct inec_auth_m1 *m1, struct inec_auth_m2 *m2,
+                      const uint8_t **key, char *err, size_t errlen)
 {
     if (memcmp(m1->magic, MAGIC, sizeof(MAGIC)) || !name_ok(m1->from) || !name_ok(m1->to))
         return fail(err, errlen, -EPROTO, "not an inec handshake%s%s", "", "");
@@ -375,8 +384,8 @@ int inec_auth_m2_check(const struct inec_keyring *kr, const char *ctx,
     transcript_mac(kr->key[0], 'R', ctx, m1, m2, want);
     if (!name_ok(m2->name) || CRYPTO_memcmp(want, m2->mac, 32) != 0)
         return fail(err, errlen, -EACCES,
-                    "peer %s failed authentication: it does not hold our cluster secret%s",
-                    m1->to, "");
+                    "peer %s failed authentication: it does not hold our cluster secret%s", m1->to,
+                    "");
     transcript_mac(kr->key[0], 'I', ctx, m1, m2, m3->mac);
     return 0;
 }
@@ -388,8 +397,8 @@ int inec_auth_m3_check(const uint8_t *key, const char *ctx, const struct inec_au
     uint8_t want[32];
     transcript_mac(key, 'I', ctx, m1, m2, want);
     if (CRYPTO_memcmp(want, m3->mac, 32) != 0)
-        return fail(err, errlen, -EACCES, "peer %s failed authentication: wrong proof%s",
-                    m1->from, "");
+        return fail(err, errlen, -EACCES, "peer %s failed authentication: wrong proof%s", m1->from,
+                    "");
     return 0;
 }
 
@@ -427,7 +436,7 @@ static int io_all(int fd, void *buf, size_t len, bool out, int timeout_ms)
 static int io_fail(int rc, const char *what, const char *peer, char *err, size_t errlen)
 {
     return fail(err, errlen, rc == -ECONNRESET ? -EACCES : rc,
-                rc == -ECONNRESET ? "%s: %s closed the connection (it refused our proof)"
+                rc == -ECONNRESET ? "%s: %s closed the connection (it refused our proof, or died)"
                                   : "%s: %s did not answer in time or the connection broke",
                 what, peer);
 }
@@ -454,9 +463,9 @@ int inec_auth_initiate(int fd, const struct inec_keyring *kr, const char *ctx, c
     return 0;
 }
 
-int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx,
-                      const char *self_addr, const char *self_name,
-                      char peer_name[INEC_AUTH_NAME], int timeout_ms, char *err, size_t errlen)
+int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx, const char *self_addr,
+                      const char *self_name, char peer_name[INEC_AUTH_NAME], int timeout_ms,
+                      char *err, size_t errlen)
 {
     struct inec_auth_m1 m1;
     struct inec_auth_m2 m2;
@@ -471,10 +480,9 @@ int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx,
         return rc;
     if ((rc = io_all(fd, &m2, sizeof(m2), true, timeout_ms)) ||
         (rc = io_all(fd, &m3, sizeof(m3), false, timeout_ms)))
-        return fail(err, errlen, rc == -ECONNRESET ? -EACCES : rc,
-                    "peer %s sent no proof (%s)", m1.from,
-                    rc == -ECONNRESET ? "it closed the connection: not our secret?"
-                                      : strerror(-rc));
+        return fail(
+            err, errlen, rc == -ECONNRESET ? -EACCES : rc, "peer %s sent no proof (%s)", m1.from,
+            rc == -ECONNRESET ? "it closed the connection: not our secret?" : strerror(-rc));
     if ((rc = inec_auth_m3_check(key, ctx, &m1, &m2, &m3, err, errlen)))
         return rc;
     if (peer_name)

@@ -78,6 +78,9 @@ int inec_secret_step(const char *path, const char *step, char *err, size_t errle
 /* A random secret made once per process: what devices without a secret file
  * use, so they authenticate only peers of the same process. */
 void inec_keyring_ephemeral(struct inec_keyring *kr);
+/* inec_secret_load(path), or the process's random secret when path is NULL
+ * or "". Read for every handshake, so a rewritten file applies at once. */
+int inec_keyring_get(const char *path, struct inec_keyring *kr, char *err, size_t errlen);
 /* Wipes the keys from memory. */
 void inec_keyring_clear(struct inec_keyring *kr);
 /* The key id as 16 hex characters (for logs and `inec secret`). */
@@ -90,8 +93,8 @@ void inec_auth_m1_make(const struct inec_keyring *kr, const char *from, const ch
 /* R: checks M1 (magic, names, our key, "to" names `self_addr`) and answers;
  * *key is the key to check M3 with. */
 int inec_auth_m2_make(const struct inec_keyring *kr, const char *ctx, const char *self_addr,
-                      const char *self_name, const struct inec_auth_m1 *m1,
-                      struct inec_auth_m2 *m2, const uint8_t **key, char *err, size_t errlen);
+                      const char *self_name, const struct inec_auth_m1 *m1, struct inec_auth_m2 *m2,
+                      const uint8_t **key, char *err, size_t errlen);
 /* I: checks R's proof and makes ours. */
 int inec_auth_m2_check(const struct inec_keyring *kr, const char *ctx,
                        const struct inec_auth_m1 *m1, const struct inec_auth_m2 *m2,
@@ -111,8 +114,8 @@ bool inec_auth_addr_matches(const char *to, const char *self);
 int inec_auth_initiate(int fd, const struct inec_keyring *kr, const char *ctx, const char *self,
                        const char *to, char peer_name[INEC_AUTH_NAME], int timeout_ms, char *err,
                        size_t errlen);
-int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx,
-                      const char *self_addr, const char *self_name,
-                      char peer_name[INEC_AUTH_NAME], int timeout_ms, char *err, size_t errlen);
+int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx, const char *self_addr,
+                      const char *self_name, char peer_name[INEC_AUTH_NAME], int timeout_ms,
+                      char *err, size_t errlen);
 
 #endif

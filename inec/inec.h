@@ -104,6 +104,11 @@ struct inec_device_stats {
  *   heartbeat_ms=N      tcp: each side pings every N ms whatever the traffic and
  *                       the peer answers at once; silent for 2 beats: suspect
  *                       (logged), for timeout_ms: dead (min(timeout/10, 1000))
+ *   secret=PATH         tcp: the cluster secret file (inec/auth.h) every
+ *                       connection proves in both directions before any frame;
+ *                       without it, a random secret of this process
+ *   passive=1           tcp: never dial; a QP waits (timeout_ms) for its peer's
+ *                       authenticated connection (a node's RPC device)
  */
 int inec_device_open(const char *provider, const char *options, struct inec_device **out);
 void inec_device_close(struct inec_device *dev);

@@ -94,10 +94,7 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
     /* Mutual proof of the cluster secret before anything else. */
     struct inec_keyring kr;
     char aerr[300], who[INEC_AUTH_NAME] = "";
-    if (c->secret[0])
-        rc = inec_secret_load(c->secret, &kr, aerr, sizeof(aerr));
-    else
-        inec_keyring_ephemeral(&kr);
+    rc = inec_keyring_get(c->secret, &kr, aerr, sizeof(aerr));
     if (!rc)
         rc = inec_auth_initiate(fd, &kr, "cm", c->name, c->addr, who, c->timeout_ms, aerr,
                                 sizeof(aerr));
@@ -118,6 +115,10 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
     } else {
         while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
             ssize_t r = recv(fd, line + got, sizeof(line) - 1 - got, 0);
+            /* io_uring task work of this thread can interrupt a recv that has
+             * a timeout (EINTR although no signal handler exists) */
+            if (r < 0 && errno == EINTR)
+                continue;
             if (r <= 0) {
                 rc = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -EHOSTDOWN;
                 break;
@@ -185,7 +186,8 @@ static int client_new(struct inec_device *dev, const struct node_client_opts *op
         return -ENOMEM;
     c->dev = dev;
     c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT;
-    snprintf(c->secret, sizeof(c->secret), "%s", opts && opts->secret_file ? opts->secret_file : "");
+    snprintf(c->secret, sizeof(c->secret), "%s",
+             opts && opts->secret_file ? opts->secret_file : "");
     snprintf(c->name, sizeof(c->name), "%s", opts && opts->name ? opts->name : "client");
     snprintf(c->node_id, sizeof(c->node_id), "%s", opts && opts->node_id ? opts->node_id : "");
     pthread_mutex_init(&c->lock, NULL);

@@ -981,11 +981,7 @@ static void cm_serve(struct node_service *s, int fd, const char *from)
 {
     struct inec_keyring kr;
     char aerr[300] = "", peer[INEC_AUTH_NAME];
-    int arc = 0;
-    if (s->secret[0])
-        arc = inec_secret_load(s->secret, &kr, aerr, sizeof(aerr));
-    else
-        inec_keyring_ephemeral(&kr);
+    int arc = inec_keyring_get(s->secret, &kr, aerr, sizeof(aerr));
     if (!arc)
         arc = inec_auth_respond(fd, &kr, "cm", s->listen, s->id, peer, 5000, aerr, sizeof(aerr));
     inec_keyring_clear(&kr);
@@ -994,12 +990,13 @@ static void cm_serve(struct node_service *s, int fd, const char *from)
                  aerr);
         return;
     }
-    inec_log(INEC_LOG_DEBUG, "node", "peer authenticated id=%s peer=%s from=%s", s->id, peer,
-             from);
+    inec_log(INEC_LOG_DEBUG, "node", "peer authenticated id=%s peer=%s from=%s", s->id, peer, from);
     char buf[1024];
     size_t got = 0;
     while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
         ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             return;
         got += (size_t)n;
@@ -1090,8 +1087,7 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
         n += snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",heartbeat_ms=%d",
                       s->heartbeat_ms);
     if (s->secret[0] && n > 0 && (size_t)n < sizeof(s->dev_options))
-        snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",secret=%s",
-                 s->secret);
+        snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",secret=%s", s->secret);
     return 0;
 }
 
@@ -1108,11 +1104,11 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
     s->heartbeat_ms = cfg->heartbeat_ms;
     s->cm_fd = -1;
-    if (cfg->secret_file && (strchr(cfg->secret_file, ',') ||
-                             strlen(cfg->secret_file) >= sizeof(s->secret))) {
+    if (cfg->secret_file &&
+        (strchr(cfg->secret_file, ',') || strlen(cfg->secret_file) >= sizeof(s->secret))) {
         free(s);
-        return codec_errf(err, errlen, -EINVAL,
-                          "cluster secret path '%s': too long or has a comma", cfg->secret_file);
+        return codec_errf(err, errlen, -EINVAL, "cluster secret path '%s': too long or has a comma",
+                          cfg->secret_file);
     }
     snprintf(s->secret, sizeof(s->secret), "%s", cfg->secret_file ? cfg->secret_file : "");
     clock_gettime(CLOCK_MONOTONIC, &s->started);

@@ -61,7 +61,6 @@ struct node {
     uint8_t *mem;
 };
 
-
 /* Every process of a test proves the secret file the parent made (tcp
  * connections are authenticated, inec/auth.h). */
 static const char *peer_options(void)

@@ -32,10 +32,10 @@ out=$(INEC_LOG=error "$inec" node scrub --data "$dir/s") && fail "scrub missed t
 echo "$out" | grep -q "^corrupt " || fail "scrub did not list the corrupt chunk: $out"
 "$inec" node stat --data "$dir/s" | grep -q "^corrupt *1$" || fail "stat corrupt count"
 
-# A running node: stat goes through its service (DIR/node.listen), or --connect;
-# it serves its own /metrics.
+# A running node: stat goes through its service (DIR/node.listen names its address
+# and cluster secret), or --connect with --secret; it serves its own /metrics.
 "$inec" node --listen 127.0.0.1:0 --data "$dir/s" --id statnode --metrics-listen 127.0.0.1:0 \
-    >"$dir/node.out" 2>"$dir/node.err" &
+    --secret "$dir/secret" >"$dir/node.out" 2>"$dir/node.err" &
 pid=$!
 i=0
 while [ ! -s "$dir/s/node.listen" ]; do
@@ -47,8 +47,12 @@ out=$("$inec" node stat --data "$dir/s") || { kill $pid; fail "stat of a running
 echo "$out" | grep -q "^node *statnode " || { kill $pid; fail "stat did not ask the node: $out"; }
 echo "$out" | grep -q "^chunks *20$" || { kill $pid; fail "running stat chunks: $out"; }
 echo "$out" | grep -q "^corrupt *1$" || { kill $pid; fail "running stat corrupt: $out"; }
-out=$("$inec" node stat --connect "$(cat "$dir/s/node.listen")") || { kill $pid; fail "--connect: $out"; }
+addr=$(head -1 "$dir/s/node.listen")
+out=$("$inec" node stat --connect "$addr" --secret "$dir/secret") || { kill $pid; fail "--connect: $out"; }
 echo "$out" | grep -q "^chunks *20$" || { kill $pid; fail "--connect chunks: $out"; }
+"$inec" secret init "$dir/other" >/dev/null
+out=$("$inec" node stat --connect "$addr" --secret "$dir/other" 2>&1) && { kill $pid; fail "another secret was served: $out"; }
+echo "$out" | grep -q "refused our proof" || { kill $pid; fail "another secret: $out"; }
 # Its own Prometheus endpoint.
 maddr=$(awk '$1 == "metrics" {print $2}' "$dir/node.out")
 metrics=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=30).read().decode())' "$maddr") ||

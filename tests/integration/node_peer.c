@@ -24,7 +24,7 @@
 #include "inec/inec.h"
 #include "node/client.h"
 
-#define DEVOPTS    devopts()
+#define DEVOPTS devopts()
 
 /* The nodes' cluster secret: INEC_SECRET_FILE (node_tcp.py makes it). */
 static const char *devopts(void)

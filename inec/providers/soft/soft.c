@@ -55,7 +55,7 @@ bool soft_opt(const char *options, const char *key, char *buf, size_t len)
 
 static int check_options(const char *options)
 {
-    static const char *const known[] = {"transport", "listen", "engine_threads", "timeout_ms",
+    static const char *const known[] = {"transport",    "listen", "engine_threads", "timeout_ms",
                                         "heartbeat_ms", "secret", "passive"};
     for (const char *p = options; p && *p;) {
         const char *end = strchr(p, ',');

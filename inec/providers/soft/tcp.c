@@ -95,8 +95,8 @@ struct tcp_conn {
     bool dead, started;
     /* acceptor: the handshake (inec/auth.h) before anything else */
     bool authed;
-    uint64_t born;     /* ns: the handshake must end within timeout_ms */
-    char from_ip[64];  /* who connected, for the log */
+    uint64_t born;    /* ns: the handshake must end within timeout_ms */
+    char from_ip[64]; /* who connected, for the log */
     struct inec_auth_m1 m1;
     struct inec_auth_m2 m2;
     uint8_t key[INEC_SECRET_BYTES];
@@ -181,16 +181,6 @@ static void sock_opts(int fd, int timeout_ms)
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
-}
-
-/* Read for every handshake, so a rotated file applies to new connections. */
-static int dev_keys(struct tcp_dev *t, struct inec_keyring *kr, char *err, size_t errlen)
-{
-    if (!t->secret[0]) {
-        inec_keyring_ephemeral(kr);
-        return 0;
-    }
-    return inec_secret_load(t->secret, kr, err, errlen);
 }
 
 static struct tcp_conn *conn_new(struct soft_device *dev, int fd, const char *peer)
@@ -511,10 +501,10 @@ static bool rx_auth(struct tcp_conn *c)
             c->m1.magic[0] = 1; /* garbage: fails below, never read again */
         struct inec_keyring kr;
         const uint8_t *key = NULL;
-        rc = dev_keys(t, &kr, err, sizeof(err));
+        rc = inec_keyring_get(t->secret, &kr, err, sizeof(err));
         if (!rc)
-            rc = inec_auth_m2_make(&kr, "tcp", c->dev->base.addr, c->dev->base.addr, &c->m1,
-                                   &c->m2, &key, err, sizeof(err));
+            rc = inec_auth_m2_make(&kr, "tcp", c->dev->base.addr, c->dev->base.addr, &c->m1, &c->m2,
+                                   &key, err, sizeof(err));
         if (!rc)
             memcpy(c->key, key, sizeof(c->key));
         /* A fresh socket's send buffer takes these bytes at once. */
@@ -534,15 +524,12 @@ static bool rx_auth(struct tcp_conn *c)
     }
     memset(c->key, 0, sizeof(c->key));
     if (rc) {
-        inec_log(INEC_LOG_WARN, "inec", "tcp connection refused from=%s dev=%s why=%s",
-                 c->from_ip, c->dev->base.addr, err);
-        conn_fail(c, "authentication failed");
+        conn_fail(c, err);
         return true;
     }
     c->authed = true;
     snprintf(c->peer, sizeof(c->peer), "%s", c->m1.from);
-    inec_log(INEC_LOG_DEBUG, "inec", "tcp peer authenticated peer=%s from=%s", c->peer,
-             c->from_ip);
+    inec_log(INEC_LOG_DEBUG, "inec", "tcp peer authenticated peer=%s from=%s", c->peer, c->from_ip);
     /* QPs of a passive device waiting for this peer start using it. */
     struct soft_device *dev = c->dev;
     pthread_mutex_lock(&dev->lock);
@@ -610,7 +597,9 @@ static void rx_done(struct io_op *op, int res, uint32_t flags)
     if (c->dead)
         return;
     if (res <= 0) {
-        conn_fail(c, res < 0 ? strerror(-res) : "closed by peer");
+        conn_fail(c, res < 0     ? strerror(-res)
+                     : c->authed ? "closed by peer"
+                                 : "closed before proving the cluster secret");
         return;
     }
     c->last_rx = now_ns();
@@ -639,7 +628,10 @@ static void conn_fail(struct tcp_conn *c, const char *why)
         return;
     c->dead = true;
     struct soft_device *dev = c->dev;
-    if (!td(dev)->closing)
+    if (!td(dev)->closing && !c->authed) /* one line per refused peer */
+        inec_log(INEC_LOG_WARN, "inec", "tcp connection refused from=%s dev=%s why=%s", c->from_ip,
+                 dev->base.addr, why);
+    else if (!td(dev)->closing)
         inec_log(INEC_LOG_INFO, "inec", "tcp connection closed peer=%s why=%s", c->peer, why);
     shutdown(c->fd, SHUT_RDWR);
     if (c->rx_qp) {
@@ -776,7 +768,7 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
      * unless both sides dial at the same moment). */
     struct tcp_conn *c = NULL;
     bool connected = false, unknown = true;
-    for (int i = 0; i < 100 && !c && !connected && unknown; i++) {
+    for (int i = 0; i < (t->passive ? 1 : 100) && !c && !connected && unknown; i++) {
         if (i)
             usleep(1000);
         pthread_mutex_lock(&dev->eng->lock);
@@ -814,7 +806,7 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
         /* The handshake goes first, before the engine owns the socket. */
         struct inec_keyring kr;
         char err[256], name[INEC_AUTH_NAME];
-        rc = dev_keys(t, &kr, err, sizeof(err));
+        rc = inec_keyring_get(t->secret, &kr, err, sizeof(err));
         if (!rc)
             rc = inec_auth_initiate(fd, &kr, "tcp", dev->base.addr, addr, name, t->timeout_ms, err,
                                     sizeof(err));
@@ -878,9 +870,7 @@ static bool heartbeat(struct tcp_conn *c, uint64_t now)
         return false;
     if (!c->authed) { /* no pings before the handshake, and a bound on it */
         if (now - c->born > (uint64_t)t->timeout_ms * 1000000u) {
-            inec_log(INEC_LOG_WARN, "inec", "tcp connection refused from=%s dev=%s why=%s",
-                     c->from_ip, c->dev->base.addr, "no authentication in time");
-            conn_fail(c, "no authentication in time");
+            conn_fail(c, "no proof of the cluster secret in time");
             return true;
         }
         return false;
@@ -947,8 +937,7 @@ static bool tcp_pass(struct soft_device *dev)
     uint64_t now = now_ns();
     for (uint32_t i = 0; i < dev->nqps; i++) {
         struct soft_qp *qp = dev->qps[i];
-        if (qp && qp->await_peer[0] &&
-            now - qp->await_since > (uint64_t)t->timeout_ms * 1000000u) {
+        if (qp && qp->await_peer[0] && now - qp->await_since > (uint64_t)t->timeout_ms * 1000000u) {
             inec_log(INEC_LOG_INFO, "inec", "tcp qp %u: peer %s never connected", qp->base.qpn,
                      qp->await_peer);
             qp->await_peer[0] = '\0';
