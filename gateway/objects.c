@@ -1320,6 +1320,7 @@ struct gw_get {
     uint64_t lo, hi;        /* object bytes [lo, hi) are in buf */
     struct gw_fetch *ahead; /* decode ahead: reads of stripe ahead_s, in flight */
     size_t ahead_s;
+    uint64_t served; /* bytes handed out */
     int rc;
 };
 
@@ -1655,7 +1656,8 @@ static int load_stripe(struct gw_get *g)
     struct gw_fetch_result res = {0};
     char err[256] = "";
     /* The rest read directly: hedged, retried, decoded here when a chunk fails. */
-    rc = gw_fetch_wait(f, rest, g->buf, &res, err, sizeof(err));
+    /* Once bytes went out, giving up cuts the response: wait longer for nodes to come back. */
+    rc = gw_fetch_wait(f, rest, g->served > 0, g->buf, &res, err, sizeof(err));
     gw_fetch_release(f);
     for (int c = 0; c < g->n; c++) {
         if (res.why[c] && !(lost[c] && why[c] != -EAGAIN)) {
@@ -1705,12 +1707,41 @@ static int load_stripe(struct gw_get *g)
     return 0;
 }
 
+/* Before the first byte goes out (the status line waits for it): a stripe
+ * after the first with more chunks gone (never written, or on nodes judged
+ * down) than the code tolerates cannot be read now. A 503 now, which the
+ * client retries, beats a 200 cut when the read gets there. The first stripe
+ * is read for real at once (its retries may find a node back). */
+static int range_readable(struct gw_get *g)
+{
+    size_t ns = json_array_size(g->stripes);
+    int m = g->n - g->k;
+    for (size_t s = gw_layout_find(g->start, ns, g->pos) + 1; s < ns && g->start[s] < g->end; s++) {
+        const json_t *stripe = json_array_get(g->stripes, s);
+        int gone = 0;
+        for (int c = 0; c < g->n; c++) {
+            int node = node_of(g->o, stripe, c);
+            gone += chunk_missing(stripe, c) || node < 0 || gw_node_is_down(g->o, node);
+        }
+        if (gone > m) {
+            inec_log(INEC_LOG_WARN, "gateway",
+                     "stripe unreadable now key=%s stripe=%zu gone=%d of %d (tolerates %d)", g->key,
+                     s, gone, g->n, m);
+            atomic_fetch_add(&g->o->failed_reads, 1);
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
 ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
 {
     if (g->rc)
         return g->rc;
     if (g->pos >= g->end || len == 0)
         return 0;
+    if (!g->served && (g->rc = range_readable(g)))
+        return g->rc;
     if (g->pos < g->lo || g->pos >= g->hi) {
         if ((g->rc = load_stripe(g)))
             return g->rc;
@@ -1720,6 +1751,7 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
     uint64_t s = gw_layout_find(g->start, json_array_size(g->stripes), g->pos);
     memcpy(buf, g->buf + (g->pos - g->start[s]), n);
     g->pos += n;
+    g->served += n;
     return (ssize_t)n;
 }
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/objects_internal.h"
 
@@ -155,52 +156,134 @@ int gw_meta_remove(struct gw_objects *o, const char *bucket, const char *key)
     return ok >= o->meta_wq ? 0 : -EHOSTDOWN;
 }
 
+/* A read of a record's copies. It lives on the heap: the copies still out
+ * once the read quorum has answered and a short grace has passed (a hung
+ * node) finish on their own and the last one frees it. */
+struct meta_read {
+    struct gw_objects *o;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs, done;
+    char *bucket, *key;
+    int nodes[PLACE_MAX_CHUNKS];
+    int rc[PLACE_MAX_CHUNKS];
+    json_t *rec[PLACE_MAX_CHUNKS];
+};
+
+static void meta_read_put(struct meta_read *r)
+{
+    pthread_mutex_lock(&r->lock);
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&r->lock);
+    if (!last)
+        return;
+    for (int i = 0; i < r->o->meta_copies; i++)
+        json_decref(r->rec[i]);
+    free(r->bucket);
+    free(r->key);
+    pthread_cond_destroy(&r->cond);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
 static void read_one(void *arg, int i)
 {
-    struct meta_job *j = arg;
-    int node = j->nodes[i];
+    struct meta_read *r = arg;
+    int node = r->nodes[i];
     struct node_client *c = NULL;
-    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
+    int rc = gw_node_is_down(r->o, node) ? -EHOSTDOWN : gw_client_get(r->o, node, &c);
     void *blob = NULL;
     size_t len = 0;
     if (rc == 0)
-        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
-    gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
-    if (rc == 0) {
-        j->rec[i] = json_loadb(blob, len, 0, NULL);
-        if (!j->rec[i])
-            rc = -EBADMSG;
-    }
+        rc = node_client_get_meta(c, r->bucket, r->key, &blob, &len);
+    gw_client_put(r->o, node, c, rc == -ENOENT ? 0 : rc);
+    json_t *rec = NULL;
+    if (rc == 0 && !(rec = json_loadb(blob, len, 0, NULL)))
+        rc = -EBADMSG;
     free(blob);
-    j->rc[i] = rc;
+    pthread_mutex_lock(&r->lock);
+    r->rec[i] = rec;
+    r->rc[i] = rc;
+    r->done++;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+    meta_read_put(r);
+}
+
+static int answered(const struct meta_read *r, int n)
+{
+    int a = 0;
+    for (int i = 0; i < n; i++)
+        a += r->rec[i] || r->rc[i] == -ENOENT;
+    return a;
 }
 
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
 {
     *out = NULL;
-    struct meta_job j = {.o = o, .bucket = bucket, .key = key};
-    int rc = meta_nodes(o, bucket, key, j.nodes);
-    if (rc)
+    struct meta_read *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->o = o;
+    r->refs = 1;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    r->bucket = strdup(bucket);
+    r->key = strdup(key);
+    int n = o->meta_copies;
+    int rc = r->bucket && r->key ? meta_nodes(o, bucket, key, r->nodes) : -ENOMEM;
+    if (rc) {
+        meta_read_put(r);
         return rc == -ENOSPC ? -EHOSTDOWN : rc;
-    gw_fanout_run(o, o->meta_copies, read_one, &j);
-    int answered = 0, err = 0;
-    json_t *best = NULL;
-    for (int i = 0; i < o->meta_copies; i++) {
-        if (j.rc[i] == 0 || j.rc[i] == -ENOENT)
-            answered++;
-        else if (!err || !gw_transport_error(j.rc[i]))
-            err = j.rc[i];
-        if (j.rec[i] && (!best || gw_rec_version(j.rec[i]) > gw_rec_version(best)))
-            best = j.rec[i];
     }
-    if (answered >= o->meta_rq) {
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < n; i++) {
+        r->refs++;
+        if (gw_fanout_post(o->fan, read_one, r, i)) {
+            r->refs--;
+            r->rc[i] = -ENOMEM;
+            r->done++;
+        }
+    }
+    /* Every copy, but once a read quorum answered, a hung node is not waited
+     * for beyond a quarter heartbeat: the quorum holds the newest
+     * acknowledged record. */
+    int64_t quorum_at = 0;
+    while (r->done < n) {
+        if (!quorum_at && answered(r, n) >= o->meta_rq)
+            quorum_at = gw_now_ms();
+        if (!quorum_at) {
+            pthread_cond_wait(&r->cond, &r->lock); /* each read is bounded by the peer timeout */
+            continue;
+        }
+        int64_t left = quorum_at + o->heartbeat_ms / 4 - gw_now_ms();
+        if (left <= 0)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += left / 1000;
+        until.tv_nsec += (long)(left % 1000) * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&r->cond, &r->lock, &until);
+    }
+    int err = 0;
+    json_t *best = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!r->rec[i] && r->rc[i] && r->rc[i] != -ENOENT &&
+            (!err || !gw_transport_error(r->rc[i])))
+            err = r->rc[i];
+        if (r->rec[i] && (!best || gw_rec_version(r->rec[i]) > gw_rec_version(best)))
+            best = r->rec[i];
+    }
+    if (answered(r, n) >= o->meta_rq) {
         rc = best ? 0 : -ENOENT;
         *out = json_incref(best);
     } else {
         rc = err == -ENAMETOOLONG ? err : -EHOSTDOWN;
     }
-    for (int i = 0; i < o->meta_copies; i++)
-        json_decref(j.rec[i]);
+    pthread_mutex_unlock(&r->lock);
+    meta_read_put(r);
     return rc;
 }
 

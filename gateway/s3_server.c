@@ -260,10 +260,32 @@ static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
     queue(r, info->status, resp);
 }
 
+/* A node failed (down, refused, reset, timed out) or answered what no
+ * healthy node sends (a malformed message, a corrupt record, a request it
+ * does not know): the cluster's transient state, which clients retry with a
+ * 503, never the gateway's bug. */
+static bool peer_failure(int rc)
+{
+    return gw_transport_error(rc) || rc == -EPROTO || rc == -EBADMSG || rc == -EOPNOTSUPP;
+}
+
+/* multipart.c's own codes (objects.h) mean what they say only from its calls;
+ * from any other a node sent them. */
+static bool multipart_op(enum gw_s3_op op)
+{
+    return op == GW_OP_UPLOAD_PART || op == GW_OP_UPLOAD_PART_COPY ||
+           op == GW_OP_COMPLETE_MULTIPART_UPLOAD || op == GW_OP_ABORT_MULTIPART_UPLOAD ||
+           op == GW_OP_LIST_PARTS;
+}
+
 /* The object layer's errno as S3 answers it; key-level ENOENT is NoSuchKey
  * unless the bucket itself is missing. */
 static enum gw_s3_err map_errno(struct req *r, int rc)
 {
+    bool complete = r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD;
+    if ((rc == -ESRCH && !multipart_op(r->op)) ||
+        ((rc == -EPROTO || rc == -EDOM || rc == -ERANGE) && !complete))
+        return GW_S3_SERVICE_UNAVAILABLE;
     switch (rc) {
     case -ENOENT:
         if (r->t.key[0]) {
@@ -295,9 +317,7 @@ static enum gw_s3_err map_errno(struct req *r, int rc)
     case -EAGAIN:
         return GW_S3_SERVICE_UNAVAILABLE;
     default:
-        /* A peer's failure is the cluster's transient state, never the
-         * gateway's bug: clients retry a 503. */
-        return gw_transport_error(rc) ? GW_S3_SERVICE_UNAVAILABLE : GW_S3_INTERNAL_ERROR;
+        return peer_failure(rc) ? GW_S3_SERVICE_UNAVAILABLE : GW_S3_INTERNAL_ERROR;
     }
 }
 
@@ -1078,9 +1098,11 @@ static void delete_objects(struct req *r)
         if (rc && rc != -ENOENT) {
             out[i].err = rc == -ENAMETOOLONG ? GW_S3_KEY_TOO_LONG
                          : rc == -EINVAL     ? GW_S3_INVALID_ARGUMENT
-                         : rc == -EIO || rc == -EHOSTDOWN || rc == -ETIMEDOUT
+                         : rc == -EIO || rc == -EAGAIN || peer_failure(rc)
                              ? GW_S3_SERVICE_UNAVAILABLE
                              : GW_S3_INTERNAL_ERROR;
+            inec_log(INEC_LOG_WARN, "s3", "DeleteObjects key failed bucket=%s key=%s err=%s",
+                     r->t.bucket, d->keys[i].key, strerror(-rc));
         }
     }
     struct gw_buf b = {0};

@@ -31,8 +31,9 @@
 #define LAT_SAMPLES  256
 #define LAT_MIN      32 /* samples before the percentile is trusted */
 #define HEDGE_MIN_MS 20
-#define RETRY_ROUNDS 3
-#define RETRY_PAUSE  200 /* ms, times the round */
+#define RETRY_ROUNDS 3    /* before the status line: a quick 503 the client retries */
+#define RETRY_PAUSE  200  /* ms, doubled each round */
+#define PAUSE_MAX    2000 /* ms */
 
 struct gw_fetcher {
     struct gw_fanout *fan;
@@ -294,14 +295,15 @@ static int top_up(struct gw_fetch *f, int live)
     return posted;
 }
 
-int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_fetch_result *res,
-                  char *err, size_t errlen)
+int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *out,
+                  struct gw_fetch_result *res, char *err, size_t errlen)
 {
     const struct gw_fetch_stripe *st = &f->st;
     struct gw_objects *o = f->o;
     memset(res, 0, sizeof(*res));
     int hedge_ms = gw_fetch_hedge_ms(o);
-    int64_t deadline = gw_now_ms() + 2 * (int64_t)o->timeout_ms;
+    int budget_ms = (patient ? 3 : 2) * o->timeout_ms;
+    int64_t deadline = gw_now_ms() + budget_ms;
     int rc = -EIO;
     pthread_mutex_lock(&f->lock);
     for (;;) {
@@ -346,16 +348,21 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_
             for (int c = 0; c < st->n; c++)
                 any |= retryable(f, c) ||
                        (f->state[c] == SLOT_IDLE && !st->missing[c] && st->node[c] >= 0);
-            if (!any || res->retries == RETRY_ROUNDS || now >= deadline) {
+            if (!any || (!patient && res->retries == RETRY_ROUNDS) || now >= deadline) {
                 snprintf(err, errlen, "%d of %d chunks read, %d needed; %d retries", nvalid, st->n,
                          st->k, res->retries);
                 rc = -EIO;
                 break;
             }
+            int pause = RETRY_PAUSE << (res->retries < 4 ? res->retries : 4);
+            if (pause > PAUSE_MAX)
+                pause = PAUSE_MAX;
+            if (now + pause > deadline)
+                pause = (int)(deadline - now);
             res->retries++;
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += (long)(RETRY_PAUSE * res->retries) * 1000000L;
+            until.tv_nsec += (long)pause * 1000000L;
             until.tv_sec += until.tv_nsec / 1000000000L;
             until.tv_nsec %= 1000000000L;
             pthread_cond_timedwait(&f->cond, &f->lock, &until);
@@ -366,8 +373,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_
             continue;
         }
         if (now >= deadline) {
-            snprintf(err, errlen, "%d of %d chunks read in %d ms", nvalid, st->n,
-                     2 * o->timeout_ms);
+            snprintf(err, errlen, "%d of %d chunks read in %d ms", nvalid, st->n, budget_ms);
             rc = -EIO;
             break;
         }
