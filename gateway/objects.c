@@ -23,12 +23,15 @@
  * deletes its own chunks.
  *
  * Reads. GET reads only the data chunks its range touches, one stripe at a
- * time, and checks each against the CRC32C in the record. A chunk that is
- * missing, corrupt, or on a node that does not answer in time turns the
- * stripe into a degraded read: the pool's decode DEG rebuilds the lost data
- * chunks at the gateway from survivors (checked against the record's CRCs
- * too), the stripe is counted and the lost chunks are queued for repair.
- * More than m lost chunks: -EIO. Repair itself is not implemented yet.
+ * time, and checks each against the CRC32C in the record. A chunk known lost
+ * before the read (never written, node down or suspect) turns the stripe
+ * into a degraded read: the pool's decode DEG rebuilds the lost data chunks
+ * at the gateway from survivors (checked against the record's CRCs too), the
+ * stripe is counted and the lost chunks are queued for repair. What fails or
+ * is late during the read, and a DEG that fails, is read around by the
+ * direct reads of stripe_fetch.c (other chunks decoded here, hedges,
+ * retries); the next stripe's reads go out while one streams. More than m
+ * lost chunks: -EIO.
  */
 #include <errno.h>
 #include <stdio.h>
