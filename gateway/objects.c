@@ -1672,7 +1672,7 @@ static int load_stripe(struct gw_get *g)
     if (res.hedged) {
         atomic_fetch_add(&o->hedged_reads, 1);
         inec_log(INEC_LOG_INFO, "gateway", "hedged read key=%s stripe=%llu after_ms=%d", g->key,
-                 (unsigned long long)s, gw_fetch_hedge_ms(o));
+                 (unsigned long long)s, res.hedge_ms);
     }
     if (res.retries)
         atomic_fetch_add(&o->read_retries, 1);

@@ -57,6 +57,18 @@ struct gw_fetch {
     bool force[PLACE_MAX_CHUNKS]; /* read even if the node is judged down */
 };
 
+/* The absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+static struct timespec in_ms(int64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
+
 static int64_t now_us(void)
 {
     struct timespec ts;
@@ -108,7 +120,8 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int gw_fetch_hedge_ms(struct gw_objects *o)
+/* The hedge delay now (ms): how long a chunk read may take before others are read. */
+static int hedge_ms_now(struct gw_objects *o)
 {
     struct gw_fetcher *ft = o->fetcher;
     int cap = o->timeout_ms / 4 > HEDGE_MIN_MS ? o->timeout_ms / 4 : HEDGE_MIN_MS;
@@ -301,7 +314,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
     const struct gw_fetch_stripe *st = &f->st;
     struct gw_objects *o = f->o;
     memset(res, 0, sizeof(*res));
-    int hedge_ms = gw_fetch_hedge_ms(o);
+    int hedge_ms = res->hedge_ms = hedge_ms_now(o);
     int budget_ms = (patient ? 3 : 2) * o->timeout_ms;
     int64_t deadline = gw_now_ms() + budget_ms;
     int rc = -EIO;
@@ -360,11 +373,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
             if (now + pause > deadline)
                 pause = (int)(deadline - now);
             res->retries++;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += (long)pause * 1000000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
+            struct timespec until = in_ms(pause);
             pthread_cond_timedwait(&f->cond, &f->lock, &until);
             for (int c = 0; c < st->n; c++)
                 if (retryable(f, c) ||
@@ -377,13 +386,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
             rc = -EIO;
             break;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        int64_t wait_ms = wake > now ? wake - now : 1;
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = in_ms(wake > now ? wake - now : 1);
         pthread_cond_timedwait(&f->cond, &f->lock, &until);
     }
     for (int c = 0; c < st->n; c++) {

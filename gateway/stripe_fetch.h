@@ -42,6 +42,7 @@ struct gw_fetch_result {
                                   -EAGAIN: it was late, not lost */
     bool decoded;              /* chunks rebuilt at the gateway */
     bool hedged;               /* other chunks read because one was late */
+    int hedge_ms;              /* the hedge delay it used */
     int retries;               /* rounds of failed reads tried again */
 };
 
@@ -60,7 +61,5 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
                   struct gw_fetch_result *res, char *err, size_t errlen);
 void gw_fetch_release(
     struct gw_fetch *f); /* NULL is a no-op; reads in flight finish on their own */
-/* The hedge delay now (ms): how long a chunk read may take before others are read. */
-int gw_fetch_hedge_ms(struct gw_objects *o);
 
 #endif
