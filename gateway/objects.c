@@ -1532,6 +1532,8 @@ static int fetch_stripe(struct gw_get *g, size_t s, struct gw_fetch_stripe *fs)
     memset(fs, 0, sizeof(*fs));
     if (!stripe || gw_layout_chunk(g->rec, s, fs->oid, &fs->stripe))
         return -EIO;
+    snprintf(fs->bucket, sizeof(fs->bucket), "%s", g->bucket);
+    snprintf(fs->key, sizeof(fs->key), "%s", g->key);
     fs->len = (size_t)json_integer_value(json_object_get(stripe, "len"));
     fs->k = g->k;
     fs->n = g->n;
@@ -1712,7 +1714,7 @@ static int load_stripe(struct gw_get *g)
 
 /* Before the first byte goes out (the status line waits for it): a stripe
  * after the first with more chunks gone (never written, or on nodes judged
- * down) than the code tolerates cannot be read now. A 503 now, which the
+ * down and not answering a probe) than the code tolerates cannot be read now. A 503 now, which the
  * client retries, beats a 200 cut when the read gets there. The first stripe
  * is read for real at once (its retries may find a node back). */
 static int range_readable(struct gw_get *g)
@@ -1721,10 +1723,18 @@ static int range_readable(struct gw_get *g)
     int m = g->n - g->k;
     for (size_t s = gw_layout_find(g->start, ns, g->pos) + 1; s < ns && g->start[s] < g->end; s++) {
         const json_t *stripe = json_array_get(g->stripes, s);
-        int gone = 0;
+        int gone = 0, place[PLACE_MAX_CHUNKS];
+        bool down[PLACE_MAX_CHUNKS];
         for (int c = 0; c < g->n; c++) {
-            int node = node_of(g->o, stripe, c);
-            gone += chunk_missing(stripe, c) || node < 0 || gw_node_is_down(g->o, node);
+            place[c] = node_of(g->o, stripe, c);
+            down[c] = place[c] >= 0 && !chunk_missing(stripe, c) && gw_node_is_down(g->o, place[c]);
+            gone += chunk_missing(stripe, c) || place[c] < 0 || down[c];
+        }
+        if (gone > m) { /* a verdict, not a fact: ask those nodes once */
+            probe(g->o, place, down, g->n, true);
+            gone = 0;
+            for (int c = 0; c < g->n; c++)
+                gone += chunk_missing(stripe, c) || place[c] < 0 || gw_node_is_down(g->o, place[c]);
         }
         if (gone > m) {
             inec_log(INEC_LOG_WARN, "gateway",

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/repair.h"
 #include "inec/log.h"
 
 #define READ_THREADS 16
@@ -55,6 +56,7 @@ struct gw_fetch {
     uint8_t *data[PLACE_MAX_CHUNKS];
     int64_t sent_ms[PLACE_MAX_CHUNKS];
     bool force[PLACE_MAX_CHUNKS]; /* read even if the node is judged down */
+    bool left;                    /* the waiter is gone: late reads report their own losses */
 };
 
 /* The absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
@@ -153,8 +155,26 @@ static void fetch_put(struct gw_fetch *f)
 
 void gw_fetch_release(struct gw_fetch *f)
 {
-    if (f)
-        fetch_put(f);
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    f->left = true; /* never waited for (decode ahead, the GET ended) */
+    pthread_mutex_unlock(&f->lock);
+    fetch_put(f);
+}
+
+/* A read the waiter did not wait for (it decoded around it) found its chunk
+ * missing or corrupt: queued for repair all the same. */
+static void note_late_loss(struct gw_fetch *f, int c, int rc)
+{
+    struct gw_objects *o = f->o;
+    const struct gw_fetch_stripe *st = &f->st;
+    char oid[2 * NODE_OBJECT_ID_BYTES + 1];
+    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
+        snprintf(oid + 2 * i, 3, "%02x", st->oid[i]);
+    const char *at = o->nodes[st->node[c]].id, *reason = rc == -EBADMSG ? "corrupt" : "missing";
+    atomic_fetch_add(rc == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
+    gw_repair_note(o, st->bucket, st->key, oid, st->stripe, st->len, &c, &at, &reason, 1, false);
 }
 
 /* One chunk read (a job on the fetcher's threads): node, length and, for a
@@ -195,8 +215,11 @@ static void read_job(void *arg, int c)
     f->state[c] = SLOT_DONE;
     f->rc[c] = rc;
     f->data[c] = data;
+    bool orphan = f->left;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
+    if (orphan && (rc == -ENOENT || rc == -EBADMSG))
+        note_late_loss(f, c, rc);
     fetch_put(f);
 }
 
@@ -397,6 +420,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
         else if (f->state[c] == SLOT_OUT && c < st->k && need[c])
             res->why[c] = -EAGAIN; /* late: left behind, not lost */
     }
+    f->left = true;
     pthread_mutex_unlock(&f->lock);
     return rc;
 }

@@ -27,6 +27,7 @@ struct gw_fetch;
 
 /* What a fetch knows of its stripe (copied: reads outlive the caller's record). */
 struct gw_fetch_stripe {
+    char bucket[GW_BUCKET_MAX + 1], key[GW_KEY_MAX + 1]; /* for the repair queue */
     uint8_t oid[NODE_OBJECT_ID_BYTES];
     uint64_t stripe; /* the chunks are {oid, stripe, c} */
     size_t len;      /* of every chunk */
@@ -54,6 +55,9 @@ void gw_fetcher_destroy(struct gw_objects *o); /* waits for the reads in flight 
 int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const bool *want,
                    struct gw_fetch **out);
 /* Data chunks need[c] (c < k) into out + c * len. 0, or -EIO (err says why).
+ * res->why says which chunks failed (the caller queues them for repair); a
+ * read left behind that finds its chunk missing or corrupt later queues it
+ * itself.
  * Failed reads are tried again RETRY_ROUNDS times within 2 peer timeouts; a
  * patient wait (a response already under way: giving up cuts it) tries again
  * until 3 peer timeouts have passed. */
