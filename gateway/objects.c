@@ -1660,8 +1660,9 @@ static int load_stripe(struct gw_get *g)
     }
     struct gw_fetch_result res = {0};
     char err[256] = "";
-    /* The rest read directly: hedged, retried, decoded here when a chunk fails. */
-    /* Once bytes went out, giving up cuts the response: wait longer for nodes to come back. */
+    /* The rest read directly: hedged, retried, decoded here when a chunk
+     * fails; once bytes went out, giving up cuts the response, so it waits
+     * longer for nodes to come back. */
     rc = gw_fetch_wait(f, rest, g->served > 0, g->buf, &res, err, sizeof(err));
     gw_fetch_release(f);
     for (int c = 0; c < g->n; c++) {
@@ -1714,9 +1715,10 @@ static int load_stripe(struct gw_get *g)
 
 /* Before the first byte goes out (the status line waits for it): a stripe
  * after the first with more chunks gone (never written, or on nodes judged
- * down and not answering a probe) than the code tolerates cannot be read now. A 503 now, which the
- * client retries, beats a 200 cut when the read gets there. The first stripe
- * is read for real at once (its retries may find a node back). */
+ * down and not answering a probe) than the code tolerates cannot be read
+ * now. A 503 now, which the client retries, beats a 200 cut when the read
+ * gets there. The first stripe is read for real at once (its retries may
+ * find a node back). */
 static int range_readable(struct gw_get *g)
 {
     size_t ns = json_array_size(g->stripes);
