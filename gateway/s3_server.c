@@ -29,6 +29,7 @@
 
 #include "gateway/s3_acl.h"
 #include "gateway/s3_checksum.h"
+#include "gateway/s3_errno.h"
 #include "gateway/s3_list.h"
 #include "gateway/s3_range.h"
 #include "gateway/s3_request.h"
@@ -260,65 +261,16 @@ static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
     queue(r, info->status, resp);
 }
 
-/* A node failed (down, refused, reset, timed out) or answered what no
- * healthy node sends (a malformed message, a corrupt record, a request it
- * does not know): the cluster's transient state, which clients retry with a
- * 503, never the gateway's bug. */
-static bool peer_failure(int rc)
-{
-    return gw_transport_error(rc) || rc == -EPROTO || rc == -EBADMSG || rc == -EOPNOTSUPP;
-}
-
-/* multipart.c's own codes (objects.h) mean what they say only from its calls;
- * from any other a node sent them. */
-static bool multipart_op(enum gw_s3_op op)
-{
-    return op == GW_OP_UPLOAD_PART || op == GW_OP_UPLOAD_PART_COPY ||
-           op == GW_OP_COMPLETE_MULTIPART_UPLOAD || op == GW_OP_ABORT_MULTIPART_UPLOAD ||
-           op == GW_OP_LIST_PARTS;
-}
-
-/* The object layer's errno as S3 answers it; key-level ENOENT is NoSuchKey
- * unless the bucket itself is missing. */
+/* The object layer's errno as S3 answers it (s3_errno.h); key-level ENOENT
+ * is NoSuchKey unless the bucket itself is missing. */
 static enum gw_s3_err map_errno(struct req *r, int rc)
 {
-    bool complete = r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD;
-    if ((rc == -ESRCH && !multipart_op(r->op)) ||
-        ((rc == -EPROTO || rc == -EDOM || rc == -ERANGE) && !complete))
-        return GW_S3_SERVICE_UNAVAILABLE;
-    switch (rc) {
-    case -ENOENT:
-        if (r->t.key[0]) {
-            struct gw_bucket_info bi;
-            if (gw_bucket_head(r->srv->objects, r->t.bucket, &bi) == 0)
-                return GW_S3_NO_SUCH_KEY;
-        }
-        return GW_S3_NO_SUCH_BUCKET;
-    case -EEXIST:
-        return GW_S3_BUCKET_ALREADY_OWNED;
-    case -ENOTEMPTY:
-        return GW_S3_BUCKET_NOT_EMPTY;
-    case -EINVAL:
-        return r->t.key[0] ? GW_S3_INVALID_ARGUMENT : GW_S3_INVALID_BUCKET_NAME;
-    case -ENAMETOOLONG:
-        return GW_S3_KEY_TOO_LONG;
-    case -EFBIG:
-        return GW_S3_ENTITY_TOO_LARGE;
-    case -ESRCH: /* multipart.c's own codes (objects.h) */
-        return GW_S3_NO_SUCH_UPLOAD;
-    case -EPROTO:
-        return GW_S3_INVALID_PART;
-    case -EDOM:
-        return GW_S3_INVALID_PART_ORDER;
-    case -ERANGE:
-        return GW_S3_ENTITY_TOO_SMALL;
-    case -EIO:
-    case -ENOSPC:
-    case -EAGAIN:
-        return GW_S3_SERVICE_UNAVAILABLE;
-    default:
-        return peer_failure(rc) ? GW_S3_SERVICE_UNAVAILABLE : GW_S3_INTERNAL_ERROR;
+    if (rc == -ENOENT && r->t.key[0]) {
+        struct gw_bucket_info bi;
+        if (gw_bucket_head(r->srv->objects, r->t.bucket, &bi) == 0)
+            return GW_S3_NO_SUCH_KEY;
     }
+    return gw_s3_errno(rc, r->op, r->t.key[0] != 0);
 }
 
 static void answer_errno(struct req *r, int rc, const char *what)
@@ -1096,11 +1048,7 @@ static void delete_objects(struct req *r)
         rc = gw_object_delete(r->srv->objects, r->t.bucket, d->keys[i].key);
         /* Deleting a missing key succeeds in S3. */
         if (rc && rc != -ENOENT) {
-            out[i].err = rc == -ENAMETOOLONG ? GW_S3_KEY_TOO_LONG
-                         : rc == -EINVAL     ? GW_S3_INVALID_ARGUMENT
-                         : rc == -EIO || rc == -EAGAIN || peer_failure(rc)
-                             ? GW_S3_SERVICE_UNAVAILABLE
-                             : GW_S3_INTERNAL_ERROR;
+            out[i].err = gw_s3_errno(rc, r->op, true);
             inec_log(INEC_LOG_WARN, "s3", "DeleteObjects key failed bucket=%s key=%s err=%s",
                      r->t.bucket, d->keys[i].key, strerror(-rc));
         }
