@@ -28,6 +28,7 @@
 #include "node/service.h"
 
 #define FAN_THREADS 16
+#define FAN_MAX     64 /* a pool grows to this when every thread waits on a hung node */
 
 int64_t gw_now_ms(void)
 {
@@ -43,7 +44,7 @@ int64_t gw_realtime_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* --- fan-out: a fixed set of threads running one batch of jobs at a time per caller --- */
+/* --- fan-out: threads running batches of jobs (more when calls hang, up to FAN_MAX) --- */
 
 struct fan_job {
     void (*fn)(void *arg, int i);
@@ -60,20 +61,24 @@ struct gw_fanout {
     pthread_cond_t cond;
     struct fan_job *head, *tail;
     bool stop;
-    int nthreads;
-    pthread_t threads[FAN_THREADS];
+    int nthreads, idle, queued, starting; /* starting: created, not waiting yet */
+    pthread_t threads[FAN_MAX];
 };
 
 static void *fan_main(void *arg)
 {
     struct gw_fanout *f = arg;
     pthread_mutex_lock(&f->lock);
+    f->starting--;
     for (;;) {
+        f->idle++;
         while (!f->head && !f->stop)
             pthread_cond_wait(&f->cond, &f->lock);
+        f->idle--;
         if (!f->head)
             break;
         struct fan_job *j = f->head;
+        f->queued--;
         f->head = j->next;
         if (!f->head)
             f->tail = NULL;
@@ -89,6 +94,18 @@ static void *fan_main(void *arg)
     }
     pthread_mutex_unlock(&f->lock);
     return NULL;
+}
+
+/* More threads when the jobs queued outnumber the idle ones: a call to a hung
+ * node holds its thread for the peer timeout, and must not hold up the rest
+ * (f->lock held). */
+static void fan_grow(struct gw_fanout *f)
+{
+    while (f->queued > f->idle + f->starting && f->nthreads < FAN_MAX &&
+           pthread_create(&f->threads[f->nthreads], NULL, fan_main, f) == 0) {
+        f->nthreads++;
+        f->starting++;
+    }
 }
 
 void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), void *arg)
@@ -115,6 +132,8 @@ void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), vo
             f->head = &jobs[i];
         f->tail = &jobs[i];
     }
+    f->queued += n;
+    fan_grow(f);
     pthread_cond_broadcast(&f->cond);
     /* Every job is an RPC bounded by the client timeout, so this wait is bounded. */
     while (left > 0)
@@ -137,6 +156,8 @@ int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg,
     else
         f->head = j;
     f->tail = j;
+    f->queued++;
+    fan_grow(f);
     pthread_cond_signal(&f->cond);
     pthread_mutex_unlock(&f->lock);
     return 0;
@@ -151,9 +172,11 @@ int gw_fanout_create(int nthreads, struct gw_fanout **out)
     pthread_cond_init(&f->cond, NULL);
     if (nthreads > FAN_THREADS)
         nthreads = FAN_THREADS;
-    for (; f->nthreads < nthreads; f->nthreads++)
+    pthread_mutex_lock(&f->lock);
+    for (; f->nthreads < nthreads; f->nthreads++, f->starting++)
         if (pthread_create(&f->threads[f->nthreads], NULL, fan_main, f))
             break;
+    pthread_mutex_unlock(&f->lock);
     *out = f;
     return f->nthreads ? 0 : -EAGAIN;
 }

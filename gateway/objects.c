@@ -22,12 +22,15 @@
  * deletes its own chunks.
  *
  * Reads. GET reads only the data chunks its range touches, one stripe at a
- * time, and checks each against the CRC32C in the record. A chunk that is
- * missing, corrupt, or on a node that does not answer in time turns the
- * stripe into a degraded read: the pool's decode DEG rebuilds the lost data
- * chunks at the gateway from survivors (checked against the record's CRCs
- * too), the stripe is counted and the lost chunks are queued for repair.
- * More than m lost chunks: -EIO. Repair itself is not implemented yet.
+ * time, and checks each against the CRC32C in the record. A chunk known lost
+ * before the read (never written, node down or suspect) turns the stripe
+ * into a degraded read: the pool's decode DEG rebuilds the lost data chunks
+ * at the gateway from survivors (checked against the record's CRCs too), the
+ * stripe is counted and the lost chunks are queued for repair. What fails or
+ * is late during the read, and a DEG that fails, is read around by the
+ * direct reads of stripe_fetch.c (other chunks decoded here, hedges,
+ * retries); the next stripe's reads go out while one streams. More than m
+ * lost chunks: -EIO.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -1348,6 +1351,7 @@ struct gw_get {
     int64_t deadline_ms;    /* max_get_ms after the record was read: then its chunks may go */
     struct gw_fetch *ahead; /* decode ahead: reads of stripe ahead_s, in flight */
     size_t ahead_s;
+    uint64_t served; /* bytes handed out */
     int rc;
 };
 
@@ -1558,6 +1562,8 @@ static int fetch_stripe(struct gw_get *g, size_t s, struct gw_fetch_stripe *fs)
     memset(fs, 0, sizeof(*fs));
     if (!stripe || gw_layout_chunk(g->rec, s, fs->oid, &fs->stripe))
         return -EIO;
+    snprintf(fs->bucket, sizeof(fs->bucket), "%s", g->bucket);
+    snprintf(fs->key, sizeof(fs->key), "%s", g->key);
     fs->len = (size_t)json_integer_value(json_object_get(stripe, "len"));
     fs->k = g->k;
     fs->n = g->n;
@@ -1684,8 +1690,10 @@ static int load_stripe(struct gw_get *g)
     }
     struct gw_fetch_result res = {0};
     char err[256] = "";
-    /* The rest read directly: hedged, retried, decoded here when a chunk fails. */
-    rc = gw_fetch_wait(f, rest, g->buf, &res, err, sizeof(err));
+    /* The rest read directly: hedged, retried, decoded here when a chunk
+     * fails; once bytes went out, giving up cuts the response, so it waits
+     * longer for nodes to come back. */
+    rc = gw_fetch_wait(f, rest, g->served > 0, g->buf, &res, err, sizeof(err));
     gw_fetch_release(f);
     for (int c = 0; c < g->n; c++) {
         if (res.why[c] && !(lost[c] && why[c] != -EAGAIN)) {
@@ -1697,7 +1705,7 @@ static int load_stripe(struct gw_get *g)
     if (res.hedged) {
         atomic_fetch_add(&o->hedged_reads, 1);
         inec_log(INEC_LOG_INFO, "gateway", "hedged read key=%s stripe=%llu after_ms=%d", g->key,
-                 (unsigned long long)s, gw_fetch_hedge_ms(o));
+                 (unsigned long long)s, res.hedge_ms);
     }
     if (res.retries)
         atomic_fetch_add(&o->read_retries, 1);
@@ -1735,6 +1743,42 @@ static int load_stripe(struct gw_get *g)
     return 0;
 }
 
+/* Before the first byte goes out (the status line waits for it): a stripe
+ * after the first with more chunks gone (never written, or on nodes judged
+ * down and not answering a probe) than the code tolerates cannot be read
+ * now. A 503 now, which the client retries, beats a 200 cut when the read
+ * gets there. The first stripe is read for real at once (its retries may
+ * find a node back). */
+static int range_readable(struct gw_get *g)
+{
+    size_t ns = json_array_size(g->stripes);
+    int m = g->n - g->k;
+    for (size_t s = gw_layout_find(g->start, ns, g->pos) + 1; s < ns && g->start[s] < g->end; s++) {
+        const json_t *stripe = json_array_get(g->stripes, s);
+        int gone = 0, place[PLACE_MAX_CHUNKS];
+        bool down[PLACE_MAX_CHUNKS];
+        for (int c = 0; c < g->n; c++) {
+            place[c] = node_of(g->o, stripe, c);
+            down[c] = place[c] >= 0 && !chunk_missing(stripe, c) && gw_node_is_down(g->o, place[c]);
+            gone += chunk_missing(stripe, c) || place[c] < 0 || down[c];
+        }
+        if (gone > m) { /* a verdict, not a fact: ask those nodes once */
+            probe(g->o, place, down, g->n, true);
+            gone = 0;
+            for (int c = 0; c < g->n; c++)
+                gone += chunk_missing(stripe, c) || place[c] < 0 || gw_node_is_down(g->o, place[c]);
+        }
+        if (gone > m) {
+            inec_log(INEC_LOG_WARN, "gateway",
+                     "stripe unreadable now key=%s stripe=%zu gone=%d of %d (tolerates %d)", g->key,
+                     s, gone, g->n, m);
+            atomic_fetch_add(&g->o->failed_reads, 1);
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
 ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
 {
     if (g->rc)
@@ -1746,6 +1790,8 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
                  g->o->max_get_ms);
         return g->rc = -ETIMEDOUT;
     }
+    if (!g->served && (g->rc = range_readable(g)))
+        return g->rc;
     if (g->pos < g->lo || g->pos >= g->hi) {
         if ((g->rc = load_stripe(g)))
             return g->rc;
@@ -1755,6 +1801,7 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
     uint64_t s = gw_layout_find(g->start, json_array_size(g->stripes), g->pos);
     memcpy(buf, g->buf + (g->pos - g->start[s]), n);
     g->pos += n;
+    g->served += n;
     return (ssize_t)n;
 }
 

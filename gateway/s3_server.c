@@ -30,6 +30,7 @@
 #include "gateway/conn_guard.h"
 #include "gateway/s3_acl.h"
 #include "gateway/s3_checksum.h"
+#include "gateway/s3_errno.h"
 #include "gateway/s3_list.h"
 #include "gateway/s3_range.h"
 #include "gateway/s3_request.h"
@@ -267,45 +268,16 @@ static void answer_error(struct req *r, enum gw_s3_err e, const char *message)
     queue(r, info->status, resp);
 }
 
-/* The object layer's errno as S3 answers it; key-level ENOENT is NoSuchKey
- * unless the bucket itself is missing. */
+/* The object layer's errno as S3 answers it (s3_errno.h); key-level ENOENT
+ * is NoSuchKey unless the bucket itself is missing. */
 static enum gw_s3_err map_errno(struct req *r, int rc)
 {
-    switch (rc) {
-    case -ENOENT:
-        if (r->t.key[0]) {
-            struct gw_bucket_info bi;
-            if (gw_bucket_head(r->srv->objects, r->t.bucket, &bi) == 0)
-                return GW_S3_NO_SUCH_KEY;
-        }
-        return GW_S3_NO_SUCH_BUCKET;
-    case -EEXIST:
-        return GW_S3_BUCKET_ALREADY_OWNED;
-    case -ENOTEMPTY:
-        return GW_S3_BUCKET_NOT_EMPTY;
-    case -EINVAL:
-        return r->t.key[0] ? GW_S3_INVALID_ARGUMENT : GW_S3_INVALID_BUCKET_NAME;
-    case -ENAMETOOLONG:
-        return GW_S3_KEY_TOO_LONG;
-    case -EFBIG:
-        return GW_S3_ENTITY_TOO_LARGE;
-    case -ESRCH: /* multipart.c's own codes (objects.h) */
-        return GW_S3_NO_SUCH_UPLOAD;
-    case -EPROTO:
-        return GW_S3_INVALID_PART;
-    case -EDOM:
-        return GW_S3_INVALID_PART_ORDER;
-    case -ERANGE:
-        return GW_S3_ENTITY_TOO_SMALL;
-    case -EIO:
-    case -ENOSPC:
-    case -EAGAIN:
-        return GW_S3_SERVICE_UNAVAILABLE;
-    default:
-        /* A peer's failure is the cluster's transient state, never the
-         * gateway's bug: clients retry a 503. */
-        return gw_transport_error(rc) ? GW_S3_SERVICE_UNAVAILABLE : GW_S3_INTERNAL_ERROR;
+    if (rc == -ENOENT && r->t.key[0]) {
+        struct gw_bucket_info bi;
+        if (gw_bucket_head(r->srv->objects, r->t.bucket, &bi) == 0)
+            return GW_S3_NO_SUCH_KEY;
     }
+    return gw_s3_errno(rc, r->op, r->t.key[0] != 0);
 }
 
 static void answer_errno(struct req *r, int rc, const char *what)
@@ -1083,11 +1055,9 @@ static void delete_objects(struct req *r)
         rc = gw_object_delete(r->srv->objects, r->t.bucket, d->keys[i].key);
         /* Deleting a missing key succeeds in S3. */
         if (rc && rc != -ENOENT) {
-            out[i].err = rc == -ENAMETOOLONG ? GW_S3_KEY_TOO_LONG
-                         : rc == -EINVAL     ? GW_S3_INVALID_ARGUMENT
-                         : rc == -EIO || rc == -EHOSTDOWN || rc == -ETIMEDOUT
-                             ? GW_S3_SERVICE_UNAVAILABLE
-                             : GW_S3_INTERNAL_ERROR;
+            out[i].err = gw_s3_errno(rc, r->op, true);
+            inec_log(INEC_LOG_WARN, "s3", "DeleteObjects key failed bucket=%s key=%s err=%s",
+                     r->t.bucket, d->keys[i].key, strerror(-rc));
         }
     }
     struct gw_buf b = {0};

@@ -25,14 +25,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/repair.h"
 #include "inec/log.h"
 
 #define READ_THREADS 16
 #define LAT_SAMPLES  256
 #define LAT_MIN      32 /* samples before the percentile is trusted */
 #define HEDGE_MIN_MS 20
-#define RETRY_ROUNDS 3
-#define RETRY_PAUSE  200 /* ms, times the round */
+#define RETRY_ROUNDS 3    /* before the status line: a quick 503 the client retries */
+#define RETRY_PAUSE  200  /* ms, doubled each round */
+#define PAUSE_MAX    2000 /* ms */
 
 struct gw_fetcher {
     struct gw_fanout *fan;
@@ -54,7 +56,20 @@ struct gw_fetch {
     uint8_t *data[PLACE_MAX_CHUNKS];
     int64_t sent_ms[PLACE_MAX_CHUNKS];
     bool force[PLACE_MAX_CHUNKS]; /* read even if the node is judged down */
+    bool left;                    /* the waiter is gone: late reads report their own losses */
 };
+
+/* The absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+static struct timespec in_ms(int64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
 
 static int64_t now_us(void)
 {
@@ -107,7 +122,8 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int gw_fetch_hedge_ms(struct gw_objects *o)
+/* The hedge delay now (ms): how long a chunk read may take before others are read. */
+static int hedge_ms_now(struct gw_objects *o)
 {
     struct gw_fetcher *ft = o->fetcher;
     int cap = o->timeout_ms / 4 > HEDGE_MIN_MS ? o->timeout_ms / 4 : HEDGE_MIN_MS;
@@ -139,8 +155,26 @@ static void fetch_put(struct gw_fetch *f)
 
 void gw_fetch_release(struct gw_fetch *f)
 {
-    if (f)
-        fetch_put(f);
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    f->left = true; /* never waited for (decode ahead, the GET ended) */
+    pthread_mutex_unlock(&f->lock);
+    fetch_put(f);
+}
+
+/* A read the waiter did not wait for (it decoded around it) found its chunk
+ * missing or corrupt: queued for repair all the same. */
+static void note_late_loss(struct gw_fetch *f, int c, int rc)
+{
+    struct gw_objects *o = f->o;
+    const struct gw_fetch_stripe *st = &f->st;
+    char oid[2 * NODE_OBJECT_ID_BYTES + 1];
+    for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
+        snprintf(oid + 2 * i, 3, "%02x", st->oid[i]);
+    const char *at = o->nodes[st->node[c]].id, *reason = rc == -EBADMSG ? "corrupt" : "missing";
+    atomic_fetch_add(rc == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
+    gw_repair_note(o, st->bucket, st->key, oid, st->stripe, st->len, &c, &at, &reason, 1, false);
 }
 
 /* One chunk read (a job on the fetcher's threads): node, length and, for a
@@ -181,8 +215,11 @@ static void read_job(void *arg, int c)
     f->state[c] = SLOT_DONE;
     f->rc[c] = rc;
     f->data[c] = data;
+    bool orphan = f->left;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
+    if (orphan && (rc == -ENOENT || rc == -EBADMSG))
+        note_late_loss(f, c, rc);
     fetch_put(f);
 }
 
@@ -294,14 +331,15 @@ static int top_up(struct gw_fetch *f, int live)
     return posted;
 }
 
-int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_fetch_result *res,
-                  char *err, size_t errlen)
+int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *out,
+                  struct gw_fetch_result *res, char *err, size_t errlen)
 {
     const struct gw_fetch_stripe *st = &f->st;
     struct gw_objects *o = f->o;
     memset(res, 0, sizeof(*res));
-    int hedge_ms = gw_fetch_hedge_ms(o);
-    int64_t deadline = gw_now_ms() + 2 * (int64_t)o->timeout_ms;
+    int hedge_ms = res->hedge_ms = hedge_ms_now(o);
+    int budget_ms = (patient ? 3 : 2) * o->timeout_ms;
+    int64_t deadline = gw_now_ms() + budget_ms;
     int rc = -EIO;
     pthread_mutex_lock(&f->lock);
     for (;;) {
@@ -346,18 +384,19 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_
             for (int c = 0; c < st->n; c++)
                 any |= retryable(f, c) ||
                        (f->state[c] == SLOT_IDLE && !st->missing[c] && st->node[c] >= 0);
-            if (!any || res->retries == RETRY_ROUNDS || now >= deadline) {
+            if (!any || (!patient && res->retries == RETRY_ROUNDS) || now >= deadline) {
                 snprintf(err, errlen, "%d of %d chunks read, %d needed; %d retries", nvalid, st->n,
                          st->k, res->retries);
                 rc = -EIO;
                 break;
             }
+            int pause = RETRY_PAUSE << (res->retries < 4 ? res->retries : 4);
+            if (pause > PAUSE_MAX)
+                pause = PAUSE_MAX;
+            if (now + pause > deadline)
+                pause = (int)(deadline - now);
             res->retries++;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += (long)(RETRY_PAUSE * res->retries) * 1000000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
+            struct timespec until = in_ms(pause);
             pthread_cond_timedwait(&f->cond, &f->lock, &until);
             for (int c = 0; c < st->n; c++)
                 if (retryable(f, c) ||
@@ -366,18 +405,11 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_
             continue;
         }
         if (now >= deadline) {
-            snprintf(err, errlen, "%d of %d chunks read in %d ms", nvalid, st->n,
-                     2 * o->timeout_ms);
+            snprintf(err, errlen, "%d of %d chunks read in %d ms", nvalid, st->n, budget_ms);
             rc = -EIO;
             break;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        int64_t wait_ms = wake > now ? wake - now : 1;
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = in_ms(wake > now ? wake - now : 1);
         pthread_cond_timedwait(&f->cond, &f->lock, &until);
     }
     for (int c = 0; c < st->n; c++) {
@@ -388,6 +420,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_
         else if (f->state[c] == SLOT_OUT && c < st->k && need[c])
             res->why[c] = -EAGAIN; /* late: left behind, not lost */
     }
+    f->left = true;
     pthread_mutex_unlock(&f->lock);
     return rc;
 }

@@ -11,9 +11,8 @@
  * holders) and rebuild the missing ones at the gateway from any k that
  * answer (the pool's codec), while the late read may still win; when nothing
  * is left in flight and too few answered, the failed reads are tried again
- * (nodes judged down included: one may be back) a few times before it gives
- * up. Decoded chunks are checked against the record's CRCs: never wrong
- * bytes.
+ * (nodes judged down included: one may be back) before it gives up. Decoded chunks are checked
+ * against the record's CRCs: never wrong bytes.
  */
 #ifndef INEC_GATEWAY_STRIPE_FETCH_H
 #define INEC_GATEWAY_STRIPE_FETCH_H
@@ -28,6 +27,7 @@ struct gw_fetch;
 
 /* What a fetch knows of its stripe (copied: reads outlive the caller's record). */
 struct gw_fetch_stripe {
+    char bucket[GW_BUCKET_MAX + 1], key[GW_KEY_MAX + 1]; /* for the repair queue */
     uint8_t oid[NODE_OBJECT_ID_BYTES];
     uint64_t stripe; /* the chunks are {oid, stripe, c} */
     size_t len;      /* of every chunk */
@@ -43,6 +43,7 @@ struct gw_fetch_result {
                                   -EAGAIN: it was late, not lost */
     bool decoded;              /* chunks rebuilt at the gateway */
     bool hedged;               /* other chunks read because one was late */
+    int hedge_ms;              /* the hedge delay it used */
     int retries;               /* rounds of failed reads tried again */
 };
 
@@ -53,12 +54,16 @@ void gw_fetcher_destroy(struct gw_objects *o); /* waits for the reads in flight 
 /* Posts reads of the chunks want[c] (none: NULL) whose node is not down. */
 int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const bool *want,
                    struct gw_fetch **out);
-/* Data chunks need[c] (c < k) into out + c * len. 0, or -EIO (err says why). */
-int gw_fetch_wait(struct gw_fetch *f, const bool *need, uint8_t *out, struct gw_fetch_result *res,
-                  char *err, size_t errlen);
+/* Data chunks need[c] (c < k) into out + c * len. 0, or -EIO (err says why).
+ * res->why says which chunks failed (the caller queues them for repair); a
+ * read left behind that finds its chunk missing or corrupt later queues it
+ * itself.
+ * Failed reads are tried again RETRY_ROUNDS times within 2 peer timeouts; a
+ * patient wait (a response already under way: giving up cuts it) tries again
+ * until 3 peer timeouts have passed. */
+int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *out,
+                  struct gw_fetch_result *res, char *err, size_t errlen);
 void gw_fetch_release(
     struct gw_fetch *f); /* NULL is a no-op; reads in flight finish on their own */
-/* The hedge delay now (ms): how long a chunk read may take before others are read. */
-int gw_fetch_hedge_ms(struct gw_objects *o);
 
 #endif
