@@ -28,6 +28,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "gateway/nbd_proto.h"
 #include "gateway/nbd_server.h"
 #include "gateway/s3_request.h"
 #include "gateway/volume.h"
@@ -52,9 +53,6 @@
 #define REP_ERR_UNSUP        (0x80000000u + 1)
 #define REP_ERR_INVALID      (0x80000000u + 3)
 #define REP_ERR_UNKNOWN      (0x80000000u + 6)
-#define INFO_EXPORT          0
-#define INFO_NAME            1
-#define INFO_BLOCK_SIZE      3
 /* Transmission flags */
 #define TF_HAS_FLAGS         (1u << 0)
 #define TF_SEND_FLUSH        (1u << 2)
@@ -66,14 +64,6 @@
 #define REQUEST_MAGIC          0x25609513u
 #define SIMPLE_REPLY_MAGIC     0x67446698u
 #define STRUCTURED_MAGIC       0x668e33efu
-#define CMD_FLAG_FUA           (1u << 0)
-#define CMD_FLAG_NO_HOLE       (1u << 1)
-#define CMD_READ               0
-#define CMD_WRITE              1
-#define CMD_DISC               2
-#define CMD_FLUSH              3
-#define CMD_TRIM               4
-#define CMD_WRITE_ZEROES       6
 #define REPLY_FLAG_DONE        1
 #define REPLY_TYPE_OFFSET_DATA 1
 #define REPLY_TYPE_ERROR       ((1u << 15) + 1)
@@ -105,9 +95,8 @@ struct gw_nbd_server {
 
 struct job {
     struct job *next;
-    uint16_t flags, type;
-    uint64_t cookie, offset;
-    uint32_t length;
+    struct nbd_request r;
+    uint64_t cookie;
     uint8_t *data; /* a WRITE's payload */
 };
 
@@ -233,20 +222,17 @@ static int opt_error(struct conn *c, uint32_t opt, uint32_t type, const char *wh
 static int attach(struct conn *c, const char *export, struct gw_volume **out)
 {
     char name[GW_VOLUME_NAME_MAX + 1];
-    const char *slash = strchr(export, '/');
-    size_t n = slash ? (size_t)(slash - export) : strlen(export);
+    const char *secret;
     *out = NULL;
-    if (n == 0 || n > GW_VOLUME_NAME_MAX)
+    if (nbd_split_export(export, name, sizeof(name), &secret))
         return -ENOENT;
-    memcpy(name, export, n);
-    name[n] = '\0';
     struct gw_volume *v;
     int rc = gw_volume_open(c->srv->o, name, &v);
     if (rc)
         return rc == -EINVAL ? -ENOENT : rc;
-    if (!gw_volume_secret_ok(v, slash ? slash + 1 : "")) {
+    if (!gw_volume_secret_ok(v, secret)) {
         inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=%s", name,
-                 slash ? "wrong secret" : "no secret");
+                 secret[0] ? "wrong secret" : "no secret");
         gw_volume_close(v);
         return -ENOENT;
     }
@@ -285,50 +271,36 @@ static int list_cb(struct conn *c)
 /* NBD_OPT_INFO / NBD_OPT_GO; *go set when transmission begins. */
 static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len, bool *go)
 {
-    if (len < 6)
-        return opt_error(c, opt, REP_ERR_INVALID, "option too short");
-    uint32_t nlen = get32(d);
-    if (nlen > len - 6)
-        return opt_error(c, opt, REP_ERR_INVALID, "name length beyond the option");
-    uint16_t nreq = get16(d + 4 + nlen);
-    if (len != 4 + nlen + 2 + 2u * nreq)
-        return opt_error(c, opt, REP_ERR_INVALID, "option length does not match its requests");
-    char export[4097];
-    if (nlen >= sizeof(export))
-        return opt_error(c, opt, REP_ERR_UNKNOWN, "no such export");
-    memcpy(export, d + 4, nlen);
-    export[nlen] = '\0';
-    if (memchr(export, '\0', nlen))
-        return opt_error(c, opt, REP_ERR_INVALID, "NUL in the export name");
-    bool want_name = false;
-    for (uint16_t i = 0; i < nreq; i++)
-        want_name |= get16(d + 4 + nlen + 2 + 2u * i) == INFO_NAME;
+    struct nbd_go q;
+    const char *why = "";
+    int rc = nbd_parse_go(d, len, &q, &why);
+    if (rc)
+        return opt_error(c, opt, rc == -ENOENT ? REP_ERR_UNKNOWN : REP_ERR_INVALID, why);
     struct gw_volume *v;
-    int rc = attach(c, export, &v);
+    rc = attach(c, q.export, &v);
     if (rc == -ENOENT)
         return opt_error(c, opt, REP_ERR_UNKNOWN, "no such export (or a wrong secret)");
     if (rc)
         return opt_error(c, opt, REP_ERR_INVALID, "the volume cannot be read now");
     uint8_t info[12];
-    put16(info, INFO_EXPORT);
+    put16(info, NBD_INFO_EXPORT);
     put64(info + 2, gw_volume_size(v));
     put16(info + 10, transmission_flags());
     rc = opt_reply(c, opt, REP_INFO, info, 12);
     if (rc == 0) {
         uint8_t bs[14];
-        put16(bs, INFO_BLOCK_SIZE);
+        put16(bs, NBD_INFO_BLOCK_SIZE);
         put32(bs + 2, 1);
         put32(bs + 6, 4096);
         put32(bs + 10, GW_NBD_MAX_PAYLOAD);
         rc = opt_reply(c, opt, REP_INFO, bs, 14);
     }
-    if (rc == 0 && want_name) {
+    if (rc == 0 && q.want_name) {
         /* The volume's name, never the secret that came with it. */
-        const char *slash = strchr(export, '/');
-        uint32_t n = slash ? (uint32_t)(slash - export) : nlen;
+        uint32_t n = (uint32_t)strcspn(q.export, "/");
         uint8_t nb[2 + GW_VOLUME_NAME_MAX];
-        put16(nb, INFO_NAME);
-        memcpy(nb + 2, export, n);
+        put16(nb, NBD_INFO_NAME);
+        memcpy(nb + 2, q.export, n);
         rc = opt_reply(c, opt, REP_INFO, nb, 2 + n);
     }
     if (rc == 0)
@@ -336,8 +308,8 @@ static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len,
     if (rc == 0 && opt == OPT_GO) {
         c->vol = v;
         *go = true;
-        inec_log(INEC_LOG_INFO, "nbd", "attached export=%.*s size=%llu", (int)strcspn(export, "/"),
-                 export, (unsigned long long)gw_volume_size(v));
+        inec_log(INEC_LOG_INFO, "nbd", "attached export=%.*s size=%llu",
+                 (int)strcspn(q.export, "/"), q.export, (unsigned long long)gw_volume_size(v));
     } else {
         gw_volume_close(v);
     }
@@ -500,21 +472,21 @@ static int reply(struct conn *c, const struct job *j, int rc, const char *why)
 
 static int do_read(struct conn *c, const struct job *j)
 {
-    uint8_t *buf = malloc(j->length ? j->length : 1);
-    int rc = buf ? gw_volume_read(c->vol, j->offset, j->length, buf) : -ENOMEM;
+    uint8_t *buf = malloc(j->r.length ? j->r.length : 1);
+    int rc = buf ? gw_volume_read(c->vol, j->r.offset, j->r.length, buf) : -ENOMEM;
     if (rc) {
         inec_log(INEC_LOG_WARN, "nbd", "read failed offset=%llu length=%u err=%s",
-                 (unsigned long long)j->offset, j->length, strerror(-rc));
+                 (unsigned long long)j->r.offset, j->r.length, strerror(-rc));
         free(buf);
         return reply(c, j, rc, "read failed");
     }
     int src;
     if (c->structured) {
         uint8_t off[8];
-        put64(off, j->offset);
-        src = reply_chunk(c, j->cookie, REPLY_TYPE_OFFSET_DATA, off, 8, buf, j->length);
+        put64(off, j->r.offset);
+        src = reply_chunk(c, j->cookie, REPLY_TYPE_OFFSET_DATA, off, 8, buf, j->r.length);
     } else {
-        src = reply_simple(c, j->cookie, 0, buf, j->length);
+        src = reply_simple(c, j->cookie, 0, buf, j->r.length);
     }
     free(buf);
     return src;
@@ -523,19 +495,19 @@ static int do_read(struct conn *c, const struct job *j)
 static void run_job(struct conn *c, struct job *j)
 {
     int rc;
-    switch (j->type) {
-    case CMD_READ:
+    switch (j->r.type) {
+    case NBD_CMD_READ:
         rc = do_read(c, j);
         break;
-    case CMD_WRITE:
-        rc = gw_volume_write(c->vol, j->offset, j->length, j->data);
+    case NBD_CMD_WRITE:
+        rc = gw_volume_write(c->vol, j->r.offset, j->r.length, j->data);
         if (rc)
             inec_log(INEC_LOG_WARN, "nbd", "write failed offset=%llu length=%u err=%s",
-                     (unsigned long long)j->offset, j->length, strerror(-rc));
+                     (unsigned long long)j->r.offset, j->r.length, strerror(-rc));
         rc = reply(c, j, rc, "write failed");
         break;
     default: /* TRIM, WRITE_ZEROES: checked by the reader */
-        rc = gw_volume_zero(c->vol, j->offset, j->length);
+        rc = gw_volume_zero(c->vol, j->r.offset, j->r.length);
         rc = reply(c, j, rc, "zeroing failed");
         break;
     }
@@ -591,35 +563,6 @@ static void enqueue(struct conn *c, struct job *j)
     pthread_mutex_unlock(&c->qlock);
 }
 
-/* Why the request cannot run (an NBD error to answer), or 0. */
-static int check_request(const struct conn *c, const struct job *j, const char **why)
-{
-    uint64_t size = gw_volume_size(c->vol);
-    bool beyond = j->offset > size || j->length > size - j->offset;
-    uint16_t allowed = j->type == CMD_WRITE          ? CMD_FLAG_FUA
-                       : j->type == CMD_WRITE_ZEROES ? CMD_FLAG_FUA | CMD_FLAG_NO_HOLE
-                       : j->type == CMD_TRIM         ? CMD_FLAG_FUA
-                                                     : 0;
-    if (j->flags & ~allowed)
-        return *why = "flag not valid for this command", -EINVAL;
-    switch (j->type) {
-    case CMD_READ:
-    case CMD_WRITE:
-        if (j->length > GW_NBD_MAX_PAYLOAD)
-            return *why = "length above the maximum payload (8 MiB)", -EINVAL;
-        if (beyond)
-            return *why = "beyond the end of the export", j->type == CMD_WRITE ? -ENOSPC : -EINVAL;
-        return 0;
-    case CMD_TRIM:
-    case CMD_WRITE_ZEROES:
-        if (beyond)
-            return *why = "beyond the end of the export", j->type == CMD_TRIM ? -EINVAL : -ENOSPC;
-        return 0;
-    default:
-        return *why = "unknown or unsupported command", -EINVAL;
-    }
-}
-
 static void transmission(struct conn *c)
 {
     for (int i = 0; i < NBD_WORKERS; i++)
@@ -638,33 +581,33 @@ static void transmission(struct conn *c)
         struct job *j = calloc(1, sizeof(*j));
         if (!j)
             break;
-        j->flags = get16(h + 4);
-        j->type = get16(h + 6);
+        j->r.flags = get16(h + 4);
+        j->r.type = get16(h + 6);
         j->cookie = get64(h + 8);
-        j->offset = get64(h + 16);
-        j->length = get32(h + 24);
-        if (j->type == CMD_DISC) {
+        j->r.offset = get64(h + 16);
+        j->r.length = get32(h + 24);
+        if (j->r.type == NBD_CMD_DISC) {
             free(j);
             break;
         }
         const char *why = "";
-        int rc = j->type == CMD_FLUSH ? 0 : check_request(c, j, &why);
-        if (j->type == CMD_WRITE) { /* the payload follows whatever we answer */
-            if (rc == 0 && !(j->data = malloc(j->length ? j->length : 1)))
+        int rc = nbd_check_request(&j->r, gw_volume_size(c->vol), GW_NBD_MAX_PAYLOAD, &why);
+        if (j->r.type == NBD_CMD_WRITE) { /* the payload follows whatever we answer */
+            if (rc == 0 && !(j->data = malloc(j->r.length ? j->r.length : 1)))
                 rc = -ENOMEM, why = "out of memory";
-            int io = rc ? discard(c->fd, j->length) : read_full(c->fd, j->data, j->length);
+            int io = rc ? discard(c->fd, j->r.length) : read_full(c->fd, j->data, j->r.length);
             if (io) {
                 free(j->data);
                 free(j);
                 break;
             }
         }
-        if (rc || j->type == CMD_FLUSH) {
-            if (j->type == CMD_FLUSH) /* every write before it is durable once answered */
+        if (rc || j->r.type == NBD_CMD_FLUSH) {
+            if (j->r.type == NBD_CMD_FLUSH) /* every write before it is durable once answered */
                 wait_inflight(c, 0);
             else
                 inec_log(INEC_LOG_INFO, "nbd", "request refused type=%u offset=%llu length=%u: %s",
-                         j->type, (unsigned long long)j->offset, j->length, why);
+                         j->r.type, (unsigned long long)j->r.offset, j->r.length, why);
             int src = reply(c, j, rc, why);
             free(j->data);
             free(j);
