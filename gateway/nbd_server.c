@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include <endian.h>
+#include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -91,6 +93,7 @@ struct gw_nbd_server {
     bool stop;
     struct conn *conns;
     int nconns;
+    gnutls_psk_server_credentials_t psk;
 };
 
 struct job {
@@ -108,6 +111,8 @@ struct conn {
     _Atomic bool done;
     bool structured, no_zeroes;
     struct gw_volume *vol;
+    gnutls_session_t tls;                  /* after STARTTLS, NULL before */
+    char tls_user[GW_VOLUME_NAME_MAX + 1]; /* its PSK identity: the one volume it may attach */
     pthread_mutex_t send_lock;
     /* The request queue between the reading thread and the workers. */
     pthread_mutex_t qlock;
@@ -121,44 +126,63 @@ struct conn {
 
 /* --- socket helpers -------------------------------------------------------------- */
 
-static int read_full(int fd, void *buf, size_t len)
+/* Bytes from the client: through TLS once STARTTLS is done. */
+static int read_full(struct conn *c, void *buf, size_t len)
 {
     uint8_t *p = buf;
     while (len) {
-        ssize_t n = recv(fd, p, len, 0);
+        ssize_t n;
+        if (c->tls) {
+            n = gnutls_record_recv(c->tls, p, len);
+            if (n == GNUTLS_E_INTERRUPTED)
+                continue;
+            if (n == GNUTLS_E_AGAIN)
+                return -EAGAIN; /* SO_RCVTIMEO: the handshake's time is up */
+            if (n < 0)
+                return -ECONNRESET;
+        } else {
+            n = recv(c->fd, p, len, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
+        }
         if (n == 0)
             return -ECONNRESET;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
         p += n, len -= (size_t)n;
     }
     return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
+static int write_full(struct conn *c, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
     while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
+        ssize_t n;
+        if (c->tls) {
+            n = gnutls_record_send(c->tls, p, len);
+            if (n == GNUTLS_E_INTERRUPTED || n == GNUTLS_E_AGAIN)
                 continue;
-            return -errno;
+            if (n < 0)
+                return -ECONNRESET;
+        } else {
+            n = send(c->fd, p, len, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
         }
         p += n, len -= (size_t)n;
     }
     return 0;
 }
 
-static int discard(int fd, uint64_t len)
+static int discard(struct conn *c, uint64_t len)
 {
     uint8_t tmp[16384];
     while (len) {
         size_t n = len < sizeof(tmp) ? (size_t)len : sizeof(tmp);
-        int rc = read_full(fd, tmp, n);
+        int rc = read_full(c, tmp, n);
         if (rc)
             return rc;
         len -= n;
@@ -209,8 +233,8 @@ static int opt_reply(struct conn *c, uint32_t opt, uint32_t type, const void *da
     put32(h + 8, opt);
     put32(h + 12, type);
     put32(h + 16, len);
-    int rc = write_full(c->fd, h, sizeof(h));
-    return rc == 0 && len ? write_full(c->fd, data, len) : rc;
+    int rc = write_full(c, h, sizeof(h));
+    return rc == 0 && len ? write_full(c, data, len) : rc;
 }
 
 static int opt_error(struct conn *c, uint32_t opt, uint32_t type, const char *why)
@@ -218,7 +242,8 @@ static int opt_error(struct conn *c, uint32_t opt, uint32_t type, const char *wh
     return opt_reply(c, opt, type, why, (uint32_t)strlen(why));
 }
 
-/* The volume an export name names: "NAME" or "NAME/SECRET", the secret right. */
+/* The volume an export name names: "NAME" or "NAME/SECRET", the secret
+ * right; over TLS, "NAME" of the PSK identity the client proved. */
 static int attach(struct conn *c, const char *export, struct gw_volume **out)
 {
     char name[GW_VOLUME_NAME_MAX + 1];
@@ -226,11 +251,17 @@ static int attach(struct conn *c, const char *export, struct gw_volume **out)
     *out = NULL;
     if (nbd_split_export(export, name, sizeof(name), &secret))
         return -ENOENT;
+    if (c->tls && strcmp(name, c->tls_user) != 0) {
+        inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=TLS identity %s", name,
+                 c->tls_user);
+        return -ENOENT;
+    }
     struct gw_volume *v;
     int rc = gw_volume_open(c->srv->o, name, &v);
     if (rc)
         return rc == -EINVAL ? -ENOENT : rc;
-    if (!gw_volume_secret_ok(v, secret)) {
+    /* Over TLS the PSK (the volume's secret) proved it already. */
+    if (!c->tls && !gw_volume_secret_ok(v, secret)) {
         inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=%s", name,
                  secret[0] ? "wrong secret" : "no secret");
         gw_volume_close(v);
@@ -316,6 +347,57 @@ static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len,
     return rc;
 }
 
+/* The PSK of identity `user`: the secret of the volume of that name. */
+static int psk_lookup(gnutls_session_t session, const char *user, gnutls_datum_t *key)
+{
+    struct conn *c = gnutls_session_get_ptr(session);
+    json_t *info = NULL;
+    const char *hex = NULL;
+    if (gw_volume_info(c->srv->o, user, &info) == 0)
+        hex = json_string_value(json_object_get(info, "secret"));
+    size_t n = hex ? strlen(hex) / 2 : 0;
+    key->data = n ? gnutls_malloc(n) : NULL;
+    key->size = (unsigned)n;
+    for (size_t i = 0; key->data && i < n; i++) {
+        unsigned b;
+        sscanf(hex + 2 * i, "%2x", &b);
+        key->data[i] = (unsigned char)b;
+    }
+    json_decref(info);
+    if (!key->data) {
+        inec_log(INEC_LOG_WARN, "nbd", "TLS refused: no volume with a secret named %.64s", user);
+        return -1;
+    }
+    return 0;
+}
+
+/* The TLS handshake after NBD_OPT_STARTTLS was acknowledged: a PSK whose
+ * identity is a volume name and whose key is that volume's secret. */
+static int start_tls(struct conn *c)
+{
+    int rc = gnutls_init(&c->tls, GNUTLS_SERVER);
+    if (rc == 0)
+        rc = gnutls_priority_set_direct(c->tls, "NORMAL:+ECDHE-PSK:+DHE-PSK:+PSK", NULL);
+    if (rc == 0)
+        rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_PSK, c->srv->psk);
+    if (rc == 0) {
+        gnutls_session_set_ptr(c->tls, c);
+        gnutls_transport_set_int(c->tls, c->fd);
+        gnutls_handshake_set_timeout(c->tls, HANDSHAKE_S * 1000);
+        do
+            rc = gnutls_handshake(c->tls);
+        while (rc < 0 && !gnutls_error_is_fatal(rc));
+    }
+    if (rc < 0) {
+        inec_log(INEC_LOG_WARN, "nbd", "TLS handshake failed: %s", gnutls_strerror(rc));
+        return -EPROTO;
+    }
+    const char *user = gnutls_psk_server_get_username(c->tls);
+    snprintf(c->tls_user, sizeof(c->tls_user), "%s", user ? user : "");
+    c->structured = false; /* options agreed in clear do not carry over */
+    return 0;
+}
+
 /* Options until one starts transmission (0, c->vol set) or the client
  * leaves or misbehaves (negative: close). */
 static int handshake(struct conn *c)
@@ -324,9 +406,9 @@ static int handshake(struct conn *c)
     put64(greet, NBDMAGIC);
     put64(greet + 8, IHAVEOPT);
     put16(greet + 16, FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
-    int rc = write_full(c->fd, greet, sizeof(greet));
+    int rc = write_full(c, greet, sizeof(greet));
     uint8_t cf[4];
-    if (rc || (rc = read_full(c->fd, cf, 4)))
+    if (rc || (rc = read_full(c, cf, 4)))
         return rc;
     uint32_t cflags = get32(cf);
     if (cflags & ~(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
@@ -334,7 +416,7 @@ static int handshake(struct conn *c)
     c->no_zeroes = cflags & FLAG_NO_ZEROES;
     for (int nopt = 0; nopt < OPTIONS_MAX; nopt++) {
         uint8_t h[16];
-        if ((rc = read_full(c->fd, h, 16)))
+        if ((rc = read_full(c, h, 16)))
             return rc;
         if (get64(h) != IHAVEOPT)
             return -EPROTO;
@@ -344,7 +426,7 @@ static int handshake(struct conn *c)
         uint8_t *d = malloc(len + 1);
         if (!d)
             return -ENOMEM;
-        if ((rc = read_full(c->fd, d, len))) {
+        if ((rc = read_full(c, d, len))) {
             free(d);
             return rc;
         }
@@ -358,7 +440,7 @@ static int handshake(struct conn *c)
                 uint8_t r[10 + 124] = {0};
                 put64(r, gw_volume_size(v));
                 put16(r + 8, transmission_flags());
-                rc = write_full(c->fd, r, c->no_zeroes ? 10 : sizeof(r));
+                rc = write_full(c, r, c->no_zeroes ? 10 : sizeof(r));
                 c->vol = v;
                 go = rc == 0;
             }
@@ -385,7 +467,12 @@ static int handshake(struct conn *c)
             rc = info_go(c, opt, d, len, &go);
             break;
         case OPT_STARTTLS:
-            rc = opt_error(c, opt, REP_ERR_UNSUP, "TLS is not supported by this server");
+            if (len)
+                rc = opt_error(c, opt, REP_ERR_INVALID, "STARTTLS takes no data");
+            else if (c->tls)
+                rc = opt_error(c, opt, REP_ERR_INVALID, "TLS is on already");
+            else if ((rc = opt_reply(c, opt, REP_ACK, NULL, 0)) == 0)
+                rc = start_tls(c);
             break;
         default:
             rc = opt_error(c, opt, REP_ERR_UNSUP, "unknown option");
@@ -426,9 +513,9 @@ static int reply_simple(struct conn *c, uint64_t cookie, uint32_t err, const voi
     put32(h + 4, err);
     put64(h + 8, cookie);
     pthread_mutex_lock(&c->send_lock);
-    int rc = write_full(c->fd, h, sizeof(h));
+    int rc = write_full(c, h, sizeof(h));
     if (rc == 0 && err == 0 && len)
-        rc = write_full(c->fd, data, len);
+        rc = write_full(c, data, len);
     pthread_mutex_unlock(&c->send_lock);
     return rc;
 }
@@ -443,11 +530,11 @@ static int reply_chunk(struct conn *c, uint64_t cookie, uint16_t type, const voi
     put64(h + 8, cookie);
     put32(h + 16, (uint32_t)(headlen + len));
     pthread_mutex_lock(&c->send_lock);
-    int rc = write_full(c->fd, h, sizeof(h));
+    int rc = write_full(c, h, sizeof(h));
     if (rc == 0)
-        rc = write_full(c->fd, head, headlen);
+        rc = write_full(c, head, headlen);
     if (rc == 0 && len)
-        rc = write_full(c->fd, data, len);
+        rc = write_full(c, data, len);
     pthread_mutex_unlock(&c->send_lock);
     return rc;
 }
@@ -572,7 +659,7 @@ static void transmission(struct conn *c)
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
     while (c->nworkers) {
         uint8_t h[28];
-        if (read_full(c->fd, h, sizeof(h)))
+        if (read_full(c, h, sizeof(h)))
             break;
         if (get32(h) != REQUEST_MAGIC) {
             inec_log(INEC_LOG_WARN, "nbd", "bad request magic: closing the connection");
@@ -595,7 +682,7 @@ static void transmission(struct conn *c)
         if (j->r.type == NBD_CMD_WRITE) { /* the payload follows whatever we answer */
             if (rc == 0 && !(j->data = malloc(j->r.length ? j->r.length : 1)))
                 rc = -ENOMEM, why = "out of memory";
-            int io = rc ? discard(c->fd, j->r.length) : read_full(c->fd, j->data, j->r.length);
+            int io = rc ? discard(c, j->r.length) : read_full(c, j->data, j->r.length);
             if (io) {
                 free(j->data);
                 free(j);
@@ -658,6 +745,8 @@ static void *conn_main(void *arg)
 static void conn_free(struct conn *c)
 {
     pthread_join(c->thread, NULL);
+    if (c->tls)
+        gnutls_deinit(c->tls);
     close(c->fd);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->qlock);
@@ -810,6 +899,10 @@ int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,
     s->tcp_fd = s->unix_fd = s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
     int rc = pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) ? -errno : 0;
+    if (rc == 0 && gnutls_psk_allocate_server_credentials(&s->psk) < 0)
+        rc = -ENOMEM;
+    if (rc == 0)
+        gnutls_psk_set_server_credentials_function(s->psk, psk_lookup);
     if (rc == 0 && cfg->listen && cfg->listen[0])
         rc = listen_tcp(s, cfg->listen, msg, msglen);
     if (rc == 0 && cfg->unix_path && cfg->unix_path[0])
@@ -853,6 +946,8 @@ void gw_nbd_server_stop(struct gw_nbd_server *s)
     for (int i = 0; i < 2; i++)
         if (s->wake[i] >= 0)
             close(s->wake[i]);
+    if (s->psk)
+        gnutls_psk_free_server_credentials(s->psk);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -3,7 +3,8 @@
 against `inec server` (argv[2] "server", the default) or `inec gateway` in front
 of nine `inec node` processes ("cluster"):
 - `inec volume create/list/info/resize/delete` through the control API;
-- the export needs its secret; LIST names the volumes;
+- the export needs its secret, or NBD STARTTLS with the secret as TLS-PSK;
+  LIST names the volumes;
 - random writes of every size and alignment (some FUA) against a reference,
   read back byte-exact over TCP and the Unix socket; TRIM and WRITE_ZEROES;
   FLUSH; two clients writing into one stripe at once lose no update;
@@ -106,6 +107,40 @@ h.opt_list(lambda name, desc: listed.append(name))
 h.opt_abort()
 if listed != ["disk1"]:
     fail("NBD_OPT_LIST: %s" % listed)
+
+# TLS (NBD STARTTLS) with a PSK: identity = the volume's name, key = its secret.
+psk_dir = tempfile.mkdtemp(prefix="inec-psk-")
+
+
+def connect_tls(user, key, export):
+    path = os.path.join(psk_dir, "keys.psk")
+    with open(path, "w") as f:
+        f.write("%s:%s\n" % (user, key))
+    t = nbd.NBD()
+    t.set_tls(nbd.TLS_REQUIRE)
+    t.set_tls_psk_file(path)
+    t.set_tls_username(user)
+    t.set_export_name(export)
+    t.connect_tcp("127.0.0.1", str(NBD_PORT))
+    return t
+
+
+t = connect_tls("disk1", vol["secret"], "disk1")
+if not t.get_tls_negotiated() or t.get_size() != SIZE:
+    fail("TLS-PSK attach")
+t.pwrite(b"tls" * 1000, 1 << 20)
+if t.pread(3000, 1 << 20) != b"tls" * 1000:
+    fail("I/O over TLS")
+t.zero(3000, 1 << 20)
+t.shutdown()
+for user, key, export in (("disk1", "ab" * 16, "disk1"), ("nope", vol["secret"], "nope"),
+                          ("disk1", vol["secret"], "other")):
+    try:
+        connect_tls(user, key, export).shutdown()
+        fail("TLS attach of %s as %s with a wrong key or name" % (export, user))
+    except nbd.Error:
+        pass
+subprocess.run(["rm", "-rf", psk_dir])
 
 h = connect(EXPORT)
 if h.get_size() != SIZE or not h.can_flush() or not h.can_fua() or not h.can_trim() \
