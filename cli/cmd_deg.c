@@ -19,8 +19,9 @@ static void usage(FILE *out)
             "                            [--peers HOST:PORT,... [--gateway HOST:PORT]]\n"
             "       inec deg serve --listen HOST:PORT\n\n"
             "GRAPH: [--scheme rs|lrc|ppr|ecpipe|tri --k K --m M [--l L --r R] | --profile TEXT]\n"
-            "       [--op encode|decode] [--lost I[,J...]] [--slice BYTES]\n"
-            "(default rs:k=6,m=3 encode; --lost implies decode; chunk i lives on node i)\n\n"
+            "       [--op encode|decode|update] [--lost I[,J...]] [--chunk I] [--slice BYTES]\n"
+            "(default rs:k=6,m=3 encode; --lost implies decode; chunk i lives on node i;\n"
+            " update: delta parity for a write of data chunk --chunk (0), show only)\n\n"
             "show  prints the graph of one stripe. Render it with\n"
             "      inec deg show ... --format dot | dot -Tpng -o deg.png\n"
             "run   runs the graph on a random stripe, in this process (mem devices) or on the\n"
@@ -32,7 +33,7 @@ static void usage(FILE *out)
 
 struct args {
     const char *scheme, *profile, *op, *lost, *format, *peers, *gateway, *listen;
-    int k, m, l, r, timeout_ms;
+    int k, m, l, r, timeout_ms, chunk;
     long slice, size;
     bool incoherent;
 };
@@ -50,15 +51,25 @@ static int parse_num(const char *s, long max, long *out)
 static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
 {
     static const struct option opts[] = {
-        {"scheme", required_argument, NULL, 's'},  {"k", required_argument, NULL, 'k'},
-        {"m", required_argument, NULL, 'm'},       {"l", required_argument, NULL, 'l'},
-        {"r", required_argument, NULL, 'r'},       {"profile", required_argument, NULL, 'p'},
-        {"op", required_argument, NULL, 'o'},      {"lost", required_argument, NULL, 'x'},
-        {"slice", required_argument, NULL, 'z'},   {"format", required_argument, NULL, 'f'},
-        {"size", required_argument, NULL, 'S'},    {"incoherent", no_argument, NULL, 'i'},
-        {"timeout", required_argument, NULL, 't'}, {"peers", required_argument, NULL, 'P'},
-        {"gateway", required_argument, NULL, 'g'}, {"listen", required_argument, NULL, 'L'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"scheme", required_argument, NULL, 's'},
+        {"k", required_argument, NULL, 'k'},
+        {"m", required_argument, NULL, 'm'},
+        {"l", required_argument, NULL, 'l'},
+        {"r", required_argument, NULL, 'r'},
+        {"profile", required_argument, NULL, 'p'},
+        {"op", required_argument, NULL, 'o'},
+        {"lost", required_argument, NULL, 'x'},
+        {"slice", required_argument, NULL, 'z'},
+        {"format", required_argument, NULL, 'f'},
+        {"size", required_argument, NULL, 'S'},
+        {"incoherent", no_argument, NULL, 'i'},
+        {"timeout", required_argument, NULL, 't'},
+        {"peers", required_argument, NULL, 'P'},
+        {"gateway", required_argument, NULL, 'g'},
+        {"listen", required_argument, NULL, 'L'},
+        {"chunk", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     *a = (struct args){
         .scheme = "rs", .format = "text", .k = 6, .m = 3, .l = 2, .r = 2, .size = 65536};
@@ -86,6 +97,10 @@ static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
             break;
         case 'x':
             a->lost = optarg;
+            break;
+        case 'c':
+            bad = parse_num(optarg, CODEC_MAX_CHUNKS, &v);
+            a->chunk = (int)v;
             break;
         case 'z':
             bad = parse_num(optarg, 1L << 30, &a->slice) || a->slice == 0;
@@ -157,10 +172,21 @@ static int build_graph(const char *cmd, const struct args *a, struct codec **cod
         req.op = DEG_OP_ENCODE;
     else if (a->op && strcmp(a->op, "decode") == 0)
         req.op = DEG_OP_DECODE;
-    else if (a->op) {
-        fprintf(stderr, "inec deg %s: --op is encode or decode\n", cmd);
+    else if (a->op && strcmp(a->op, "update") == 0 && strcmp(cmd, "show") == 0)
+        req.op = DEG_OP_UPDATE;
+    else if (a->op && strcmp(a->op, "update") == 0) {
+        /* One process reads one chunks[] for every vertex: the reader's new
+         * bytes and the holder's old ones cannot differ (see deg.h). */
+        fprintf(stderr,
+                "inec deg %s: --op update is shown, not run here (its test is "
+                "tests/unit/test_deg.c)\n",
+                cmd);
+        return 2;
+    } else if (a->op) {
+        fprintf(stderr, "inec deg %s: --op is encode, decode or update\n", cmd);
         return 2;
     }
+    req.updated = a->chunk;
     if (req.op == DEG_OP_DECODE) {
         const char *p = a->lost ? a->lost : "0";
         while (*p && req.nerased < CODEC_MAX_CHUNKS) {
