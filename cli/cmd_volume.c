@@ -136,6 +136,12 @@ int cmd_volume(int argc, char **argv)
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    static const char *const cmds[] = {"create", "list", "info", "resize", "delete"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        known |= strcmp(argv[1], cmds[i]) == 0;
+    if (!known)
+        return bad("the commands are create, list, info, resize and delete");
     struct ctl c;
     int rc = ctl_open(&c, "inec volume", &argc, argv);
     if (rc == 0)
