@@ -51,12 +51,17 @@ struct gw_volume;
 
 /* spec: {"name", "size" (bytes, > 0, a multiple of 512), "pool" (optional:
  * the default pool), "secret" (optional: true = generate one (the default),
- * false = none)}. *out = the volume as gw_volume_info gives it. */
+ * false = none), "update" (optional: "delta" (the default): a write inside one
+ * data chunk updates the parities by delta (volume_delta.c); "rmw": every
+ * partial write is a read-modify-write of its stripe)}. *out = the volume as
+ * gw_volume_info gives it. */
 int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
                      size_t msglen);
 /* [{"name", "size", "pool", "stripe_bytes", "created_ns", "protected"}] in name order. */
 int gw_volume_list(struct gw_objects *o, json_t **out);
-/* As a list element, with "secret" and "export" (the NBD export name). */
+/* As a list element, with "secret", "export" (the NBD export name) and
+ * "gateway_stripe_updates": {"delta", "rmw"}, the partial-stripe updates this
+ * gateway process made each way, all volumes together. */
 int gw_volume_info(struct gw_objects *o, const char *name, json_t **out);
 /* Grows the volume to `size` (shrinking is -EINVAL: it would cut data). */
 int gw_volume_resize(struct gw_objects *o, const char *name, uint64_t size, char *msg,

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster, InecServer  # noqa: E402
@@ -178,6 +179,8 @@ def verify(handle, what):
 
 
 verify(h, "read back over TCP")
+if json.loads(cli("info", "disk1").stdout)["gateway_stripe_updates"]["delta"] < 1:
+    fail("no write took the delta-parity path")
 if UNIX:
     u = connect(EXPORT, unix=True)
     verify(u, "read back over the Unix socket")
@@ -336,7 +339,51 @@ def write_random(handle, count, before=None):
     return failed
 
 
+def nbd_port():
+    return int(field("NBD (block volumes):").split()[0].rsplit(":", 1)[1])
+
+
 if MODE == "cluster":
+    # --- crash hooks at each step of a delta-parity update --------------------------------
+    for step in ("after-intent", "after-deg", "after-record"):
+        del h
+        srv.kill_gateway()
+        srv.env["INEC_VOLUME_CRASH"] = step
+        srv.restart_gateway()
+        NBD_PORT = nbd_port()
+        h = connect(EXPORT)
+        base = STRIPE * 5
+        whole = rng.randbytes(STRIPE)  # a whole stripe: written as a new version, no hook
+        h.pwrite(whole, base)
+        ref[base:base + STRIPE] = whole
+        off, data = base + 70000, rng.randbytes(3000)  # inside chunk 1: a delta update
+        old = bytes(ref[off:off + len(data)])
+        try:
+            h.pwrite(data, off)
+            fail("the %s crash hook did not fire" % step)
+        except nbd.Error:
+            pass
+        deadline = time.monotonic() + 30
+        while srv.alive():
+            if time.monotonic() > deadline:
+                fail("the gateway outlived its %s crash hook" % step)
+            time.sleep(0.05)
+        del srv.env["INEC_VOLUME_CRASH"]
+        srv.restart_gateway()
+        NBD_PORT = nbd_port()
+        h = connect(EXPORT)  # attaching recovers the interrupted update
+        if "recovered an interrupted update" not in srv.stderr():
+            fail("no recovery after a crash %s:\n%s" % (step, srv.stderr()[-3000:]))
+        resolve(h, off, old, data)
+        verify(h, "after a crash %s" % step)
+        h.pwrite(data, off)  # the stripe takes updates again
+        ref[off:off + len(data)] = data
+        if h.pread(len(data), off) != data:
+            fail("a write after recovery from %s" % step)
+    info = json.loads(cli("info", "disk1").stdout)
+    if info["gateway_stripe_updates"]["delta"] < 1:
+        fail("no delta-parity update after the crash tests: %s" % info)
+
     # --- the gateway SIGKILLed in the middle of writes, then started again ---------------
     killer = threading.Timer(1.0, srv.kill_gateway)
     killer.start()
@@ -356,7 +403,7 @@ if MODE == "cluster":
         fail("400 writes finished before the gateway was killed")
     del h
     srv.restart_gateway()
-    NBD_PORT = int(field("NBD (block volumes):").split()[0].rsplit(":", 1)[1])
+    NBD_PORT = nbd_port()
     h = connect(EXPORT)
     resolve(h, *pending)
     verify(h, "after the gateway was SIGKILLed during writes")
