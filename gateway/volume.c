@@ -164,7 +164,7 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
                             (json_int_t)gw_next_version(o, prev), "deleted", 0, "size",
                             json_integer_value(jsize), "pool", p->p.name, "stripe_bytes",
                             (json_int_t)unit * p->p.k, "created", (json_int_t)gw_realtime_ns(),
-                            "secret", secret, "update", update ? update : "delta");
+                            "secret", secret, "update", update ? update : "rmw");
     json_decref(prev);
     rc = rec ? gw_meta_write(o, VOL_META, name, rec) : -ENOMEM;
     json_decref(rec);

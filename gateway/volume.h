@@ -51,9 +51,10 @@ struct gw_volume;
 
 /* spec: {"name", "size" (bytes, > 0, a multiple of 512), "pool" (optional:
  * the default pool), "secret" (optional: true = generate one (the default),
- * false = none), "update" (optional: "delta" (the default): a write inside one
- * data chunk updates the parities by delta (volume_delta.c); "rmw": every
- * partial write is a read-modify-write of its stripe)}. *out = the volume as
+ * false = none), "update" (optional: "rmw" (the default): every partial write
+ * is a read-modify-write of its stripe; "delta": a write inside one data chunk
+ * updates the parities by delta (volume_delta.c), today slower than rmw: the
+ * update DEG is set up on the nodes for every write)}. *out = the volume as
  * gw_volume_info gives it. */
 int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
                      size_t msglen);
