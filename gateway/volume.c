@@ -8,8 +8,9 @@
  * (garbage-collected gc_delay_ms after the commit). So a crash of the
  * gateway or of any nodes between the data and the parity updates cannot
  * leave a stripe whose chunks disagree: the write hole does not exist, at the
- * price of moving k + m chunks for every partial write (delta parity, which
- * would move 1 + m, is not built).
+ * price of moving k + m chunks for every partial write. Volumes created with
+ * "update": "delta" send writes inside one data chunk through the update DEG
+ * instead (volume_delta.c: 1 + m chunks, an intent record and a recovery step).
  */
 #include <errno.h>
 #include <inttypes.h>

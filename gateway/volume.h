@@ -17,7 +17,11 @@
  *   nothing left to do and FUA holds for every write.
  * - A partial-stripe write is a read-modify-write of the whole stripe into a
  *   new object version (new chunks, then the record): a crash at any point
- *   leaves the stripe's old or new content, never a mix (no write hole).
+ *   leaves the stripe's old or new content, never a mix (no write hole). On a
+ *   volume created with "update": "delta", a write inside one data chunk is a
+ *   delta-parity update in place behind an intent record; after a crash the
+ *   stripe is old or new once gw_volume_open has recovered it, and may fail
+ *   to read (never read wrong) until then.
  * - Writes to one stripe are serialised in this process (two clients or a
  *   queue depth above 1 cannot lose an update); two gateways writing one
  *   volume at once are not coordinated (serve a volume from one gateway).
