@@ -7,7 +7,8 @@
  * export is attached, NBD_WORKERS threads that run the requests, so a client
  * with a queue depth above 1 has several stripes in flight. Replies go out
  * whole under the connection's send lock, in completion order (NBD allows
- * any order: the cookie matches them).
+ * any order: the cookie matches them). Over TLS this is GnuTLS's supported
+ * sharing of a session: one thread receiving, one (at a time) sending.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -682,7 +683,14 @@ static void transmission(struct conn *c)
         if (j->r.type == NBD_CMD_WRITE) { /* the payload follows whatever we answer */
             if (rc == 0 && !(j->data = malloc(j->r.length ? j->r.length : 1)))
                 rc = -ENOMEM, why = "out of memory";
-            int io = rc ? discard(c, j->r.length) : read_full(c, j->data, j->r.length);
+            /* A refused payload is read and dropped, unless it is absurd (the
+             * spec lets a server hang up on a client that ignored the maximum). */
+            int io = rc && j->r.length > 8 * GW_NBD_MAX_PAYLOAD ? -EMSGSIZE
+                     : rc                                       ? discard(c, j->r.length)
+                          : read_full(c, j->data, j->r.length);
+            if (io == -EMSGSIZE)
+                inec_log(INEC_LOG_WARN, "nbd", "a %u-byte write: closing the connection",
+                         j->r.length);
             if (io) {
                 free(j->data);
                 free(j);

@@ -26,7 +26,8 @@
  * Bad input: an option longer than 64 KiB, a wrong magic, more than 64
  * options, or a handshake slower than 30 s closes that connection (logged);
  * a request beyond the export or above the maximum payload gets an NBD error
- * and the connection goes on. Other connections never notice.
+ * and the connection goes on (a write of more than 64 MiB closes it). Other connections never
+ * notice.
  */
 #ifndef INEC_GATEWAY_NBD_SERVER_H
 #define INEC_GATEWAY_NBD_SERVER_H

@@ -228,6 +228,15 @@ for call in (lambda: h.pread(4096, SIZE - 100), lambda: h.pwrite(b"x" * 4096, SI
             fail("beyond the export: %s" % e)
 if h.pread(4096, SIZE - 4096) != bytes(ref[SIZE - 4096:]):
     fail("the connection broke after refused requests")
+# A write above the maximum payload (8 MiB): its bytes are dropped, EINVAL, and on.
+try:
+    h.pwrite(bytes(9 << 20), 0)
+    fail("a 9 MiB write succeeded")
+except nbd.Error as e:
+    if e.errno != "EINVAL":
+        fail("a 9 MiB write: %s" % e)
+if h.pread(4096, 0) != bytes(ref[:4096]):
+    fail("the connection broke after an oversized write")
 
 
 # --- malformed handshakes ----------------------------------------------------------
