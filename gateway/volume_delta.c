@@ -121,8 +121,8 @@ static int recover_one(struct gw_volume *v, uint64_t s, const json_t *intent)
         rc = gw_volume_stripe_store(v, s, buf); /* fresh parities, a new object version */
     free(buf);
     json_decref(rec);
-    if (rc >= 0)
-        rc = gw_meta_remove(o, GW_VOLUME_INTENTS, ikey);
+    if (rc >= 0 && (rc = gw_meta_remove(o, GW_VOLUME_INTENTS, ikey)) == -ENOENT)
+        rc = 0;
     if (rc)
         inec_log(INEC_LOG_WARN, "volume", "recovery of volume=%s stripe=%s failed: %s", v->name,
                  key, strerror(-rc));
@@ -159,7 +159,17 @@ int gw_volume_recover(struct gw_volume *v)
         uint64_t s = (uint64_t)json_integer_value(json_array_get(e, 0));
         pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
         pthread_mutex_lock(lock);
-        int r = recover_one(v, s, json_array_get(e, 1));
+        /* Under the lock: a write in flight when the list was taken may have
+         * finished its intent since. */
+        char ikey[GW_VOLUME_NAME_MAX + 20];
+        intent_key(v, s, ikey, sizeof(ikey));
+        json_t *intent = NULL;
+        int r = gw_meta_read(v->o, GW_VOLUME_INTENTS, ikey, &intent);
+        if (r == 0)
+            r = recover_one(v, s, intent);
+        else if (r == -ENOENT)
+            r = 0;
+        json_decref(intent);
         pthread_mutex_unlock(lock);
         if (r && rc == 0)
             rc = r;
