@@ -21,8 +21,9 @@ static void usage(FILE *out)
             "                             --secret FILE]\n"
             "       inec deg serve --listen HOST:PORT --secret FILE\n\n"
             "GRAPH: [--scheme rs|lrc|ppr|ecpipe|tri --k K --m M [--l L --r R] | --profile TEXT]\n"
-            "       [--op encode|decode] [--lost I[,J...]] [--slice BYTES]\n"
-            "(default rs:k=6,m=3 encode; --lost implies decode; chunk i lives on node i)\n\n"
+            "       [--op encode|decode|update] [--lost I[,J...]] [--chunk I] [--slice BYTES]\n"
+            "(default rs:k=6,m=3 encode; --lost implies decode; chunk i lives on node i;\n"
+            " update: delta parity for a write of data chunk --chunk (0), show only)\n\n"
             "show  prints the graph of one stripe. Render it with\n"
             "      inec deg show ... --format dot | dot -Tpng -o deg.png\n"
             "run   runs the graph on a random stripe, in this process (mem devices) or on the\n"
@@ -36,7 +37,7 @@ static void usage(FILE *out)
 
 struct args {
     const char *scheme, *profile, *op, *lost, *format, *peers, *gateway, *listen, *secret;
-    int k, m, l, r, timeout_ms;
+    int k, m, l, r, timeout_ms, chunk;
     long slice, size;
     bool incoherent;
 };
@@ -71,6 +72,7 @@ static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
         {"gateway", required_argument, NULL, 'g'},
         {"listen", required_argument, NULL, 'L'},
         {"secret", required_argument, NULL, 'K'},
+        {"chunk", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -100,6 +102,10 @@ static int parse_args(const char *cmd, int argc, char **argv, struct args *a)
             break;
         case 'x':
             a->lost = optarg;
+            break;
+        case 'c':
+            bad = parse_num(optarg, CODEC_MAX_CHUNKS, &v);
+            a->chunk = (int)v;
             break;
         case 'z':
             bad = parse_num(optarg, 1L << 30, &a->slice) || a->slice == 0;
@@ -174,10 +180,21 @@ static int build_graph(const char *cmd, const struct args *a, struct codec **cod
         req.op = DEG_OP_ENCODE;
     else if (a->op && strcmp(a->op, "decode") == 0)
         req.op = DEG_OP_DECODE;
-    else if (a->op) {
-        fprintf(stderr, "inec deg %s: --op is encode or decode\n", cmd);
+    else if (a->op && strcmp(a->op, "update") == 0 && strcmp(cmd, "show") == 0)
+        req.op = DEG_OP_UPDATE;
+    else if (a->op && strcmp(a->op, "update") == 0) {
+        /* One process reads one chunks[] for every vertex: the reader's new
+         * bytes and the holder's old ones cannot differ (see deg.h). */
+        fprintf(stderr,
+                "inec deg %s: --op update is shown, not run here (its test is "
+                "tests/unit/test_deg.c)\n",
+                cmd);
+        return 2;
+    } else if (a->op) {
+        fprintf(stderr, "inec deg %s: --op is encode, decode or update\n", cmd);
         return 2;
     }
+    req.updated = a->chunk;
     if (req.op == DEG_OP_DECODE) {
         const char *p = a->lost ? a->lost : "0";
         while (*p && req.nerased < CODEC_MAX_CHUNKS) {

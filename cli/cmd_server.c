@@ -166,7 +166,8 @@ static void banner(const struct opts *o, const struct gw_credentials *c, const c
            "  aws --endpoint-url %s s3 mb s3://demo\n"
            "  aws --endpoint-url %s s3 cp FILE s3://demo/\n"
            "  curl -H 'Authorization: Bearer %s' %s/admin/v1/cluster\n\n",
-           mode, s3url, adminurl, nbdurl, o->nbd_socket[0] ? " and unix:" : "", o->nbd_socket,
+           mode, s3url, adminurl, nbdurl,
+           o->nbd_socket[0] ? (o->nbd_listen[0] ? " and unix:" : "unix:") : "", o->nbd_socket,
            adminurl, o->data, c->generated ? " (generated, stored in " GW_CREDENTIALS_FILE ")" : "",
            c->access_key, c->secret_key, region, c->access_key, c->secret_key, region, o->data,
            s3url, s3url, c->admin_token, adminurl);
@@ -249,7 +250,9 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     client_url(o->listen, gw_s3_server_port(s3), s3cfg.tls != NULL, s3url, sizeof(s3url));
     client_url(o->admin_listen, gw_admin_server_port(admin), acfg.tls != NULL, adminurl,
                sizeof(adminurl));
-    char nbdurl[96] = "off";
+    char nbdurl[96] = "";
+    if (!o->nbd_listen[0] && !o->nbd_socket[0])
+        strcpy(nbdurl, "off");
     if (o->nbd_listen[0]) {
         client_url(o->nbd_listen, gw_nbd_server_port(nbd), false, nbdurl, sizeof(nbdurl));
         memcpy(nbdurl, "nbd:", 4); /* http://host:port -> nbd://host:port */

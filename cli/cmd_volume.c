@@ -16,6 +16,7 @@
 
 static const char usage[] =
     "usage: inec volume create NAME --size SIZE [--pool POOL] [--no-secret]\n"
+    "                          [--update delta|rmw]\n"
     "       inec volume list\n"
     "       inec volume info NAME\n"
     "       inec volume resize NAME --size SIZE\n"
@@ -25,7 +26,10 @@ static const char usage[] =
     "A volume is attached over NBD with the export name `info` prints: NAME/SECRET\n"
     "(NAME alone for a volume created with --no-secret), e.g.\n"
     "  qemu-img info nbd://127.0.0.1:10809/NAME/SECRET\n"
-    "Volumes only grow; delete frees every stripe.\n";
+    "--update: how a write inside one data chunk reaches the parities: rmw (the\n"
+    "default: the stripe is read, modified and written whole) or delta (the data node\n"
+    "sends the change to the parity nodes; fewer bytes moved, but slower today: its\n"
+    "graph is set up for every write). Volumes only grow; delete frees every stripe.\n";
 
 static int bad(const char *what)
 {
@@ -57,8 +61,10 @@ static void detail(const json_t *v)
     char size[32], stripe[32];
     ctl_bytes((uint64_t)ctl_num(v, "size"), size, sizeof(size));
     ctl_bytes((uint64_t)ctl_num(v, "stripe_bytes"), stripe, sizeof(stripe));
-    printf("volume %s\n  size: %s (%.0f bytes)\n  pool: %s\n  stripe: %s\n  NBD export: %s\n",
-           str(v, "name"), size, ctl_num(v, "size"), str(v, "pool"), stripe, str(v, "export"));
+    printf("volume %s\n  size: %s (%.0f bytes)\n  pool: %s\n  stripe: %s\n  partial writes: %s\n"
+           "  NBD export: %s\n",
+           str(v, "name"), size, ctl_num(v, "size"), str(v, "pool"), stripe, str(v, "update"),
+           str(v, "export"));
 }
 
 /* --size SIZE (and, for create, --pool, --no-secret) after the name. */
@@ -74,6 +80,9 @@ static int options(int argc, char **argv, bool create, json_t *body)
             i++;
         } else if (create && strcmp(argv[i], "--pool") == 0 && v) {
             json_object_set_new(body, "pool", json_string(v));
+            i++;
+        } else if (create && strcmp(argv[i], "--update") == 0 && v) {
+            json_object_set_new(body, "update", json_string(v));
             i++;
         } else if (create && strcmp(argv[i], "--no-secret") == 0) {
             json_object_set_new(body, "secret", json_false());
@@ -136,6 +145,12 @@ int cmd_volume(int argc, char **argv)
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    static const char *const cmds[] = {"create", "list", "info", "resize", "delete"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        known |= strcmp(argv[1], cmds[i]) == 0;
+    if (!known)
+        return bad("the commands are create, list, info, resize and delete");
     struct ctl c;
     int rc = ctl_open(&c, "inec volume", &argc, argv);
     if (rc == 0)

@@ -275,6 +275,51 @@ static int decode_tripartite(struct ctx *x, const struct codec_plan *p)
     return rc;
 }
 
+/* Delta parity (DEG_OP_UPDATE, see deg.h): reader -> holder of the data
+ * chunk -> every parity that depends on it. */
+static int update_delta(struct ctx *x)
+{
+    int k = codec_k(x->c), n = codec_n(x->c), d = x->req->updated;
+    const uint8_t *gen = codec_generator(x->c);
+    int src = reader_vertex(x), rc = src;
+    if (rc >= 0)
+        rc = deg_add_local(x->g, src, d); /* the new bytes */
+    int dv = rc < 0 ? rc : chunk_vertex(x, d, -1);
+    if ((rc = dv) >= 0)
+        rc = deg_add_local(x->g, dv, d); /* the stored, old bytes */
+    if (rc >= 0)
+        rc = deg_add_edge(x->g, src, deg_local(0), dv);
+    uint8_t coeffs[CODEC_MAX_CHUNKS * 2];
+    struct deg_label labels[CODEC_MAX_CHUNKS];
+    int parity[CODEC_MAX_CHUNKS], np = 0;
+    for (int p = k; p < n; p++) {
+        uint8_t g = gen[(size_t)p * (size_t)k + (size_t)d];
+        if (!g)
+            continue;                            /* an LRC local parity of another group */
+        coeffs[2 * np] = coeffs[2 * np + 1] = g; /* g·old + g·new = g·Δ */
+        labels[np] = (struct deg_label){p, true};
+        parity[np++] = p;
+    }
+    if (rc >= 0)
+        rc = deg_set_calc(x->g, dv, np, coeffs, labels);
+    if (rc >= 0)
+        rc = deg_add_result(x->g, dv, deg_in(0));
+    static const uint8_t sum[2] = {1, 1};
+    for (int j = 0; j < np && rc >= 0; j++) {
+        int pv = chunk_vertex(x, parity[j], -1);
+        struct deg_label whole = {parity[j], false};
+        if ((rc = pv) >= 0)
+            rc = deg_add_local(x->g, pv, parity[j]);
+        if (rc >= 0)
+            rc = deg_add_edge(x->g, dv, deg_out(j), pv);
+        if (rc >= 0)
+            rc = deg_set_calc(x->g, pv, 1, sum, &whole);
+        if (rc >= 0)
+            rc = deg_add_result(x->g, pv, deg_out(0));
+    }
+    return rc;
+}
+
 int deg_build(const struct codec *c, const struct deg_request *req, struct deg_graph **out,
               char *err, size_t errlen)
 {
@@ -296,6 +341,14 @@ int deg_build(const struct codec *c, const struct deg_request *req, struct deg_g
     if (req->op == DEG_OP_ENCODE) {
         snprintf(x.g->desc, sizeof(x.g->desc), "%s encode", prof_text);
         rc = prof->scheme == CODEC_TRIEC ? encode_tripartite(&x) : encode_bipartite(&x);
+    } else if (req->op == DEG_OP_UPDATE) {
+        if (req->updated < 0 || req->updated >= codec_k(c)) {
+            deg_graph_destroy(x.g);
+            return fail(&x, -EINVAL, "update: data chunk %d out of range [0,%d)", req->updated,
+                        codec_k(c));
+        }
+        snprintf(x.g->desc, sizeof(x.g->desc), "%s update chunk=%d", prof_text, req->updated);
+        rc = update_delta(&x);
     } else {
         if (req->nerased < 1 || req->nerased > n) {
             deg_graph_destroy(x.g);

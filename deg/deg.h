@@ -151,7 +151,15 @@ int deg_depth(const struct deg_graph *g);
 
 /* --- builders (builders.c) ----------------------------------------------- */
 
-enum deg_op { DEG_OP_ENCODE, DEG_OP_DECODE };
+/* UPDATE: a partial write of data chunk `updated` by delta parity. The reader
+ * sends the new chunk to its holder, which computes Δ = new ⊕ old against its
+ * stored chunk, stores the new chunk and sends g[j][updated]·Δ to each parity
+ * whose coefficient is not zero (recv-ec-send); each parity node adds that to
+ * its stored parity and stores the sum (recv-xor). In one process (deg_run,
+ * deg_eval) the reader and the holder would read the same chunks[updated]:
+ * run its vertices with deg_vx_open, the reader on the new bytes, the nodes on
+ * the old stripe (tests/unit/test_deg.c does). */
+enum deg_op { DEG_OP_ENCODE, DEG_OP_DECODE, DEG_OP_UPDATE };
 
 /*
  * Where the chunks of a stripe live. holder[i] is the participant holding
@@ -173,6 +181,7 @@ struct deg_request {
     int erased[CODEC_MAX_CHUNKS];
     struct deg_placement placement;
     size_t slice; /* ECPipe slice size; 0 = DEG_DEFAULT_SLICE */
+    int updated;  /* update: the data chunk written */
 };
 
 #define DEG_DEFAULT_SLICE ((size_t)32 * 1024)

@@ -215,3 +215,25 @@ small = {"epoch": 2, "nodes": [{"id": "a", "address": "[::1]:1", "domain": "d", 
                                 "state": "draining"}, {"id": "b", "address": "h:2"}],
          "pools": [{"name": "p", "profile": "rs:k=1,m=1", "chunk_size": 4096}]}
 write("cluster_map", [json.dumps(cmap), json.dumps(small)])
+
+
+def nbd_go(name, reqs):
+    return struct.pack(">I", len(name)) + name + struct.pack(">H", len(reqs)) + b"".join(
+        struct.pack(">H", r) for r in reqs)
+
+
+def nbd_request(flags, cmd, offset, length, export_size):
+    return struct.pack(">HHQIQ", flags, cmd, offset, length, export_size)
+
+
+# NBD: byte 0 even = an NBD_OPT_GO body, odd = a request and the export size.
+write("nbd", [
+    b"\x00" + nbd_go(b"disk1/0123456789abcdef0123456789abcdef", [1, 3]),
+    b"\x00" + nbd_go(b"disk1", []),
+    b"\x00" + nbd_go(b"", [0]),
+    b"\x01" + nbd_request(0, 0, 4096, 4096, 1 << 30),        # READ
+    b"\x01" + nbd_request(1, 1, (1 << 30) - 512, 512, 1 << 30),  # WRITE + FUA, the last sector
+    b"\x01" + nbd_request(2, 6, 0, 1 << 20, 1 << 30),       # WRITE_ZEROES + NO_HOLE
+    b"\x01" + nbd_request(0, 4, 1 << 29, 1 << 29, 1 << 30),  # TRIM
+    b"\x01" + nbd_request(0, 3, 0, 0, 1 << 30),             # FLUSH
+])

@@ -7,7 +7,8 @@
  * export is attached, NBD_WORKERS threads that run the requests, so a client
  * with a queue depth above 1 has several stripes in flight. Replies go out
  * whole under the connection's send lock, in completion order (NBD allows
- * any order: the cookie matches them).
+ * any order: the cookie matches them). Over TLS this is GnuTLS's supported
+ * sharing of a session: one thread receiving, one (at a time) sending.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +26,12 @@
 #include <unistd.h>
 
 #include <endian.h>
+#include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "gateway/nbd_proto.h"
 #include "gateway/nbd_server.h"
 #include "gateway/s3_request.h"
 #include "gateway/volume.h"
@@ -52,9 +56,6 @@
 #define REP_ERR_UNSUP        (0x80000000u + 1)
 #define REP_ERR_INVALID      (0x80000000u + 3)
 #define REP_ERR_UNKNOWN      (0x80000000u + 6)
-#define INFO_EXPORT          0
-#define INFO_NAME            1
-#define INFO_BLOCK_SIZE      3
 /* Transmission flags */
 #define TF_HAS_FLAGS         (1u << 0)
 #define TF_SEND_FLUSH        (1u << 2)
@@ -66,14 +67,6 @@
 #define REQUEST_MAGIC          0x25609513u
 #define SIMPLE_REPLY_MAGIC     0x67446698u
 #define STRUCTURED_MAGIC       0x668e33efu
-#define CMD_FLAG_FUA           (1u << 0)
-#define CMD_FLAG_NO_HOLE       (1u << 1)
-#define CMD_READ               0
-#define CMD_WRITE              1
-#define CMD_DISC               2
-#define CMD_FLUSH              3
-#define CMD_TRIM               4
-#define CMD_WRITE_ZEROES       6
 #define REPLY_FLAG_DONE        1
 #define REPLY_TYPE_OFFSET_DATA 1
 #define REPLY_TYPE_ERROR       ((1u << 15) + 1)
@@ -101,13 +94,13 @@ struct gw_nbd_server {
     bool stop;
     struct conn *conns;
     int nconns;
+    gnutls_psk_server_credentials_t psk;
 };
 
 struct job {
     struct job *next;
-    uint16_t flags, type;
-    uint64_t cookie, offset;
-    uint32_t length;
+    struct nbd_request r;
+    uint64_t cookie;
     uint8_t *data; /* a WRITE's payload */
 };
 
@@ -119,6 +112,8 @@ struct conn {
     _Atomic bool done;
     bool structured, no_zeroes;
     struct gw_volume *vol;
+    gnutls_session_t tls;                  /* after STARTTLS, NULL before */
+    char tls_user[GW_VOLUME_NAME_MAX + 1]; /* its PSK identity: the one volume it may attach */
     pthread_mutex_t send_lock;
     /* The request queue between the reading thread and the workers. */
     pthread_mutex_t qlock;
@@ -132,44 +127,63 @@ struct conn {
 
 /* --- socket helpers -------------------------------------------------------------- */
 
-static int read_full(int fd, void *buf, size_t len)
+/* Bytes from the client: through TLS once STARTTLS is done. */
+static int read_full(struct conn *c, void *buf, size_t len)
 {
     uint8_t *p = buf;
     while (len) {
-        ssize_t n = recv(fd, p, len, 0);
+        ssize_t n;
+        if (c->tls) {
+            n = gnutls_record_recv(c->tls, p, len);
+            if (n == GNUTLS_E_INTERRUPTED)
+                continue;
+            if (n == GNUTLS_E_AGAIN)
+                return -EAGAIN; /* SO_RCVTIMEO: the handshake's time is up */
+            if (n < 0)
+                return -ECONNRESET;
+        } else {
+            n = recv(c->fd, p, len, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
+        }
         if (n == 0)
             return -ECONNRESET;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
         p += n, len -= (size_t)n;
     }
     return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t len)
+static int write_full(struct conn *c, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
     while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
+        ssize_t n;
+        if (c->tls) {
+            n = gnutls_record_send(c->tls, p, len);
+            if (n == GNUTLS_E_INTERRUPTED || n == GNUTLS_E_AGAIN)
                 continue;
-            return -errno;
+            if (n < 0)
+                return -ECONNRESET;
+        } else {
+            n = send(c->fd, p, len, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
         }
         p += n, len -= (size_t)n;
     }
     return 0;
 }
 
-static int discard(int fd, uint64_t len)
+static int discard(struct conn *c, uint64_t len)
 {
     uint8_t tmp[16384];
     while (len) {
         size_t n = len < sizeof(tmp) ? (size_t)len : sizeof(tmp);
-        int rc = read_full(fd, tmp, n);
+        int rc = read_full(c, tmp, n);
         if (rc)
             return rc;
         len -= n;
@@ -220,8 +234,8 @@ static int opt_reply(struct conn *c, uint32_t opt, uint32_t type, const void *da
     put32(h + 8, opt);
     put32(h + 12, type);
     put32(h + 16, len);
-    int rc = write_full(c->fd, h, sizeof(h));
-    return rc == 0 && len ? write_full(c->fd, data, len) : rc;
+    int rc = write_full(c, h, sizeof(h));
+    return rc == 0 && len ? write_full(c, data, len) : rc;
 }
 
 static int opt_error(struct conn *c, uint32_t opt, uint32_t type, const char *why)
@@ -229,24 +243,28 @@ static int opt_error(struct conn *c, uint32_t opt, uint32_t type, const char *wh
     return opt_reply(c, opt, type, why, (uint32_t)strlen(why));
 }
 
-/* The volume an export name names: "NAME" or "NAME/SECRET", the secret right. */
+/* The volume an export name names: "NAME" or "NAME/SECRET", the secret
+ * right; over TLS, "NAME" of the PSK identity the client proved. */
 static int attach(struct conn *c, const char *export, struct gw_volume **out)
 {
     char name[GW_VOLUME_NAME_MAX + 1];
-    const char *slash = strchr(export, '/');
-    size_t n = slash ? (size_t)(slash - export) : strlen(export);
+    const char *secret;
     *out = NULL;
-    if (n == 0 || n > GW_VOLUME_NAME_MAX)
+    if (nbd_split_export(export, name, sizeof(name), &secret))
         return -ENOENT;
-    memcpy(name, export, n);
-    name[n] = '\0';
+    if (c->tls && strcmp(name, c->tls_user) != 0) {
+        inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=TLS identity %s", name,
+                 c->tls_user);
+        return -ENOENT;
+    }
     struct gw_volume *v;
     int rc = gw_volume_open(c->srv->o, name, &v);
     if (rc)
         return rc == -EINVAL ? -ENOENT : rc;
-    if (!gw_volume_secret_ok(v, slash ? slash + 1 : "")) {
+    /* Over TLS the PSK (the volume's secret) proved it already. */
+    if (!c->tls && !gw_volume_secret_ok(v, secret)) {
         inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=%s", name,
-                 slash ? "wrong secret" : "no secret");
+                 secret[0] ? "wrong secret" : "no secret");
         gw_volume_close(v);
         return -ENOENT;
     }
@@ -285,50 +303,36 @@ static int list_cb(struct conn *c)
 /* NBD_OPT_INFO / NBD_OPT_GO; *go set when transmission begins. */
 static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len, bool *go)
 {
-    if (len < 6)
-        return opt_error(c, opt, REP_ERR_INVALID, "option too short");
-    uint32_t nlen = get32(d);
-    if (nlen > len - 6)
-        return opt_error(c, opt, REP_ERR_INVALID, "name length beyond the option");
-    uint16_t nreq = get16(d + 4 + nlen);
-    if (len != 4 + nlen + 2 + 2u * nreq)
-        return opt_error(c, opt, REP_ERR_INVALID, "option length does not match its requests");
-    char export[4097];
-    if (nlen >= sizeof(export))
-        return opt_error(c, opt, REP_ERR_UNKNOWN, "no such export");
-    memcpy(export, d + 4, nlen);
-    export[nlen] = '\0';
-    if (memchr(export, '\0', nlen))
-        return opt_error(c, opt, REP_ERR_INVALID, "NUL in the export name");
-    bool want_name = false;
-    for (uint16_t i = 0; i < nreq; i++)
-        want_name |= get16(d + 4 + nlen + 2 + 2u * i) == INFO_NAME;
+    struct nbd_go q;
+    const char *why = "";
+    int rc = nbd_parse_go(d, len, &q, &why);
+    if (rc)
+        return opt_error(c, opt, rc == -ENOENT ? REP_ERR_UNKNOWN : REP_ERR_INVALID, why);
     struct gw_volume *v;
-    int rc = attach(c, export, &v);
+    rc = attach(c, q.export, &v);
     if (rc == -ENOENT)
         return opt_error(c, opt, REP_ERR_UNKNOWN, "no such export (or a wrong secret)");
     if (rc)
         return opt_error(c, opt, REP_ERR_INVALID, "the volume cannot be read now");
     uint8_t info[12];
-    put16(info, INFO_EXPORT);
+    put16(info, NBD_INFO_EXPORT);
     put64(info + 2, gw_volume_size(v));
     put16(info + 10, transmission_flags());
     rc = opt_reply(c, opt, REP_INFO, info, 12);
     if (rc == 0) {
         uint8_t bs[14];
-        put16(bs, INFO_BLOCK_SIZE);
+        put16(bs, NBD_INFO_BLOCK_SIZE);
         put32(bs + 2, 1);
         put32(bs + 6, 4096);
         put32(bs + 10, GW_NBD_MAX_PAYLOAD);
         rc = opt_reply(c, opt, REP_INFO, bs, 14);
     }
-    if (rc == 0 && want_name) {
+    if (rc == 0 && q.want_name) {
         /* The volume's name, never the secret that came with it. */
-        const char *slash = strchr(export, '/');
-        uint32_t n = slash ? (uint32_t)(slash - export) : nlen;
+        uint32_t n = (uint32_t)strcspn(q.export, "/");
         uint8_t nb[2 + GW_VOLUME_NAME_MAX];
-        put16(nb, INFO_NAME);
-        memcpy(nb + 2, export, n);
+        put16(nb, NBD_INFO_NAME);
+        memcpy(nb + 2, q.export, n);
         rc = opt_reply(c, opt, REP_INFO, nb, 2 + n);
     }
     if (rc == 0)
@@ -336,12 +340,63 @@ static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len,
     if (rc == 0 && opt == OPT_GO) {
         c->vol = v;
         *go = true;
-        inec_log(INEC_LOG_INFO, "nbd", "attached export=%.*s size=%llu", (int)strcspn(export, "/"),
-                 export, (unsigned long long)gw_volume_size(v));
+        inec_log(INEC_LOG_INFO, "nbd", "attached export=%.*s size=%llu",
+                 (int)strcspn(q.export, "/"), q.export, (unsigned long long)gw_volume_size(v));
     } else {
         gw_volume_close(v);
     }
     return rc;
+}
+
+/* The PSK of identity `user`: the secret of the volume of that name. */
+static int psk_lookup(gnutls_session_t session, const char *user, gnutls_datum_t *key)
+{
+    struct conn *c = gnutls_session_get_ptr(session);
+    json_t *info = NULL;
+    const char *hex = NULL;
+    if (gw_volume_info(c->srv->o, user, &info) == 0)
+        hex = json_string_value(json_object_get(info, "secret"));
+    size_t n = hex ? strlen(hex) / 2 : 0;
+    key->data = n ? gnutls_malloc(n) : NULL;
+    key->size = (unsigned)n;
+    for (size_t i = 0; key->data && i < n; i++) {
+        unsigned b;
+        sscanf(hex + 2 * i, "%2x", &b);
+        key->data[i] = (unsigned char)b;
+    }
+    json_decref(info);
+    if (!key->data) {
+        inec_log(INEC_LOG_WARN, "nbd", "TLS refused: no volume with a secret named %.64s", user);
+        return -1;
+    }
+    return 0;
+}
+
+/* The TLS handshake after NBD_OPT_STARTTLS was acknowledged: a PSK whose
+ * identity is a volume name and whose key is that volume's secret. */
+static int start_tls(struct conn *c)
+{
+    int rc = gnutls_init(&c->tls, GNUTLS_SERVER);
+    if (rc == 0)
+        rc = gnutls_priority_set_direct(c->tls, "NORMAL:+ECDHE-PSK:+DHE-PSK:+PSK", NULL);
+    if (rc == 0)
+        rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_PSK, c->srv->psk);
+    if (rc == 0) {
+        gnutls_session_set_ptr(c->tls, c);
+        gnutls_transport_set_int(c->tls, c->fd);
+        gnutls_handshake_set_timeout(c->tls, HANDSHAKE_S * 1000);
+        do
+            rc = gnutls_handshake(c->tls);
+        while (rc < 0 && !gnutls_error_is_fatal(rc));
+    }
+    if (rc < 0) {
+        inec_log(INEC_LOG_WARN, "nbd", "TLS handshake failed: %s", gnutls_strerror(rc));
+        return -EPROTO;
+    }
+    const char *user = gnutls_psk_server_get_username(c->tls);
+    snprintf(c->tls_user, sizeof(c->tls_user), "%s", user ? user : "");
+    c->structured = false; /* options agreed in clear do not carry over */
+    return 0;
 }
 
 /* Options until one starts transmission (0, c->vol set) or the client
@@ -352,9 +407,9 @@ static int handshake(struct conn *c)
     put64(greet, NBDMAGIC);
     put64(greet + 8, IHAVEOPT);
     put16(greet + 16, FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
-    int rc = write_full(c->fd, greet, sizeof(greet));
+    int rc = write_full(c, greet, sizeof(greet));
     uint8_t cf[4];
-    if (rc || (rc = read_full(c->fd, cf, 4)))
+    if (rc || (rc = read_full(c, cf, 4)))
         return rc;
     uint32_t cflags = get32(cf);
     if (cflags & ~(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
@@ -362,7 +417,7 @@ static int handshake(struct conn *c)
     c->no_zeroes = cflags & FLAG_NO_ZEROES;
     for (int nopt = 0; nopt < OPTIONS_MAX; nopt++) {
         uint8_t h[16];
-        if ((rc = read_full(c->fd, h, 16)))
+        if ((rc = read_full(c, h, 16)))
             return rc;
         if (get64(h) != IHAVEOPT)
             return -EPROTO;
@@ -372,7 +427,7 @@ static int handshake(struct conn *c)
         uint8_t *d = malloc(len + 1);
         if (!d)
             return -ENOMEM;
-        if ((rc = read_full(c->fd, d, len))) {
+        if ((rc = read_full(c, d, len))) {
             free(d);
             return rc;
         }
@@ -386,7 +441,7 @@ static int handshake(struct conn *c)
                 uint8_t r[10 + 124] = {0};
                 put64(r, gw_volume_size(v));
                 put16(r + 8, transmission_flags());
-                rc = write_full(c->fd, r, c->no_zeroes ? 10 : sizeof(r));
+                rc = write_full(c, r, c->no_zeroes ? 10 : sizeof(r));
                 c->vol = v;
                 go = rc == 0;
             }
@@ -413,7 +468,12 @@ static int handshake(struct conn *c)
             rc = info_go(c, opt, d, len, &go);
             break;
         case OPT_STARTTLS:
-            rc = opt_error(c, opt, REP_ERR_UNSUP, "TLS is not supported by this server");
+            if (len)
+                rc = opt_error(c, opt, REP_ERR_INVALID, "STARTTLS takes no data");
+            else if (c->tls)
+                rc = opt_error(c, opt, REP_ERR_INVALID, "TLS is on already");
+            else if ((rc = opt_reply(c, opt, REP_ACK, NULL, 0)) == 0)
+                rc = start_tls(c);
             break;
         default:
             rc = opt_error(c, opt, REP_ERR_UNSUP, "unknown option");
@@ -454,9 +514,9 @@ static int reply_simple(struct conn *c, uint64_t cookie, uint32_t err, const voi
     put32(h + 4, err);
     put64(h + 8, cookie);
     pthread_mutex_lock(&c->send_lock);
-    int rc = write_full(c->fd, h, sizeof(h));
+    int rc = write_full(c, h, sizeof(h));
     if (rc == 0 && err == 0 && len)
-        rc = write_full(c->fd, data, len);
+        rc = write_full(c, data, len);
     pthread_mutex_unlock(&c->send_lock);
     return rc;
 }
@@ -471,11 +531,11 @@ static int reply_chunk(struct conn *c, uint64_t cookie, uint16_t type, const voi
     put64(h + 8, cookie);
     put32(h + 16, (uint32_t)(headlen + len));
     pthread_mutex_lock(&c->send_lock);
-    int rc = write_full(c->fd, h, sizeof(h));
+    int rc = write_full(c, h, sizeof(h));
     if (rc == 0)
-        rc = write_full(c->fd, head, headlen);
+        rc = write_full(c, head, headlen);
     if (rc == 0 && len)
-        rc = write_full(c->fd, data, len);
+        rc = write_full(c, data, len);
     pthread_mutex_unlock(&c->send_lock);
     return rc;
 }
@@ -500,21 +560,21 @@ static int reply(struct conn *c, const struct job *j, int rc, const char *why)
 
 static int do_read(struct conn *c, const struct job *j)
 {
-    uint8_t *buf = malloc(j->length ? j->length : 1);
-    int rc = buf ? gw_volume_read(c->vol, j->offset, j->length, buf) : -ENOMEM;
+    uint8_t *buf = malloc(j->r.length ? j->r.length : 1);
+    int rc = buf ? gw_volume_read(c->vol, j->r.offset, j->r.length, buf) : -ENOMEM;
     if (rc) {
         inec_log(INEC_LOG_WARN, "nbd", "read failed offset=%llu length=%u err=%s",
-                 (unsigned long long)j->offset, j->length, strerror(-rc));
+                 (unsigned long long)j->r.offset, j->r.length, strerror(-rc));
         free(buf);
         return reply(c, j, rc, "read failed");
     }
     int src;
     if (c->structured) {
         uint8_t off[8];
-        put64(off, j->offset);
-        src = reply_chunk(c, j->cookie, REPLY_TYPE_OFFSET_DATA, off, 8, buf, j->length);
+        put64(off, j->r.offset);
+        src = reply_chunk(c, j->cookie, REPLY_TYPE_OFFSET_DATA, off, 8, buf, j->r.length);
     } else {
-        src = reply_simple(c, j->cookie, 0, buf, j->length);
+        src = reply_simple(c, j->cookie, 0, buf, j->r.length);
     }
     free(buf);
     return src;
@@ -523,19 +583,19 @@ static int do_read(struct conn *c, const struct job *j)
 static void run_job(struct conn *c, struct job *j)
 {
     int rc;
-    switch (j->type) {
-    case CMD_READ:
+    switch (j->r.type) {
+    case NBD_CMD_READ:
         rc = do_read(c, j);
         break;
-    case CMD_WRITE:
-        rc = gw_volume_write(c->vol, j->offset, j->length, j->data);
+    case NBD_CMD_WRITE:
+        rc = gw_volume_write(c->vol, j->r.offset, j->r.length, j->data);
         if (rc)
             inec_log(INEC_LOG_WARN, "nbd", "write failed offset=%llu length=%u err=%s",
-                     (unsigned long long)j->offset, j->length, strerror(-rc));
+                     (unsigned long long)j->r.offset, j->r.length, strerror(-rc));
         rc = reply(c, j, rc, "write failed");
         break;
     default: /* TRIM, WRITE_ZEROES: checked by the reader */
-        rc = gw_volume_zero(c->vol, j->offset, j->length);
+        rc = gw_volume_zero(c->vol, j->r.offset, j->r.length);
         rc = reply(c, j, rc, "zeroing failed");
         break;
     }
@@ -591,35 +651,6 @@ static void enqueue(struct conn *c, struct job *j)
     pthread_mutex_unlock(&c->qlock);
 }
 
-/* Why the request cannot run (an NBD error to answer), or 0. */
-static int check_request(const struct conn *c, const struct job *j, const char **why)
-{
-    uint64_t size = gw_volume_size(c->vol);
-    bool beyond = j->offset > size || j->length > size - j->offset;
-    uint16_t allowed = j->type == CMD_WRITE          ? CMD_FLAG_FUA
-                       : j->type == CMD_WRITE_ZEROES ? CMD_FLAG_FUA | CMD_FLAG_NO_HOLE
-                       : j->type == CMD_TRIM         ? CMD_FLAG_FUA
-                                                     : 0;
-    if (j->flags & ~allowed)
-        return *why = "flag not valid for this command", -EINVAL;
-    switch (j->type) {
-    case CMD_READ:
-    case CMD_WRITE:
-        if (j->length > GW_NBD_MAX_PAYLOAD)
-            return *why = "length above the maximum payload (8 MiB)", -EINVAL;
-        if (beyond)
-            return *why = "beyond the end of the export", j->type == CMD_WRITE ? -ENOSPC : -EINVAL;
-        return 0;
-    case CMD_TRIM:
-    case CMD_WRITE_ZEROES:
-        if (beyond)
-            return *why = "beyond the end of the export", j->type == CMD_TRIM ? -EINVAL : -ENOSPC;
-        return 0;
-    default:
-        return *why = "unknown or unsupported command", -EINVAL;
-    }
-}
-
 static void transmission(struct conn *c)
 {
     for (int i = 0; i < NBD_WORKERS; i++)
@@ -629,7 +660,7 @@ static void transmission(struct conn *c)
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
     while (c->nworkers) {
         uint8_t h[28];
-        if (read_full(c->fd, h, sizeof(h)))
+        if (read_full(c, h, sizeof(h)))
             break;
         if (get32(h) != REQUEST_MAGIC) {
             inec_log(INEC_LOG_WARN, "nbd", "bad request magic: closing the connection");
@@ -638,33 +669,40 @@ static void transmission(struct conn *c)
         struct job *j = calloc(1, sizeof(*j));
         if (!j)
             break;
-        j->flags = get16(h + 4);
-        j->type = get16(h + 6);
+        j->r.flags = get16(h + 4);
+        j->r.type = get16(h + 6);
         j->cookie = get64(h + 8);
-        j->offset = get64(h + 16);
-        j->length = get32(h + 24);
-        if (j->type == CMD_DISC) {
+        j->r.offset = get64(h + 16);
+        j->r.length = get32(h + 24);
+        if (j->r.type == NBD_CMD_DISC) {
             free(j);
             break;
         }
         const char *why = "";
-        int rc = j->type == CMD_FLUSH ? 0 : check_request(c, j, &why);
-        if (j->type == CMD_WRITE) { /* the payload follows whatever we answer */
-            if (rc == 0 && !(j->data = malloc(j->length ? j->length : 1)))
+        int rc = nbd_check_request(&j->r, gw_volume_size(c->vol), GW_NBD_MAX_PAYLOAD, &why);
+        if (j->r.type == NBD_CMD_WRITE) { /* the payload follows whatever we answer */
+            if (rc == 0 && !(j->data = malloc(j->r.length ? j->r.length : 1)))
                 rc = -ENOMEM, why = "out of memory";
-            int io = rc ? discard(c->fd, j->length) : read_full(c->fd, j->data, j->length);
+            /* A refused payload is read and dropped, unless it is absurd (the
+             * spec lets a server hang up on a client that ignored the maximum). */
+            int io = rc && j->r.length > 8 * GW_NBD_MAX_PAYLOAD ? -EMSGSIZE
+                     : rc                                       ? discard(c, j->r.length)
+                          : read_full(c, j->data, j->r.length);
+            if (io == -EMSGSIZE)
+                inec_log(INEC_LOG_WARN, "nbd", "a %u-byte write: closing the connection",
+                         j->r.length);
             if (io) {
                 free(j->data);
                 free(j);
                 break;
             }
         }
-        if (rc || j->type == CMD_FLUSH) {
-            if (j->type == CMD_FLUSH) /* every write before it is durable once answered */
+        if (rc || j->r.type == NBD_CMD_FLUSH) {
+            if (j->r.type == NBD_CMD_FLUSH) /* every write before it is durable once answered */
                 wait_inflight(c, 0);
             else
                 inec_log(INEC_LOG_INFO, "nbd", "request refused type=%u offset=%llu length=%u: %s",
-                         j->type, (unsigned long long)j->offset, j->length, why);
+                         j->r.type, (unsigned long long)j->r.offset, j->r.length, why);
             int src = reply(c, j, rc, why);
             free(j->data);
             free(j);
@@ -715,6 +753,8 @@ static void *conn_main(void *arg)
 static void conn_free(struct conn *c)
 {
     pthread_join(c->thread, NULL);
+    if (c->tls)
+        gnutls_deinit(c->tls);
     close(c->fd);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->qlock);
@@ -867,6 +907,10 @@ int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,
     s->tcp_fd = s->unix_fd = s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
     int rc = pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) ? -errno : 0;
+    if (rc == 0 && gnutls_psk_allocate_server_credentials(&s->psk) < 0)
+        rc = -ENOMEM;
+    if (rc == 0)
+        gnutls_psk_set_server_credentials_function(s->psk, psk_lookup);
     if (rc == 0 && cfg->listen && cfg->listen[0])
         rc = listen_tcp(s, cfg->listen, msg, msglen);
     if (rc == 0 && cfg->unix_path && cfg->unix_path[0])
@@ -910,6 +954,8 @@ void gw_nbd_server_stop(struct gw_nbd_server *s)
     for (int i = 0; i < 2; i++)
         if (s->wake[i] >= 0)
             close(s->wake[i]);
+    if (s->psk)
+        gnutls_psk_free_server_credentials(s->psk);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -6,14 +6,18 @@
  *
  * What it speaks: NBD_OPT_EXPORT_NAME, INFO, GO (with NBD_INFO_EXPORT, NAME,
  * BLOCK_SIZE: minimum 1, preferred 4096, maximum payload 8 MiB), LIST,
- * STRUCTURED_REPLY, ABORT; STARTTLS answers NBD_REP_ERR_UNSUP (no TLS).
+ * STRUCTURED_REPLY, ABORT, STARTTLS (GnuTLS, TLS-PSK only: the PSK identity is
+ * a volume's name and the key its secret; no X.509 certificates).
  * Commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES (NO_HOLE), DISC; the
  * others answer NBD_EINVAL. Up to 16 requests of a connection run at once.
  *
  * Access: the export name is "NAME" for a volume without a secret, else
  * "NAME/SECRET"; a wrong or missing secret is answered as an unknown export
- * (NBD_REP_ERR_UNKNOWN), so names cannot be probed through it. LIST names the
- * volumes (not their secrets).
+ * (NBD_REP_ERR_UNKNOWN), so names cannot be probed through it. After
+ * STARTTLS the PSK proved the secret: the export is "NAME" of the PSK
+ * identity, and no other volume. LIST names the volumes (not their secrets).
+ * GnuTLS writes to the socket with plain send(): the process must ignore
+ * SIGPIPE (inec server and gateway do).
  *
  * Durability: a write is acknowledged only when it is durable on the pool's
  * write quorum (gw_volume_write), so FUA is implied, FLUSH only waits for the
@@ -22,7 +26,8 @@
  * Bad input: an option longer than 64 KiB, a wrong magic, more than 64
  * options, or a handshake slower than 30 s closes that connection (logged);
  * a request beyond the export or above the maximum payload gets an NBD error
- * and the connection goes on. Other connections never notice.
+ * and the connection goes on (a write of more than 64 MiB closes it). Other connections never
+ * notice.
  */
 #ifndef INEC_GATEWAY_NBD_SERVER_H
 #define INEC_GATEWAY_NBD_SERVER_H

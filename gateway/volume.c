@@ -8,8 +8,9 @@
  * (garbage-collected gc_delay_ms after the commit). So a crash of the
  * gateway or of any nodes between the data and the parity updates cannot
  * leave a stripe whose chunks disagree: the write hole does not exist, at the
- * price of moving k + m chunks for every partial write (delta parity, which
- * would move 1 + m, is not built).
+ * price of moving k + m chunks for every partial write. Volumes created with
+ * "update": "delta" send writes inside one data chunk through the update DEG
+ * instead (volume_delta.c: 1 + m chunks, an intent record and a recovery step).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,27 +22,20 @@
 
 #include <openssl/crypto.h>
 
-#include "gateway/objects_internal.h"
-#include "gateway/volume.h"
+#include "gateway/volume_internal.h"
+#include "inec/log.h"
 
 #define VOL_META   ".volumes" /* the metadata bucket of volume records */
 #define LOCK_SLOTS 256        /* stripe locks, hashed by volume and stripe */
 
-struct gw_volume {
-    struct gw_objects *o;
-    char name[GW_VOLUME_NAME_MAX + 1];
-    char bucket[GW_BUCKET_MAX + 1];
-    char secret[GW_VOLUME_SECRET_HEX + 1];
-    uint64_t size;
-    size_t stripe_bytes;
-    uint32_t name_hash;
-};
+/* Stripe updates by this process, each way (gw_volume_info reports them). */
+static _Atomic uint64_t delta_updates, rmw_updates;
 
 /* Serialises the read-modify-writes of one stripe in this process. */
 static pthread_mutex_t stripe_locks[LOCK_SLOTS] = {[0 ... LOCK_SLOTS - 1] =
                                                        PTHREAD_MUTEX_INITIALIZER};
 
-static pthread_mutex_t *stripe_lock(const struct gw_volume *v, uint64_t s)
+pthread_mutex_t *gw_volume_stripe_lock(const struct gw_volume *v, uint64_t s)
 {
     uint64_t h = (s + v->name_hash) * 0x9e3779b97f4a7c15ull;
     return &stripe_locks[(h >> 56) % LOCK_SLOTS];
@@ -63,7 +57,7 @@ static void bucket_of(const char *name, char out[GW_BUCKET_MAX + 1])
     snprintf(out, GW_BUCKET_MAX + 1, "%s%s", GW_VOLUME_BUCKET_PREFIX, name);
 }
 
-static void stripe_key(uint64_t s, char out[17])
+void gw_volume_stripe_key(uint64_t s, char out[17])
 {
     snprintf(out, 17, "%016" PRIx64, s);
 }
@@ -86,10 +80,12 @@ static int volume_rec(struct gw_objects *o, const char *name, json_t **rec)
 static json_t *summary(const char *name, const json_t *rec)
 {
     const char *secret = json_string_value(json_object_get(rec, "secret")) ?: "";
-    return json_pack("{s:s,s:O,s:O,s:O,s:O,s:b}", "name", name, "size",
+    const char *update = json_string_value(json_object_get(rec, "update")) ?: "rmw";
+    return json_pack("{s:s,s:O,s:O,s:O,s:O,s:b,s:s}", "name", name, "size",
                      json_object_get(rec, "size"), "pool", json_object_get(rec, "pool"),
                      "stripe_bytes", json_object_get(rec, "stripe_bytes"), "created_ns",
-                     json_object_get(rec, "created"), "protected", secret[0] != '\0');
+                     json_object_get(rec, "created"), "protected", secret[0] != '\0', "update",
+                     update);
 }
 
 static int check_size(json_int_t size, char *msg, size_t msglen)
@@ -109,6 +105,7 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
     json_t *jsize = json_object_get(spec, "size");
     const char *pool = json_string_value(json_object_get(spec, "pool"));
     json_t *jsecret = json_object_get(spec, "secret");
+    const char *update = json_string_value(json_object_get(spec, "update"));
     if (!name || !valid_name(name)) {
         snprintf(msg, msglen, "a volume name is 1..%d of [a-z0-9-], not starting or ending in '-'",
                  GW_VOLUME_NAME_MAX);
@@ -121,6 +118,11 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
     int rc = check_size(json_integer_value(jsize), msg, msglen);
     if (rc)
         return rc;
+    if (json_object_get(spec, "update") &&
+        (!update || (strcmp(update, "delta") != 0 && strcmp(update, "rmw") != 0))) {
+        snprintf(msg, msglen, "\"update\" is \"delta\" or \"rmw\"");
+        return -EINVAL;
+    }
     if (jsecret && !json_is_boolean(jsecret)) {
         snprintf(msg, msglen, "\"secret\" is true or false");
         return -EINVAL;
@@ -159,10 +161,11 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
         return rc;
     }
     uint32_t unit = p->p.chunk_size < GW_VOLUME_UNIT ? p->p.chunk_size : GW_VOLUME_UNIT;
-    json_t *rec = json_pack(
-        "{s:I,s:b,s:I,s:s,s:I,s:I,s:s}", "version", (json_int_t)gw_next_version(o, prev), "deleted",
-        0, "size", json_integer_value(jsize), "pool", p->p.name, "stripe_bytes",
-        (json_int_t)unit * p->p.k, "created", (json_int_t)gw_realtime_ns(), "secret", secret);
+    json_t *rec = json_pack("{s:I,s:b,s:I,s:s,s:I,s:I,s:s,s:s}", "version",
+                            (json_int_t)gw_next_version(o, prev), "deleted", 0, "size",
+                            json_integer_value(jsize), "pool", p->p.name, "stripe_bytes",
+                            (json_int_t)unit * p->p.k, "created", (json_int_t)gw_realtime_ns(),
+                            "secret", secret, "update", update ? update : "rmw");
     json_decref(prev);
     rc = rec ? gw_meta_write(o, VOL_META, name, rec) : -ENOMEM;
     json_decref(rec);
@@ -209,6 +212,9 @@ int gw_volume_info(struct gw_objects *o, const char *name, json_t **out)
     if (j) {
         json_object_set_new(j, "secret", json_string(secret));
         json_object_set_new(j, "export", json_string(export));
+        json_object_set_new(j, "gateway_stripe_updates",
+                            json_pack("{s:I,s:I}", "delta", (json_int_t)delta_updates, "rmw",
+                                      (json_int_t)rmw_updates));
     }
     json_decref(rec);
     *out = j;
@@ -303,6 +309,7 @@ int gw_volume_open(struct gw_objects *o, const char *name, struct gw_volume **ou
              json_string_value(json_object_get(rec, "secret")) ?: "");
     v->size = (uint64_t)json_integer_value(json_object_get(rec, "size"));
     v->stripe_bytes = (size_t)json_integer_value(json_object_get(rec, "stripe_bytes"));
+    v->delta = strcmp(json_string_value(json_object_get(rec, "update")) ?: "", "delta") == 0;
     for (const char *c = name; *c; c++)
         v->name_hash = v->name_hash * 31 + (uint8_t)*c;
     json_decref(rec);
@@ -310,6 +317,11 @@ int gw_volume_open(struct gw_objects *o, const char *name, struct gw_volume **ou
         free(v);
         return -EIO; /* a damaged record */
     }
+    if ((rc = gw_volume_recover(v)))
+        inec_log(INEC_LOG_WARN, "volume",
+                 "volume=%s: interrupted delta updates not recovered yet (%s): their stripes may "
+                 "not read until they are",
+                 name, strerror(-rc));
     *out = v;
     return 0;
 }
@@ -336,7 +348,7 @@ bool gw_volume_secret_ok(const struct gw_volume *v, const char *secret)
 static int stripe_read(struct gw_volume *v, uint64_t s, size_t off, size_t len, uint8_t *buf)
 {
     char key[17];
-    stripe_key(s, key);
+    gw_volume_stripe_key(s, key);
     struct gw_get *g;
     int rc = gw_get_begin(v->o, v->bucket, key, off, len, NULL, &g);
     if (rc == -ENOENT) {
@@ -364,10 +376,10 @@ static bool all_zero(const uint8_t *b, size_t n)
 }
 
 /* Stores the whole stripe (a new object version), or frees it when all zeros. */
-static int stripe_store(struct gw_volume *v, uint64_t s, const uint8_t *stripe)
+int gw_volume_stripe_store(struct gw_volume *v, uint64_t s, const uint8_t *stripe)
 {
     char key[17];
-    stripe_key(s, key);
+    gw_volume_stripe_key(s, key);
     if (all_zero(stripe, v->stripe_bytes)) {
         int rc = gw_object_delete(v->o, v->bucket, key);
         return rc == -ENOENT ? 0 : rc;
@@ -388,17 +400,28 @@ static int stripe_store(struct gw_volume *v, uint64_t s, const uint8_t *stripe)
 static int stripe_update(struct gw_volume *v, uint64_t s, size_t off, size_t len,
                          const uint8_t *src, uint8_t *scratch)
 {
-    pthread_mutex_t *lock = stripe_lock(v, s);
+    pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
     pthread_mutex_lock(lock);
-    int rc = 0;
-    if (off != 0 || len != v->stripe_bytes)
+    int rc = -EAGAIN;
+    if (src && v->delta && len < v->stripe_bytes)
+        rc = gw_volume_delta_write(v, s, off, len, src);
+    if (rc != -EAGAIN) {
+        if (rc == 0)
+            delta_updates++;
+        pthread_mutex_unlock(lock);
+        return rc;
+    }
+    rc = 0;
+    if (off != 0 || len != v->stripe_bytes) {
+        rmw_updates++;
         rc = stripe_read(v, s, 0, v->stripe_bytes, scratch);
+    }
     if (rc == 0) {
         if (src)
             memcpy(scratch + off, src, len);
         else
             memset(scratch + off, 0, len);
-        rc = stripe_store(v, s, scratch);
+        rc = gw_volume_stripe_store(v, s, scratch);
     }
     pthread_mutex_unlock(lock);
     return rc;
@@ -445,8 +468,8 @@ static int free_stripes(struct gw_volume *v, uint64_t s0, uint64_t s1)
     struct zero_walk w = {.keys = json_array()};
     char after[17] = "";
     if (s0 > 0)
-        stripe_key(s0 - 1, after);
-    stripe_key(s1, w.end);
+        gw_volume_stripe_key(s0 - 1, after);
+    gw_volume_stripe_key(s1, w.end);
     int rc = w.keys ? gw_object_list(v->o, v->bucket, NULL, after, zero_cb, &w) : -ENOMEM;
     size_t i;
     json_t *key;
@@ -455,7 +478,7 @@ static int free_stripes(struct gw_volume *v, uint64_t s0, uint64_t s1)
         if (rc)
             break;
         uint64_t s = strtoull(json_string_value(key), NULL, 16);
-        pthread_mutex_t *lock = stripe_lock(v, s);
+        pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
         pthread_mutex_lock(lock);
         rc = gw_object_delete(v->o, v->bucket, json_string_value(key));
         pthread_mutex_unlock(lock);

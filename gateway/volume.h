@@ -17,7 +17,11 @@
  *   nothing left to do and FUA holds for every write.
  * - A partial-stripe write is a read-modify-write of the whole stripe into a
  *   new object version (new chunks, then the record): a crash at any point
- *   leaves the stripe's old or new content, never a mix (no write hole).
+ *   leaves the stripe's old or new content, never a mix (no write hole). On a
+ *   volume created with "update": "delta", a write inside one data chunk is a
+ *   delta-parity update in place behind an intent record; after a crash the
+ *   stripe is old or new once gw_volume_open has recovered it, and may fail
+ *   to read (never read wrong) until then.
  * - Writes to one stripe are serialised in this process (two clients or a
  *   queue depth above 1 cannot lose an update); two gateways writing one
  *   volume at once are not coordinated (serve a volume from one gateway).
@@ -51,12 +55,18 @@ struct gw_volume;
 
 /* spec: {"name", "size" (bytes, > 0, a multiple of 512), "pool" (optional:
  * the default pool), "secret" (optional: true = generate one (the default),
- * false = none)}. *out = the volume as gw_volume_info gives it. */
+ * false = none), "update" (optional: "rmw" (the default): every partial write
+ * is a read-modify-write of its stripe; "delta": a write inside one data chunk
+ * updates the parities by delta (volume_delta.c), today slower than rmw: the
+ * update DEG is set up on the nodes for every write)}. *out = the volume as
+ * gw_volume_info gives it. */
 int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
                      size_t msglen);
 /* [{"name", "size", "pool", "stripe_bytes", "created_ns", "protected"}] in name order. */
 int gw_volume_list(struct gw_objects *o, json_t **out);
-/* As a list element, with "secret" and "export" (the NBD export name). */
+/* As a list element, with "secret", "export" (the NBD export name) and
+ * "gateway_stripe_updates": {"delta", "rmw"}, the partial-stripe updates this
+ * gateway process made each way, all volumes together. */
 int gw_volume_info(struct gw_objects *o, const char *name, json_t **out);
 /* Grows the volume to `size` (shrinking is -EINVAL: it would cut data). */
 int gw_volume_resize(struct gw_objects *o, const char *name, uint64_t size, char *msg,

@@ -27,6 +27,14 @@ assert all(prim[f"c{i}"] == "recv-xor" for i in (3, 4)), prim
 assert len(g["edges"]) == 3 + 3 * 2, g["edges"]
 PY
 
+# Delta parity: send -> recv-ec-send on the written chunk's node -> recv-xor on each parity.
+"$inec" deg show --op update --chunk 2 >"$tmp/upd.txt"
+grep -q '^gw .*send' "$tmp/upd.txt" || fail "update: the gateway does not send"
+grep -q '^c2 .*recv-ec-send.*keep c2' "$tmp/upd.txt" || fail "update: c2 is not recv-ec-send"
+[ "$(grep -c 'recv-xor' "$tmp/upd.txt")" = 3 ] || fail "update: not 3 recv-xor parities"
+if "$inec" deg show --op update --chunk 6 2>"$tmp/err"; then fail "update of a parity accepted"; fi
+grep -q 'out of range' "$tmp/err" || fail "update: no reason given"
+
 # DOT renders to PNG.
 "$inec" deg show --profile lrc:k=6,l=2,r=2 --lost 1 --format dot >"$tmp/lrc.dot"
 dot -Tpng "$tmp/lrc.dot" -o "$tmp/lrc.png"

@@ -40,7 +40,7 @@ wait "$pid" || fail "the installed server did not stop cleanly"
 pid=
 
 # One man page per command, each rendering with a NAME section.
-for cmd in "" -server -gateway -node -status -admin -deg -ec -bench -secret; do
+for cmd in "" -server -gateway -node -status -admin -deg -ec -bench -secret -volume -devices; do
     page=$root/share/man/man1/inec$cmd.1
     [ -f "$page" ] || fail "no man page $page"
     text=$(MANWIDTH=80 man -l "$page" 2>&1) || fail "man -l $page: $text"

@@ -3,7 +3,8 @@
 against `inec server` (argv[2] "server", the default) or `inec gateway` in front
 of nine `inec node` processes ("cluster"):
 - `inec volume create/list/info/resize/delete` through the control API;
-- the export needs its secret; LIST names the volumes;
+- the export needs its secret, or NBD STARTTLS with the secret as TLS-PSK;
+  LIST names the volumes;
 - random writes of every size and alignment (some FUA) against a reference,
   read back byte-exact over TCP and the Unix socket; TRIM and WRITE_ZEROES;
   FLUSH; two clients writing into one stripe at once lose no update;
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster, InecServer  # noqa: E402
@@ -76,7 +78,9 @@ import json  # noqa: E402
 
 # --- the volume through the CLI ---------------------------------------------------
 SIZE = 24 << 20
-vol = json.loads(cli("create", "disk1", "--size", str(SIZE)).stdout)
+vol = json.loads(cli("create", "disk1", "--size", str(SIZE), "--update", "delta").stdout)
+if vol["update"] != "delta":
+    fail("create --update delta: %s" % vol)
 if vol["size"] != SIZE or not vol["secret"] or vol["export"] != "disk1/" + vol["secret"]:
     fail("create answered %s" % vol)
 STRIPE = vol["stripe_bytes"]
@@ -84,7 +88,7 @@ EXPORT = vol["export"]
 if cli("create", "disk1", "--size", "1M", check=False).returncode != 1:
     fail("a second create of one name must fail")
 for bad in (["create", "Bad_Name", "--size", "1M"], ["create", "x", "--size", "1000"],
-            ["create", "y"]):
+            ["create", "y"], ["create", "z", "--size", "1M", "--update", "fast"]):
     if cli(*bad, check=False).returncode == 0:
         fail("inec volume %s must fail" % bad)
 names = [v["name"] for v in json.loads(cli("list").stdout)]
@@ -106,6 +110,40 @@ h.opt_list(lambda name, desc: listed.append(name))
 h.opt_abort()
 if listed != ["disk1"]:
     fail("NBD_OPT_LIST: %s" % listed)
+
+# TLS (NBD STARTTLS) with a PSK: identity = the volume's name, key = its secret.
+psk_dir = tempfile.mkdtemp(prefix="inec-psk-")
+
+
+def connect_tls(user, key, export):
+    path = os.path.join(psk_dir, "keys.psk")
+    with open(path, "w") as f:
+        f.write("%s:%s\n" % (user, key))
+    t = nbd.NBD()
+    t.set_tls(nbd.TLS_REQUIRE)
+    t.set_tls_psk_file(path)
+    t.set_tls_username(user)
+    t.set_export_name(export)
+    t.connect_tcp("127.0.0.1", str(NBD_PORT))
+    return t
+
+
+t = connect_tls("disk1", vol["secret"], "disk1")
+if not t.get_tls_negotiated() or t.get_size() != SIZE:
+    fail("TLS-PSK attach")
+t.pwrite(b"tls" * 1000, 1 << 20)
+if t.pread(3000, 1 << 20) != b"tls" * 1000:
+    fail("I/O over TLS")
+t.zero(3000, 1 << 20)
+t.shutdown()
+for user, key, export in (("disk1", "ab" * 16, "disk1"), ("nope", vol["secret"], "nope"),
+                          ("disk1", vol["secret"], "other")):
+    try:
+        connect_tls(user, key, export).shutdown()
+        fail("TLS attach of %s as %s with a wrong key or name" % (export, user))
+    except nbd.Error:
+        pass
+subprocess.run(["rm", "-rf", psk_dir])
 
 h = connect(EXPORT)
 if h.get_size() != SIZE or not h.can_flush() or not h.can_fua() or not h.can_trim() \
@@ -143,6 +181,8 @@ def verify(handle, what):
 
 
 verify(h, "read back over TCP")
+if json.loads(cli("info", "disk1").stdout)["gateway_stripe_updates"]["delta"] < 1:
+    fail("no write took the delta-parity path")
 if UNIX:
     u = connect(EXPORT, unix=True)
     verify(u, "read back over the Unix socket")
@@ -188,6 +228,15 @@ for call in (lambda: h.pread(4096, SIZE - 100), lambda: h.pwrite(b"x" * 4096, SI
             fail("beyond the export: %s" % e)
 if h.pread(4096, SIZE - 4096) != bytes(ref[SIZE - 4096:]):
     fail("the connection broke after refused requests")
+# A write above the maximum payload (8 MiB): its bytes are dropped, EINVAL, and on.
+try:
+    h.pwrite(bytes(9 << 20), 0)
+    fail("a 9 MiB write succeeded")
+except nbd.Error as e:
+    if e.errno != "EINVAL":
+        fail("a 9 MiB write: %s" % e)
+if h.pread(4096, 0) != bytes(ref[:4096]):
+    fail("the connection broke after an oversized write")
 
 
 # --- malformed handshakes ----------------------------------------------------------
@@ -265,46 +314,118 @@ for off in range(0, SIZE - STRIPE - 1, 5 * STRIPE + 4097):
     h.pwrite(data, off)
     ref[off:off + len(data)] = data
 
-# --- cluster: three nodes die during writes ---------------------------------------------
-if MODE == "cluster":
-    victims = srv.nodes()[:3]
-    uncertain = []  # (off, old, new) of writes that failed: each stripe old or new
-    for i in range(60):
-        if i in (10, 20, 30):
-            srv.kill_node(victims[(i // 10) - 1])
+
+
+def resolve(handle, off, old, new):
+    """A write that failed: each stripe piece of its range reads old or new, never
+    a mix; the reference takes what is there."""
+    got = handle.pread(len(new), off)
+    pos = off
+    while pos < off + len(new):
+        end = min((pos // STRIPE + 1) * STRIPE, off + len(new))
+        a, b = pos - off, end - off
+        if got[a:b] != old[a:b] and got[a:b] != new[a:b]:
+            fail("a failed write left bytes [%d, %d) neither old nor new" % (pos, end))
+        pos = end
+    ref[off:off + len(new)] = got
+
+
+def write_random(handle, count, before=None):
+    """count random writes, each flushed; returns how many failed (each resolved)."""
+    failed = 0
+    for i in range(count):
+        if before:
+            before(i)
         n = sizes[i % len(sizes)]
         off = rng.randrange(0, SIZE - n)
         data = rng.randbytes(n)
         old = bytes(ref[off:off + n])
         try:
-            h.pwrite(data, off)
-            h.flush()
+            handle.pwrite(data, off)
+            handle.flush()
             ref[off:off + n] = data
         except nbd.Error:
-            uncertain.append((off, old, data))
-            ref[off:off + n] = old
-    if len(uncertain) == 60:
+            failed += 1
+            resolve(handle, off, old, data)
+    return failed
+
+
+def nbd_port():
+    return int(field("NBD (block volumes):").split()[0].rsplit(":", 1)[1])
+
+
+if MODE == "cluster":
+    # --- crash hooks at each step of a delta-parity update --------------------------------
+    for step in ("after-intent", "after-deg", "after-record"):
+        del h
+        srv.kill_gateway()
+        srv.env["INEC_VOLUME_CRASH"] = step
+        srv.restart_gateway()
+        NBD_PORT = nbd_port()
+        h = connect(EXPORT)
+        base = STRIPE * 5
+        whole = rng.randbytes(STRIPE)  # a whole stripe: written as a new version, no hook
+        h.pwrite(whole, base)
+        ref[base:base + STRIPE] = whole
+        off, data = base + 70000, rng.randbytes(3000)  # inside chunk 1: a delta update
+        old = bytes(ref[off:off + len(data)])
+        try:
+            h.pwrite(data, off)
+            fail("the %s crash hook did not fire" % step)
+        except nbd.Error:
+            pass
+        deadline = time.monotonic() + 30
+        while srv.alive():
+            if time.monotonic() > deadline:
+                fail("the gateway outlived its %s crash hook" % step)
+            time.sleep(0.05)
+        del srv.env["INEC_VOLUME_CRASH"]
+        srv.restart_gateway()
+        NBD_PORT = nbd_port()
+        h = connect(EXPORT)  # attaching recovers the interrupted update
+        if "recovered an interrupted update" not in srv.stderr():
+            fail("no recovery after a crash %s:\n%s" % (step, srv.stderr()[-3000:]))
+        resolve(h, off, old, data)
+        verify(h, "after a crash %s" % step)
+        h.pwrite(data, off)  # the stripe takes updates again
+        ref[off:off + len(data)] = data
+        if h.pread(len(data), off) != data:
+            fail("a write after recovery from %s" % step)
+    info = json.loads(cli("info", "disk1").stdout)
+    if info["gateway_stripe_updates"]["delta"] < 1:
+        fail("no delta-parity update after the crash tests: %s" % info)
+
+    # --- the gateway SIGKILLed in the middle of writes, then started again ---------------
+    killer = threading.Timer(1.0, srv.kill_gateway)
+    killer.start()
+    pending = None
+    for i in range(400):
+        n = sizes[i % len(sizes)]
+        off = rng.randrange(0, SIZE - n)
+        data = rng.randbytes(n)
+        try:
+            h.pwrite(data, off)
+            ref[off:off + n] = data
+        except nbd.Error:
+            pending = (off, bytes(ref[off:off + n]), data)
+            break
+    killer.join()
+    if pending is None:
+        fail("400 writes finished before the gateway was killed")
+    del h
+    srv.restart_gateway()
+    NBD_PORT = nbd_port()
+    h = connect(EXPORT)
+    resolve(h, *pending)
+    verify(h, "after the gateway was SIGKILLed during writes")
+
+    # --- three nodes die during writes ------------------------------------------------------
+    victims = srv.nodes()[:3]
+    failed = write_random(h, 60, lambda i: i in (10, 20, 30) and srv.kill_node(victims[i // 10 - 1]))
+    if failed == 60:
         fail("no write succeeded with nodes dying")
-    # Overlapping uncertain writes would make old/new ambiguous: compare the rest
-    # exactly, each uncertain stripe piece as old or new.
-    got = bytearray()
-    for off in range(0, SIZE, 4 << 20):
-        got += h.pread(min(4 << 20, SIZE - off), off)
-    mask = bytearray(SIZE)
-    for off, old, new in uncertain:
-        mask[off:off + len(new)] = b"\1" * len(new)
-        pos = off
-        while pos < off + len(new):
-            end = min((pos // STRIPE + 1) * STRIPE, off + len(new))
-            piece = bytes(got[pos:end])
-            if piece != old[pos - off:end - off] and piece != new[pos - off:end - off]:
-                fail("a failed write left a stripe piece neither old nor new at %d" % pos)
-            pos = end
-    for off in range(0, SIZE, STRIPE):
-        end = min(off + STRIPE, SIZE)
-        if not any(mask[off:end]) and got[off:end] != ref[off:end]:
-            fail("an acknowledged write did not survive 3 dead nodes at stripe %d" % (off // STRIPE))
-    print("cluster: %d of 60 writes failed with 3 nodes dead" % len(uncertain))
+    verify(h, "with 3 of 9 nodes dead")
+    print("cluster: %d of 60 writes failed with nodes dying" % failed)
 h.shutdown()
 
 if cli("delete", "disk1").returncode != 0 or json.loads(cli("list").stdout) != []:

@@ -5,6 +5,7 @@
  * bad vertex, and JSON round-trips.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -593,6 +594,113 @@ static void test_dead_participant(void **state)
     codec_destroy(c);
 }
 
+/* --- delta parity (DEG_OP_UPDATE) ----------------------------------------------- */
+
+struct vx_job {
+    struct deg_vx *x;
+    struct check *ck;
+    pthread_mutex_t *lock;
+    int rc;
+    char err[256];
+};
+
+static void *vx_main(void *arg)
+{
+    struct vx_job *j = arg;
+    j->rc = deg_vx_run(j->x, on_result, j->ck, j->lock, j->err, sizeof(j->err));
+    return NULL;
+}
+
+/* Runs the update graph of data chunk d with each vertex on a device of its
+ * own: the gateway reads the new stripe's chunk d, the nodes their old
+ * chunks; every result must equal the re-encoded new stripe. */
+static void run_update(const struct deg_graph *g, const struct stripe *old,
+                       const struct stripe *new, bool incoherent)
+{
+    struct deg_run_opts opts = {.incoherent = incoherent, .timeout_ms = 20000};
+    struct deg_vx *vx[CODEC_MAX_CHUNKS + 1];
+    char err[256] = "";
+    for (int v = 0; v < g->nvertices; v++) {
+        const struct stripe *s = g->vertices[v].node == DEG_GATEWAY ? new : old;
+        if (deg_vx_open(g, v, LEN, s->chunks, &opts, &vx[v], err, sizeof(err)))
+            fail_msg("%s: open %s: %s", g->desc, g->vertices[v].name, err);
+    }
+    for (int e = 0; e < g->nedges; e++) {
+        const struct deg_edge *ed = &g->edges[e];
+        int pos = 0;
+        while (g->vertices[ed->from].out[pos] != e)
+            pos++;
+        struct deg_vx *x = vx[ed->from], *y = vx[ed->to];
+        assert_int_equal(deg_vx_connect_out(x, pos, deg_vx_addr(y), deg_vx_in_qpn(y, ed->slot), err,
+                                            sizeof(err)),
+                         0);
+        assert_int_equal(deg_vx_connect_in(y, ed->slot, deg_vx_addr(x), deg_vx_out_qpn(x, pos), err,
+                                           sizeof(err)),
+                         0);
+    }
+    struct check ck = {.ref = new};
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    struct vx_job jobs[CODEC_MAX_CHUNKS + 1];
+    pthread_t threads[CODEC_MAX_CHUNKS + 1];
+    for (int v = 0; v < g->nvertices; v++) {
+        jobs[v] = (struct vx_job){.x = vx[v], .ck = &ck, .lock = &lock};
+        assert_int_equal(pthread_create(&threads[v], NULL, vx_main, &jobs[v]), 0);
+    }
+    for (int v = 0; v < g->nvertices; v++) {
+        pthread_join(threads[v], NULL);
+        if (jobs[v].rc)
+            fail_msg("%s: %s: %s", g->desc, g->vertices[v].name, jobs[v].err);
+        deg_vx_close(vx[v]);
+    }
+    assert_int_equal(ck.bad, 0);
+    /* The written chunk and every parity that depends on it, each once. */
+    int results = 0;
+    for (int i = 0; i < g->n; i++)
+        results += ck.got[i];
+    assert_int_equal(results, g->nvertices - 1);
+    for (int v = 1; v < g->nvertices; v++)
+        assert_int_equal(ck.got[g->vertices[v].local[0]], 1);
+}
+
+static void test_update_delta(void **state)
+{
+    (void)state;
+    static const char *const upd[] = {"rs:k=6,m=3", "rs:k=3,m=2", "lrc:k=4,l=2,r=2", "tri:k=3,m=2"};
+    for (size_t i = 0; i < sizeof(upd) / sizeof(upd[0]); i++) {
+        struct codec *c = make_codec(upd[i]);
+        int k = codec_k(c);
+        for (int d = 0; d < k; d += k - 1) {
+            struct stripe old, new;
+            stripe_init(&old, c, 7);
+            stripe_init(&new, c, 7);
+            for (size_t b = 0; b < LEN; b++)
+                new.chunks[d][b] = (uint8_t)(b * 31 + 5 + d);
+            assert_int_equal(codec_encode(c, LEN, new.chunks), 0);
+            struct deg_request req = request(DEG_OP_UPDATE);
+            req.updated = d;
+            struct deg_graph *g;
+            char err[256] = "";
+            if (deg_build(c, &req, &g, err, sizeof(err)))
+                fail_msg("%s update %d: %s", upd[i], d, err);
+            /* reader send -> holder recv-ec-send -> parities recv-xor */
+            assert_string_equal(deg_vertex_prim_name(&g->vertices[0]), "send");
+            assert_string_equal(deg_vertex_prim_name(&g->vertices[1]), "recv-ec-send");
+            for (int v = 2; v < g->nvertices; v++)
+                assert_string_equal(deg_vertex_prim_name(&g->vertices[v]), "recv-xor");
+            run_update(g, &old, &new, false);
+            run_update(g, &old, &new, true);
+            deg_graph_destroy(g);
+            stripe_free(&old);
+            stripe_free(&new);
+        }
+        struct deg_request bad = request(DEG_OP_UPDATE);
+        bad.updated = k;
+        struct deg_graph *g = NULL;
+        assert_int_equal(deg_build(c, &bad, &g, NULL, 0), -EINVAL);
+        codec_destroy(c);
+    }
+}
+
 static void test_placement(void **state)
 {
     (void)state;
@@ -627,6 +735,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_update_delta),
         cmocka_unit_test(test_dead_participant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
