@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +24,17 @@
 static const char MAGIC[8] = "INECAUT1";
 static const char *const ROLE[] = {"current", "next", "previous"};
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *a, const char *b)
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
-    if (err && errlen)
-        snprintf(err, errlen, fmt, a, b);
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
     return rc;
 }
 
@@ -90,8 +98,8 @@ int inec_secret_load(const char *path, struct inec_keyring *kr, char *err, size_
     if (st.st_mode & 077) {
         close(fd);
         return fail(err, errlen, -EACCES,
-                    "cluster secret %s: refused, group or others may access it%s: chmod 600 it",
-                    path, "");
+                    "cluster secret %s: refused, group or others may access it: chmod 600 it",
+                    path);
     }
     char text[1024];
     ssize_t got = read(fd, text, sizeof(text) - 1);
@@ -128,7 +136,7 @@ int inec_secret_load(const char *path, struct inec_keyring *kr, char *err, size_
             if (kr->role[i] == INEC_KEY_CURRENT)
                 c = i;
         if (c < 0)
-            rc = fail(err, errlen, -EINVAL, "cluster secret %s: %s", path, "no 'current' key");
+            rc = fail(err, errlen, -EINVAL, "cluster secret %s: no 'current' key", path);
         else {
             struct inec_keyring t = *kr;
             kr->role[0] = t.role[c], kr->role[c] = t.role[0];
@@ -181,7 +189,7 @@ static int secret_write(const char *path, const struct inec_keyring *kr, bool ex
 static int random_key(uint8_t key[INEC_SECRET_BYTES], char *err, size_t errlen)
 {
     if (RAND_bytes(key, INEC_SECRET_BYTES) != 1)
-        return fail(err, errlen, -EIO, "cluster secret: %s%s", "RAND_bytes failed", "");
+        return fail(err, errlen, -EIO, "cluster secret: RAND_bytes failed");
     return 0;
 }
 
@@ -232,8 +240,7 @@ int inec_secret_step(const char *path, const char *step, char *err, size_t errle
         if (next)
             keyring_add(&out, INEC_KEY_NEXT, next);
     } else {
-        rc = fail(err, errlen, -EINVAL, "unknown rotation step '%s'%s (stage|rotate|retire)", step,
-                  "");
+        rc = fail(err, errlen, -EINVAL, "unknown rotation step '%s' (stage|rotate|retire)", step);
     }
     if (!rc)
         rc = secret_write(path, &out, false, err, errlen);
@@ -356,16 +363,16 @@ int inec_auth_m2_make(const struct inec_keyring *kr, const char *ctx, const char
                       const uint8_t **key, char *err, size_t errlen)
 {
     if (memcmp(m1->magic, MAGIC, sizeof(MAGIC)) || !name_ok(m1->from) || !name_ok(m1->to))
-        return fail(err, errlen, -EPROTO, "not an inec handshake%s%s", "", "");
+        return fail(err, errlen, -EPROTO, "not an inec handshake");
     int k = -1;
     for (int i = 0; i < kr->n; i++)
         if (CRYPTO_memcmp(kr->id[i], m1->key_id, 8) == 0)
             k = i;
     if (k < 0)
         return fail(err, errlen, -EACCES,
-                    "peer %s proves with a key not in our cluster secret%s (wrong or "
+                    "peer %s proves with a key not in our cluster secret (wrong or "
                     "unrotated secret file?)",
-                    m1->from, "");
+                    m1->from);
     if (self_addr && !inec_auth_addr_matches(m1->to, self_addr))
         return fail(err, errlen, -EACCES, "peer %s dialed %s, not us", m1->from, m1->to);
     memset(m2, 0, sizeof(*m2));
@@ -384,8 +391,7 @@ int inec_auth_m2_check(const struct inec_keyring *kr, const char *ctx,
     transcript_mac(kr->key[0], 'R', ctx, m1, m2, want);
     if (!name_ok(m2->name) || CRYPTO_memcmp(want, m2->mac, 32) != 0)
         return fail(err, errlen, -EACCES,
-                    "peer %s failed authentication: it does not hold our cluster secret%s", m1->to,
-                    "");
+                    "peer %s failed authentication: it does not hold our cluster secret", m1->to);
     transcript_mac(kr->key[0], 'I', ctx, m1, m2, m3->mac);
     return 0;
 }
@@ -397,8 +403,7 @@ int inec_auth_m3_check(const uint8_t *key, const char *ctx, const struct inec_au
     uint8_t want[32];
     transcript_mac(key, 'I', ctx, m1, m2, want);
     if (CRYPTO_memcmp(want, m3->mac, 32) != 0)
-        return fail(err, errlen, -EACCES, "peer %s failed authentication: wrong proof%s", m1->from,
-                    "");
+        return fail(err, errlen, -EACCES, "peer %s failed authentication: wrong proof", m1->from);
     return 0;
 }
 
@@ -474,8 +479,8 @@ int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx, co
     int rc = io_all(fd, &m1, sizeof(m1), false, timeout_ms);
     if (rc)
         return fail(err, errlen, rc == -ECONNRESET ? -EPROTO : rc,
-                    "no handshake from the peer (%s)%s",
-                    rc == -ECONNRESET ? "closed" : strerror(-rc), "");
+                    "no handshake from the peer (%s)",
+                    rc == -ECONNRESET ? "closed" : strerror(-rc));
     if ((rc = inec_auth_m2_make(kr, ctx, self_addr, self_name, &m1, &m2, &key, err, errlen)))
         return rc;
     if ((rc = io_all(fd, &m2, sizeof(m2), true, timeout_ms)) ||
