@@ -1,5 +1,6 @@
 /* The cluster secret and the mutual HMAC handshake (see inec/auth.h). */
 #include "inec/auth.h"
+#include "codecs/errf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,13 +23,6 @@
 
 static const char MAGIC[8] = "INECAUT1";
 static const char *const ROLE[] = {"current", "next", "previous"};
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, const char *a, const char *b)
-{
-    if (err && errlen)
-        snprintf(err, errlen, fmt, a, b);
-    return rc;
-}
 
 static void key_id(const uint8_t key[INEC_SECRET_BYTES], uint8_t id[8])
 {
@@ -81,24 +75,25 @@ int inec_secret_load(const char *path, struct inec_keyring *kr, char *err, size_
     memset(kr, 0, sizeof(*kr));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, -errno, "cluster secret %s: %s", path, strerror(errno));
+        return codec_errf(err, errlen, -errno, "cluster secret %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, -EINVAL, "cluster secret %s: %s", path, "not a regular file");
+        return codec_errf(err, errlen, -EINVAL, "cluster secret %s: %s", path,
+                          "not a regular file");
     }
     if (st.st_mode & 077) {
         close(fd);
-        return fail(err, errlen, -EACCES,
-                    "cluster secret %s: refused, group or others may access it%s: chmod 600 it",
-                    path, "");
+        return codec_errf(err, errlen, -EACCES,
+                          "cluster secret %s: refused, group or others may access it: chmod 600 it",
+                          path);
     }
     char text[1024];
     ssize_t got = read(fd, text, sizeof(text) - 1);
     close(fd);
     if (got < 0 || got == (ssize_t)sizeof(text) - 1)
-        return fail(err, errlen, -EINVAL, "cluster secret %s: %s", path,
-                    got < 0 ? strerror(errno) : "too large");
+        return codec_errf(err, errlen, -EINVAL, "cluster secret %s: %s", path,
+                          got < 0 ? strerror(errno) : "too large");
     text[got] = 0;
     int rc = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && !rc;
@@ -114,12 +109,13 @@ int inec_secret_load(const char *path, struct inec_keyring *kr, char *err, size_
                 if (!strcmp(word, ROLE[r]))
                     role = r;
         if (role < 0 || strlen(hex) != 2 * INEC_SECRET_BYTES || unhex(hex, key, INEC_SECRET_BYTES))
-            rc = fail(err, errlen, -EINVAL,
-                      "cluster secret %s: bad line '%.20s...' (want current|next|previous and "
-                      "64 hex digits)",
-                      path, line);
+            rc =
+                codec_errf(err, errlen, -EINVAL,
+                           "cluster secret %s: bad line '%.20s...' (want current|next|previous and "
+                           "64 hex digits)",
+                           path, line);
         else if ((rc = keyring_add(kr, (enum inec_key_role)role, key)))
-            rc = fail(err, errlen, -EINVAL, "cluster secret %s: two '%s' keys", path, word);
+            rc = codec_errf(err, errlen, -EINVAL, "cluster secret %s: two '%s' keys", path, word);
     }
     if (!rc && (kr->n == 0 || kr->role[0] != INEC_KEY_CURRENT)) {
         /* keep `current` first: it is the one we prove with */
@@ -128,7 +124,7 @@ int inec_secret_load(const char *path, struct inec_keyring *kr, char *err, size_
             if (kr->role[i] == INEC_KEY_CURRENT)
                 c = i;
         if (c < 0)
-            rc = fail(err, errlen, -EINVAL, "cluster secret %s: %s", path, "no 'current' key");
+            rc = codec_errf(err, errlen, -EINVAL, "cluster secret %s: no 'current' key", path);
         else {
             struct inec_keyring t = *kr;
             kr->role[0] = t.role[c], kr->role[c] = t.role[0];
@@ -154,7 +150,7 @@ static int secret_write(const char *path, const struct inec_keyring *kr, bool ex
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
-        return fail(err, errlen, -errno, "cluster secret %s: %s", tmp, strerror(errno));
+        return codec_errf(err, errlen, -errno, "cluster secret %s: %s", tmp, strerror(errno));
     char text[600];
     int len = snprintf(text, sizeof(text),
                        "# inec cluster secret: keep it mode 0600, the same on every host\n");
@@ -174,14 +170,14 @@ static int secret_write(const char *path, const struct inec_keyring *kr, bool ex
         rc = rename(tmp, path) ? -errno : 0;
     unlink(tmp);
     if (rc && rc != -EEXIST)
-        return fail(err, errlen, rc, "cluster secret %s: %s", path, strerror(-rc));
+        return codec_errf(err, errlen, rc, "cluster secret %s: %s", path, strerror(-rc));
     return rc;
 }
 
 static int random_key(uint8_t key[INEC_SECRET_BYTES], char *err, size_t errlen)
 {
     if (RAND_bytes(key, INEC_SECRET_BYTES) != 1)
-        return fail(err, errlen, -EIO, "cluster secret: %s%s", "RAND_bytes failed", "");
+        return codec_errf(err, errlen, -EIO, "cluster secret: RAND_bytes failed");
     return 0;
 }
 
@@ -232,8 +228,8 @@ int inec_secret_step(const char *path, const char *step, char *err, size_t errle
         if (next)
             keyring_add(&out, INEC_KEY_NEXT, next);
     } else {
-        rc = fail(err, errlen, -EINVAL, "unknown rotation step '%s'%s (stage|rotate|retire)", step,
-                  "");
+        rc = codec_errf(err, errlen, -EINVAL, "unknown rotation step '%s' (stage|rotate|retire)",
+                        step);
     }
     if (!rc)
         rc = secret_write(path, &out, false, err, errlen);
@@ -356,18 +352,18 @@ int inec_auth_m2_make(const struct inec_keyring *kr, const char *ctx, const char
                       const uint8_t **key, char *err, size_t errlen)
 {
     if (memcmp(m1->magic, MAGIC, sizeof(MAGIC)) || !name_ok(m1->from) || !name_ok(m1->to))
-        return fail(err, errlen, -EPROTO, "not an inec handshake%s%s", "", "");
+        return codec_errf(err, errlen, -EPROTO, "not an inec handshake");
     int k = -1;
     for (int i = 0; i < kr->n; i++)
         if (CRYPTO_memcmp(kr->id[i], m1->key_id, 8) == 0)
             k = i;
     if (k < 0)
-        return fail(err, errlen, -EACCES,
-                    "peer %s proves with a key not in our cluster secret%s (wrong or "
-                    "unrotated secret file?)",
-                    m1->from, "");
+        return codec_errf(err, errlen, -EACCES,
+                          "peer %s proves with a key not in our cluster secret (wrong or "
+                          "unrotated secret file?)",
+                          m1->from);
     if (self_addr && !inec_auth_addr_matches(m1->to, self_addr))
-        return fail(err, errlen, -EACCES, "peer %s dialed %s, not us", m1->from, m1->to);
+        return codec_errf(err, errlen, -EACCES, "peer %s dialed %s, not us", m1->from, m1->to);
     memset(m2, 0, sizeof(*m2));
     RAND_bytes(m2->nonce, sizeof(m2->nonce));
     name_set(m2->name, self_name);
@@ -383,9 +379,9 @@ int inec_auth_m2_check(const struct inec_keyring *kr, const char *ctx,
     uint8_t want[32];
     transcript_mac(kr->key[0], 'R', ctx, m1, m2, want);
     if (!name_ok(m2->name) || CRYPTO_memcmp(want, m2->mac, 32) != 0)
-        return fail(err, errlen, -EACCES,
-                    "peer %s failed authentication: it does not hold our cluster secret%s", m1->to,
-                    "");
+        return codec_errf(err, errlen, -EACCES,
+                          "peer %s failed authentication: it does not hold our cluster secret",
+                          m1->to);
     transcript_mac(kr->key[0], 'I', ctx, m1, m2, m3->mac);
     return 0;
 }
@@ -397,8 +393,8 @@ int inec_auth_m3_check(const uint8_t *key, const char *ctx, const struct inec_au
     uint8_t want[32];
     transcript_mac(key, 'I', ctx, m1, m2, want);
     if (CRYPTO_memcmp(want, m3->mac, 32) != 0)
-        return fail(err, errlen, -EACCES, "peer %s failed authentication: wrong proof%s", m1->from,
-                    "");
+        return codec_errf(err, errlen, -EACCES, "peer %s failed authentication: wrong proof",
+                          m1->from);
     return 0;
 }
 
@@ -435,10 +431,11 @@ static int io_all(int fd, void *buf, size_t len, bool out, int timeout_ms)
 
 static int io_fail(int rc, const char *what, const char *peer, char *err, size_t errlen)
 {
-    return fail(err, errlen, rc == -ECONNRESET ? -EACCES : rc,
-                rc == -ECONNRESET ? "%s: %s closed the connection (it refused our proof, or died)"
-                                  : "%s: %s did not answer in time or the connection broke",
-                what, peer);
+    return codec_errf(err, errlen, rc == -ECONNRESET ? -EACCES : rc,
+                      rc == -ECONNRESET
+                          ? "%s: %s closed the connection (it refused our proof, or died)"
+                          : "%s: %s did not answer in time or the connection broke",
+                      what, peer);
 }
 
 int inec_auth_initiate(int fd, const struct inec_keyring *kr, const char *ctx, const char *self,
@@ -473,14 +470,14 @@ int inec_auth_respond(int fd, const struct inec_keyring *kr, const char *ctx, co
     const uint8_t *key = NULL;
     int rc = io_all(fd, &m1, sizeof(m1), false, timeout_ms);
     if (rc)
-        return fail(err, errlen, rc == -ECONNRESET ? -EPROTO : rc,
-                    "no handshake from the peer (%s)%s",
-                    rc == -ECONNRESET ? "closed" : strerror(-rc), "");
+        return codec_errf(err, errlen, rc == -ECONNRESET ? -EPROTO : rc,
+                          "no handshake from the peer (%s)",
+                          rc == -ECONNRESET ? "closed" : strerror(-rc));
     if ((rc = inec_auth_m2_make(kr, ctx, self_addr, self_name, &m1, &m2, &key, err, errlen)))
         return rc;
     if ((rc = io_all(fd, &m2, sizeof(m2), true, timeout_ms)) ||
         (rc = io_all(fd, &m3, sizeof(m3), false, timeout_ms)))
-        return fail(
+        return codec_errf(
             err, errlen, rc == -ECONNRESET ? -EACCES : rc, "peer %s sent no proof (%s)", m1.from,
             rc == -ECONNRESET ? "it closed the connection: not our secret?" : strerror(-rc));
     if ((rc = inec_auth_m3_check(key, ctx, &m1, &m2, &m3, err, errlen)))
