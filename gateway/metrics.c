@@ -164,6 +164,39 @@ static void write_counters(const json_t *cluster, FILE *f)
     }
 }
 
+/* What each pool holds, as the repair scanner's last complete walk counted it
+ * (absent before one). */
+static void write_pools(const json_t *pools, FILE *f)
+{
+    static const struct {
+        const char *metric, *field, *help;
+    } gauges[] = {
+        {"inec_pool_objects", "objects", "objects in the pool at the last complete scan"},
+        {"inec_pool_logical_bytes", "logical_bytes",
+         "bytes clients stored in the pool at the last complete scan"},
+        {"inec_pool_stored_bytes", "stored_bytes",
+         "bytes of the pool's chunks, parity included, at the last complete scan"},
+        {"inec_pool_degraded_stripes", "degraded_stripes",
+         "stripes of the pool lacking a chunk at the last complete scan"},
+    };
+    for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].metric, gauges[g].help,
+                gauges[g].metric);
+        size_t i;
+        json_t *p;
+        json_array_foreach(pools, i, p)
+        {
+            const json_t *v = json_object_get(p, gauges[g].field);
+            const char *name = json_string_value(json_object_get(p, "name"));
+            if (!json_is_integer(v) || !name)
+                continue;
+            fprintf(f, "%s{pool=\"", gauges[g].metric);
+            label(f, name);
+            fprintf(f, "\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(v));
+        }
+    }
+}
+
 static void write_cluster(const json_t *cluster, FILE *f)
 {
     json_t *nodes = json_object_get(cluster, "nodes");
@@ -186,6 +219,8 @@ static void write_cluster(const json_t *cluster, FILE *f)
              "seconds since the node last answered a call or a probe"},
             {"inec_node_peer_failures_total", "peer_failures",
              "calls and probes the node failed at the transport"},
+            {"inec_node_clock_offset_seconds", "clock_offset_s",
+             "the node's wall clock minus the gateway's (midpoint of a health call's round trip)"},
         };
         for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
             fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].metric, gauges[g].help,
@@ -209,6 +244,7 @@ static void write_cluster(const json_t *cluster, FILE *f)
         }
     }
     write_counters(cluster, f);
+    write_pools(json_object_get(cluster, "pools"), f);
 }
 
 /* The repair service's gauges and counters (the "repair" of the cluster document). */
