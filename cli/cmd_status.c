@@ -3,6 +3,7 @@
  * GET /admin/v1/status — the health verdict with one line per reason, the
  * nodes, the pools and the gateway's recent rates. `-w` redraws it.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,9 @@ static void print_nodes(const json_t *nodes)
         }
         /* The node's clock minus the gateway's (an older node does not say). */
         char clock[32] = "-";
+        double off = ctl_num(node, "clock_offset_s");
         if (json_is_number(json_object_get(node, "clock_offset_s")))
-            snprintf(clock, sizeof(clock), "%+.3fs", ctl_num(node, "clock_offset_s"));
+            snprintf(clock, sizeof(clock), "%+.3fs", fabs(off) < 0.0005 ? 0.0 : off);
         printf("  %-10s %-6s %-9s %-12s %10s %10s %6s %9.0f %9s\n", id ? id : "?", "up",
                state ? state : "", domain ? domain : "", u, c, pct, ctl_num(node, "chunks"), clock);
     }
