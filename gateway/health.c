@@ -229,9 +229,8 @@ static void clocks(const json_t *cluster, struct checks *c)
         snprintf(detail + o, sizeof(detail) - o, " and %zu more", n - 8);
     if (n)
         add(c, false, "CLOCK_SKEW",
-            "%zu nodes' clocks differ from the gateway's by more than "
-            "%.3f s: %s",
-            n, max, detail);
+            "clocks off the gateway's by more than %.3f s on %zu of %zu nodes: %s", max, n,
+            json_array_size(a), detail);
 }
 
 static void counters(const json_t *cluster, struct checks *c)
