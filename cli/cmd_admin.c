@@ -95,15 +95,19 @@ static int nodes(struct ctl *c, int argc, char **argv)
 
 static void pools_table(const json_t *pools)
 {
-    printf("%-16s %-24s %-7s %4s %4s %10s %6s\n", "NAME", "PROFILE", "SCHEME", "K", "N", "CHUNK",
-           "QUORUM");
+    printf("%-16s %-24s %-7s %4s %4s %10s %6s %9s %10s\n", "NAME", "PROFILE", "SCHEME", "K", "N",
+           "CHUNK", "QUORUM", "OBJECTS", "DATA");
     for (size_t i = 0; i < json_array_size(pools); i++) {
         const json_t *p = json_array_get(pools, i);
-        char chunk[32];
+        char chunk[32], objects[32] = "-", data[32] = "-";
         ctl_bytes((uint64_t)ctl_num(p, "chunk_size"), chunk, sizeof(chunk));
-        printf("%-16s %-24s %-7s %4.0f %4.0f %10s %6.0f\n", str(p, "name"), str(p, "profile"),
-               str(p, "scheme"), ctl_num(p, "k"), ctl_num(p, "n"), chunk,
-               ctl_num(p, "write_quorum"));
+        if (json_is_number(json_object_get(p, "objects"))) {
+            snprintf(objects, sizeof(objects), "%.0f", ctl_num(p, "objects"));
+            ctl_bytes((uint64_t)ctl_num(p, "logical_bytes"), data, sizeof(data));
+        }
+        printf("%-16s %-24s %-7s %4.0f %4.0f %10s %6.0f %9s %10s\n", str(p, "name"),
+               str(p, "profile"), str(p, "scheme"), ctl_num(p, "k"), ctl_num(p, "n"), chunk,
+               ctl_num(p, "write_quorum"), objects, data);
     }
 }
 
@@ -120,6 +124,17 @@ static void pool_detail(const json_t *p)
     for (size_t i = 0; i < json_array_size(nodes); i++)
         printf(" %s", json_string_value(json_array_get(nodes, i)));
     printf("\n");
+    if (!json_is_number(json_object_get(p, "objects"))) {
+        printf("  usage: no complete scan yet\n");
+        return;
+    }
+    char data[32], stored[32];
+    ctl_bytes((uint64_t)ctl_num(p, "logical_bytes"), data, sizeof(data));
+    ctl_bytes((uint64_t)ctl_num(p, "stored_bytes"), stored, sizeof(stored));
+    printf("  usage (as of the last scan, %.0f s ago): %.0f objects, %s of data, %s stored "
+           "(parity included), %.0f degraded stripes\n",
+           ctl_num(p, "usage_age_s"), ctl_num(p, "objects"), data, stored,
+           ctl_num(p, "degraded_stripes"));
 }
 
 static int pools(struct ctl *c, int argc, char **argv)

@@ -3,6 +3,7 @@
  * GET /admin/v1/status — the health verdict with one line per reason, the
  * nodes, the pools and the gateway's recent rates. `-w` redraws it.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,8 @@ static void print_nodes(const json_t *nodes)
     for (size_t i = 0; i < n; i++)
         up += json_is_true(json_object_get(json_array_get(nodes, i), "up"));
     printf("\nnodes: %zu up, %zu down\n", up, n - up);
-    printf("  %-10s %-6s %-9s %-12s %10s %10s %6s %9s\n", "ID", "UP", "STATE", "DOMAIN", "USED",
-           "CAPACITY", "USE%", "CHUNKS");
+    printf("  %-10s %-6s %-9s %-12s %10s %10s %6s %9s %9s\n", "ID", "UP", "STATE", "DOMAIN", "USED",
+           "CAPACITY", "USE%", "CHUNKS", "CLOCK");
     for (size_t i = 0; i < n; i++) {
         const json_t *node = json_array_get(nodes, i);
         const char *id = json_string_value(json_object_get(node, "id"));
@@ -56,24 +57,46 @@ static void print_nodes(const json_t *nodes)
         } else {
             strcpy(c, "-");
         }
-        printf("  %-10s %-6s %-9s %-12s %10s %10s %6s %9.0f\n", id ? id : "?", "up",
-               state ? state : "", domain ? domain : "", u, c, pct, ctl_num(node, "chunks"));
+        /* The node's clock minus the gateway's (an older node does not say). */
+        char clock[32] = "-";
+        double off = ctl_num(node, "clock_offset_s");
+        if (json_is_number(json_object_get(node, "clock_offset_s")))
+            snprintf(clock, sizeof(clock), "%+.3fs", fabs(off) < 0.0005 ? 0.0 : off);
+        printf("  %-10s %-6s %-9s %-12s %10s %10s %6s %9.0f %9s\n", id ? id : "?", "up",
+               state ? state : "", domain ? domain : "", u, c, pct, ctl_num(node, "chunks"), clock);
     }
 }
 
 static void print_pools(const json_t *pools)
 {
-    printf("\npools:\n  %-16s %-24s %-6s %10s %12s\n", "NAME", "PROFILE", "SCHEME", "CHUNK",
-           "WRITE QUORUM");
+    /* Objects and bytes come from the repair scanner's last complete walk. */
+    double age = -1;
+    for (size_t i = 0; i < json_array_size(pools); i++)
+        if (json_is_number(json_object_get(json_array_get(pools, i), "usage_age_s")))
+            age = ctl_num(json_array_get(pools, i), "usage_age_s");
+    if (age >= 0)
+        printf("\npools (objects and bytes as of the last scan, %.0f s ago):\n", age);
+    else
+        printf("\npools (objects and bytes: no complete scan yet):\n");
+    printf("  %-16s %-20s %-6s %8s %7s %10s %10s %10s %9s\n", "NAME", "PROFILE", "SCHEME", "CHUNK",
+           "QUORUM", "OBJECTS", "DATA", "STORED", "DEGRADED");
     for (size_t i = 0; i < json_array_size(pools); i++) {
         const json_t *p = json_array_get(pools, i);
-        char chunk[32];
+        char chunk[32], quorum[32], objects[32] = "-", data[32] = "-", stored[32] = "-",
+                                    degraded[32] = "-";
         ctl_bytes((uint64_t)ctl_num(p, "chunk_size"), chunk, sizeof(chunk));
-        printf("  %-16s %-24s %-6s %10s %7.0f of %.0f\n",
+        snprintf(quorum, sizeof(quorum), "%.0f/%.0f", ctl_num(p, "write_quorum"), ctl_num(p, "n"));
+        if (json_is_number(json_object_get(p, "objects"))) {
+            snprintf(objects, sizeof(objects), "%.0f", ctl_num(p, "objects"));
+            ctl_bytes((uint64_t)ctl_num(p, "logical_bytes"), data, sizeof(data));
+            ctl_bytes((uint64_t)ctl_num(p, "stored_bytes"), stored, sizeof(stored));
+            snprintf(degraded, sizeof(degraded), "%.0f", ctl_num(p, "degraded_stripes"));
+        }
+        printf("  %-16s %-20s %-6s %8s %7s %10s %10s %10s %9s\n",
                json_string_value(json_object_get(p, "name")),
                json_string_value(json_object_get(p, "profile")),
-               json_string_value(json_object_get(p, "scheme")), chunk, ctl_num(p, "write_quorum"),
-               ctl_num(p, "n"));
+               json_string_value(json_object_get(p, "scheme")), chunk, quorum, objects, data,
+               stored, degraded);
     }
 }
 

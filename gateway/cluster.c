@@ -433,6 +433,9 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
      * no GET streams longer than max_get_ms (on any gateway sharing this
      * configuration), and the chunks go gc_delay_ms after the change. */
     o->max_get_ms = opt_int(opts, "max_get_ms", GW_MAX_GET_MS);
+    o->clock_skew_warn_ms = opt_int(opts, "clock_skew_warn_ms", 500);
+    if (o->clock_skew_warn_ms <= 0)
+        return snprintf(msg, msglen, "gateway.clock_skew_warn_ms must be > 0"), -EINVAL;
     o->mpu_expire_ms = opt_i64(opts, "multipart_expire_ms", 7 * 24 * 3600000LL);
     o->lifecycle_day_ms = opt_i64(opts, "lifecycle_day_ms", 24 * 3600000LL);
     if (o->mpu_expire_ms < 0 || o->lifecycle_day_ms <= 0)
@@ -679,8 +682,11 @@ static void health_one(void *arg, int i)
     int rc = gw_client_get(o, i, &c);
     struct node_health nh;
     struct node_store_stats st;
-    if (rc == 0 && (rc = node_client_health(c, &nh)) == 0)
+    int64_t sent_ns = gw_realtime_ns(), back_ns = 0;
+    if (rc == 0 && (rc = node_client_health(c, &nh)) == 0) {
+        back_ns = gw_realtime_ns();
         rc = node_client_stats(c, &st);
+    }
     gw_client_put(o, i, c, rc);
     json_object_set_new(j, "up", json_boolean(rc == 0));
     json_object_update_new(j, gw_peer_json(o, i));
@@ -694,27 +700,57 @@ static void health_one(void *arg, int i)
         json_object_set_new(j, "metas", json_integer((json_int_t)st.metas));
         json_object_set_new(j, "repair_list", json_integer((json_int_t)st.repair));
         json_object_set_new(j, "uptime_ms", json_integer((json_int_t)nh.uptime_ms));
+        /* The node read its clock somewhere in the round trip: its midpoint is
+         * the best guess of our clock then (NTP's), off by half the trip at most. */
+        if (nh.time_ns) {
+            json_object_set_new(
+                j, "clock_offset_s",
+                json_real((double)(nh.time_ns - (sent_ns + (back_ns - sent_ns) / 2)) / 1e9));
+            json_object_set_new(j, "clock_rtt_s", json_real((double)(back_ns - sent_ns) / 1e9));
+        }
     } else {
         json_object_set_new(j, "error", json_string(strerror(-rc)));
     }
     h->out[i] = j;
 }
 
+void gw_pools_usage_set(struct gw_objects *o, const struct gw_pool_usage *usage)
+{
+    pthread_mutex_lock(&o->pool_lock);
+    for (int i = 0; i < GW_MAX_POOLS; i++)
+        o->pools[i].usage = usage[i];
+    o->usage_ns = gw_realtime_ns();
+    pthread_mutex_unlock(&o->pool_lock);
+}
+
 int gw_objects_pools_json(struct gw_objects *o, json_t **out)
 {
     json_t *a = json_array();
+    pthread_mutex_lock(&o->pool_lock);
     int n = atomic_load(&o->npools);
     for (int i = 0; i < n; i++) {
         const struct place_pool *p = &o->pools[i].p;
         json_t *nodes = json_array();
         for (int j = 0; j < o->nnodes; j++)
             json_array_append_new(nodes, json_string(o->nodes[j].id));
-        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:i,s:o}", "name", p->name,
-                                           "profile", p->profile, "scheme",
-                                           codec_scheme_name(p->codec.scheme), "k", p->k, "n", p->n,
-                                           "chunk_size", (json_int_t)p->chunk_size, "write_quorum",
-                                           p->write_quorum, "nodes", nodes));
+        json_t *pj = json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:i,s:o}", "name", p->name, "profile",
+                               p->profile, "scheme", codec_scheme_name(p->codec.scheme), "k", p->k,
+                               "n", p->n, "chunk_size", (json_int_t)p->chunk_size, "write_quorum",
+                               p->write_quorum, "nodes", nodes);
+        /* Counted by the repair scanner: absent until its first complete walk. */
+        const struct gw_pool_usage *u = &o->pools[i].usage;
+        if (pj && o->usage_ns) {
+            json_object_set_new(pj, "objects", json_integer((json_int_t)u->objects));
+            json_object_set_new(pj, "logical_bytes", json_integer((json_int_t)u->logical_bytes));
+            json_object_set_new(pj, "stored_bytes", json_integer((json_int_t)u->stored_bytes));
+            json_object_set_new(pj, "degraded_stripes",
+                                json_integer((json_int_t)u->degraded_stripes));
+            json_object_set_new(pj, "usage_age_s",
+                                json_real((double)(gw_realtime_ns() - o->usage_ns) / 1e9));
+        }
+        json_array_append_new(a, pj);
     }
+    pthread_mutex_unlock(&o->pool_lock);
     *out = a;
     return 0;
 }
@@ -760,6 +796,7 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
     if (*out) {
         json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
+        json_object_set_new(*out, "clock_skew_warn_s", json_real(o->clock_skew_warn_ms / 1e3));
     }
     json_t *rep = NULL;
     if (*out && gw_objects_repair_status(o, &rep) == 0)

@@ -2,6 +2,7 @@
 #include "gateway/health.h"
 
 #include <errno.h>
+#include <math.h>
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -205,6 +206,33 @@ static void repairing(const json_t *r, struct checks *c)
             (long long)stripes, detail);
 }
 
+/* Versions are hybrid logical clocks, so skew does not reorder writes; but
+ * lifecycle ages, logs and presigned URL expiry read wall clocks. */
+static void clocks(const json_t *cluster, struct checks *c)
+{
+    const json_t *limit = json_object_get(cluster, "clock_skew_warn_s");
+    double max = json_is_number(limit) ? json_number_value(limit) : GW_HEALTH_CLOCK_SKEW_S;
+    const json_t *a = json_object_get(cluster, "nodes");
+    char detail[512] = "";
+    size_t o = 0, n = 0;
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *node = json_array_get(a, i);
+        const json_t *off = json_object_get(node, "clock_offset_s");
+        const char *id = json_string_value(json_object_get(node, "id"));
+        if (!json_is_number(off) || fabs(json_number_value(off)) <= max)
+            continue;
+        if (n++ < 8 && o < sizeof(detail))
+            o += (size_t)snprintf(detail + o, sizeof(detail) - o, "%s%s %+.3f s", o ? ", " : "",
+                                  id ? id : "?", json_number_value(off));
+    }
+    if (n > 8 && o < sizeof(detail))
+        snprintf(detail + o, sizeof(detail) - o, " and %zu more", n - 8);
+    if (n)
+        add(c, false, "CLOCK_SKEW",
+            "clocks off the gateway's by more than %.3f s on %zu of %zu nodes: %s", max, n,
+            json_array_size(a), detail);
+}
+
 static void counters(const json_t *cluster, struct checks *c)
 {
     json_int_t corrupt = num(cluster, "corrupt_chunks"), listed = 0;
@@ -231,6 +259,7 @@ json_t *gw_health_eval(const json_t *cluster, const json_t *repair, const json_t
     degraded(cluster, repair, &c);
     repairing(status, &c);
     counters(cluster, &c);
+    clocks(cluster, &c);
     const char *verdict = json_array_size(c.err)    ? "HEALTH_ERR"
                           : json_array_size(c.warn) ? "HEALTH_WARN"
                                                     : "HEALTH_OK";

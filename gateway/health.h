@@ -19,7 +19,9 @@
  * capacity) and FULL (95 %), CORRUPT_CHUNKS (checksum failures seen by reads
  * or scrub), FAILED_READS (stripes that could not be rebuilt since the gateway
  * started), REPAIR_RUNNING (progress, rate and ETA), REPAIR_PAUSED (with work
- * queued), DEGRADED_SCAN (stripes by chunks lost, from the last scan).
+ * queued), DEGRADED_SCAN (stripes by chunks lost, from the last scan),
+ * CLOCK_SKEW (a node's "clock_offset_s" beyond the cluster document's
+ * "clock_skew_warn_s", else GW_HEALTH_CLOCK_SKEW_S).
  */
 #ifndef INEC_GATEWAY_HEALTH_H
 #define INEC_GATEWAY_HEALTH_H
@@ -29,8 +31,9 @@
 #include "gateway/objects.h"
 #include "gateway/rates.h"
 
-#define GW_HEALTH_NEARFULL 0.85
-#define GW_HEALTH_FULL     0.95
+#define GW_HEALTH_NEARFULL     0.85
+#define GW_HEALTH_FULL         0.95
+#define GW_HEALTH_CLOCK_SKEW_S 0.5
 
 json_t *gw_health_eval(const json_t *cluster, const json_t *repair, const json_t *status);
 

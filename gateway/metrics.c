@@ -164,51 +164,75 @@ static void write_counters(const json_t *cluster, FILE *f)
     }
 }
 
-static void write_cluster(const json_t *cluster, FILE *f)
+struct gauge {
+    const char *metric, *field, *help;
+};
+
+/* One series per element of items that has the field, labelled
+ * `name`="<the element's key>" (a string or an integer). */
+static void write_gauges(FILE *f, const json_t *items, const char *name, const char *key,
+                         const struct gauge *gauges, size_t ngauges)
 {
-    json_t *nodes = json_object_get(cluster, "nodes");
-    if (json_is_array(nodes)) {
-        static const struct {
-            const char *metric, *field, *help;
-        } gauges[] = {
-            {"inec_node_up", "up", "1 when the node answers, 0 when it is down"},
-            {"inec_node_capacity_bytes", "capacity_bytes", "bytes the node can store"},
-            {"inec_node_used_bytes", "used_bytes", "bytes the node stores"},
-            {"inec_node_live_bytes", "live_bytes", "bytes of records the node's index points at"},
-            {"inec_node_dead_bytes", "dead_bytes",
-             "bytes overwritten, deleted or tombstones, until compaction frees them"},
-            {"inec_node_chunks", "chunks", "chunks the node stores"},
-            {"inec_node_repair_list_chunks", "repair_list",
-             "chunks on the node's repair list (failed a checksum on read or scrub)"},
-            {"inec_node_suspect", "suspect",
-             "1 while the failure detector doubts the node (suspect or down)"},
-            {"inec_node_last_seen_age_seconds", "last_seen_age_seconds",
-             "seconds since the node last answered a call or a probe"},
-            {"inec_node_peer_failures_total", "peer_failures",
-             "calls and probes the node failed at the transport"},
-        };
-        for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
-            fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].metric, gauges[g].help,
-                    gauges[g].metric);
-            size_t i;
-            json_t *n;
-            json_array_foreach(nodes, i, n)
-            {
-                json_t *v = json_object_get(n, gauges[g].field);
-                json_t *id = json_object_get(n, "id");
-                if (!v || !id)
-                    continue;
-                fprintf(f, "%s{node=\"", gauges[g].metric);
-                if (json_is_string(id))
-                    label(f, json_string_value(id));
-                else
-                    fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
-                fprintf(f, "\"} %.17g\n",
-                        json_is_boolean(v) ? (json_is_true(v) ? 1.0 : 0.0) : json_number_value(v));
-            }
+    for (size_t g = 0; g < ngauges; g++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", gauges[g].metric, gauges[g].help,
+                gauges[g].metric);
+        size_t i;
+        json_t *n;
+        json_array_foreach(items, i, n)
+        {
+            json_t *v = json_object_get(n, gauges[g].field);
+            json_t *id = json_object_get(n, key);
+            if (!v || !id)
+                continue;
+            fprintf(f, "%s{%s=\"", gauges[g].metric, name);
+            if (json_is_string(id))
+                label(f, json_string_value(id));
+            else
+                fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+            fprintf(f, "\"} %.17g\n",
+                    json_is_boolean(v) ? (json_is_true(v) ? 1.0 : 0.0) : json_number_value(v));
         }
     }
+}
+
+static void write_cluster(const json_t *cluster, FILE *f)
+{
+    static const struct gauge nodes[] = {
+        {"inec_node_up", "up", "1 when the node answers, 0 when it is down"},
+        {"inec_node_capacity_bytes", "capacity_bytes", "bytes the node can store"},
+        {"inec_node_used_bytes", "used_bytes", "bytes the node stores"},
+        {"inec_node_live_bytes", "live_bytes", "bytes of records the node's index points at"},
+        {"inec_node_dead_bytes", "dead_bytes",
+         "bytes overwritten, deleted or tombstones, until compaction frees them"},
+        {"inec_node_chunks", "chunks", "chunks the node stores"},
+        {"inec_node_repair_list_chunks", "repair_list",
+         "chunks on the node's repair list (failed a checksum on read or scrub)"},
+        {"inec_node_suspect", "suspect",
+         "1 while the failure detector doubts the node (suspect or down)"},
+        {"inec_node_last_seen_age_seconds", "last_seen_age_seconds",
+         "seconds since the node last answered a call or a probe"},
+        {"inec_node_peer_failures_total", "peer_failures",
+         "calls and probes the node failed at the transport"},
+        {"inec_node_clock_offset_seconds", "clock_offset_s",
+         "the node's wall clock minus the gateway's (midpoint of a health call's round trip)"},
+    };
+    /* What each pool holds, as the repair scanner's last complete walk counted
+     * it (absent before one). */
+    static const struct gauge pools[] = {
+        {"inec_pool_objects", "objects", "objects in the pool at the last complete scan"},
+        {"inec_pool_logical_bytes", "logical_bytes",
+         "bytes clients stored in the pool at the last complete scan"},
+        {"inec_pool_stored_bytes", "stored_bytes",
+         "bytes of the pool's chunks, parity included, at the last complete scan"},
+        {"inec_pool_degraded_stripes", "degraded_stripes",
+         "stripes of the pool lacking a chunk at the last complete scan"},
+    };
+    if (json_is_array(json_object_get(cluster, "nodes")))
+        write_gauges(f, json_object_get(cluster, "nodes"), "node", "id", nodes,
+                     sizeof(nodes) / sizeof(nodes[0]));
     write_counters(cluster, f);
+    write_gauges(f, json_object_get(cluster, "pools"), "pool", "name", pools,
+                 sizeof(pools) / sizeof(pools[0]));
 }
 
 /* The repair service's gauges and counters (the "repair" of the cluster document). */

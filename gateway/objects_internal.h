@@ -49,9 +49,17 @@ struct gw_node {
 
 enum gw_peer_state { GW_PEER_UP, GW_PEER_SUSPECT, GW_PEER_DOWN };
 
+/* What a pool holds, as the repair scanner's last complete walk counted it. */
+struct gw_pool_usage {
+    uint64_t objects, logical_bytes; /* objects clients see, and their sizes */
+    uint64_t stored_bytes;           /* chunks, parity included (uploads in progress too) */
+    uint64_t degraded_stripes;       /* stripes lacking a chunk */
+};
+
 struct gw_pool {
     struct place_pool p;
     struct codec *codec;
+    struct gw_pool_usage usage; /* pool_lock */
 };
 
 struct gw_fanout;
@@ -65,6 +73,8 @@ struct gw_objects {
     pthread_mutex_t pool_lock;
     struct gw_pool pools[GW_MAX_POOLS]; /* append-only: a pointer stays valid until close */
     _Atomic int npools;
+    int64_t usage_ns; /* pool_lock: wall clock of the scan the pools' usage is from, 0: none */
+    int clock_skew_warn_ms; /* a node's clock further off is a CLOCK_SKEW warning (health.c) */
 
     bool embedded;
     char dir[4096];           /* embedded: DATA; cluster.json lives there */
@@ -148,6 +158,8 @@ bool gw_probe_node(struct gw_objects *o, int node);
  *  "suspicions", "down_verdicts"} for the control API. */
 json_t *gw_peer_json(struct gw_objects *o, int node);
 const struct gw_pool *gw_pool_find(struct gw_objects *o, const char *name);
+/* The scanner's counts of a complete walk, usage[i] for pool i (GW_MAX_POOLS). */
+void gw_pools_usage_set(struct gw_objects *o, const struct gw_pool_usage *usage);
 const struct gw_pool *gw_pool_default(struct gw_objects *o);
 struct deg_graph;
 /* The pool's decode DEG for a degraded read: erased chunks rebuilt at the

@@ -45,6 +45,7 @@ struct sstripe {
     uint64_t cs;
     uint8_t oid[NODE_OBJECT_ID_BYTES];
     uint8_t n;
+    uint8_t pool; /* index in o->pools, GW_MAX_POOLS: unknown */
     bool queued;
     uint64_t lost[LOST_WORDS];        /* to rebuild */
     uint64_t unavailable[LOST_WORDS]; /* on a node down (not yet out) */
@@ -75,6 +76,7 @@ struct scan {
     const char *bucket;
     struct orphan *cand; /* orphans seen this scan */
     size_t ncand, capcand;
+    struct gw_pool_usage usage[GW_MAX_POOLS]; /* published after a complete scan */
 };
 
 /* Orphans seen by earlier scans, sorted by (node, id). */
@@ -232,6 +234,13 @@ static int walk_cb(const char *key, json_t *rec, void *arg)
     struct gw_objects *o = sc->o;
     const json_t *stripes = json_object_get(rec, "stripes");
     size_t ns = json_array_size(stripes);
+    const struct gw_pool *pool =
+        gw_pool_find(o, json_string_value(json_object_get(rec, "pool")) ?: "");
+    uint8_t pi = pool ? (uint8_t)(pool - o->pools) : GW_MAX_POOLS;
+    if (pool && strcmp(sc->bucket, ".mpu") != 0) { /* parts are not objects yet */
+        sc->usage[pi].objects++;
+        sc->usage[pi].logical_bytes += (uint64_t)json_integer_value(json_object_get(rec, "size"));
+    }
     if (!ns)
         return gw_repair_stopping(o);
     int n = (int)json_integer_value(json_object_get(rec, "n"));
@@ -259,6 +268,9 @@ static int walk_cb(const char *key, json_t *rec, void *arg)
         x->rec = ri;
         x->n = (uint8_t)n;
         x->len = (uint32_t)json_integer_value(json_object_get(st, "len"));
+        x->pool = pi;
+        if (pool)
+            sc->usage[pi].stored_bytes += (uint64_t)x->len * (uint64_t)n;
         if (gw_layout_chunk(rec, s, x->oid, &x->cs)) {
             sc->incomplete = true;
             continue;
@@ -563,6 +575,8 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
                 by_lost[nd]++;
                 if (nd > maxlost)
                     maxlost = nd;
+                if (x->pool < GW_MAX_POOLS)
+                    sc.usage[x->pool].degraded_stripes++;
             }
             if (!nl)
                 continue;
@@ -573,6 +587,9 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
             gw_repair_note(o, name, name + strlen(name) + 1, oid, x->cs, x->len, lc, at, why, nl,
                            true);
         }
+        /* Figures of a scan that missed records would undercount: keep the last. */
+        if (!sc.incomplete && !gw_repair_stopping(o))
+            gw_pools_usage_set(o, sc.usage);
     }
     /* 5. multipart uploads past their bucket's lifecycle rule or the default age */
     if (!gw_repair_stopping(o))

@@ -77,6 +77,7 @@ struct node_service {
     char secret[256];       /* cluster secret file, "" = this process's random one */
     int timeout_ms, heartbeat_ms;
     struct timespec started;
+    int64_t clock_offset_ns; /* INEC_CLOCK_OFFSET_MS: a test's skewed wall clock */
     struct node_store *store;
     struct node_compactor *compactor;
     struct inec_device *dev;
@@ -381,8 +382,13 @@ static void h_health(struct req *r)
     clock_gettime(CLOCK_MONOTONIC, &now);
     json_int_t up = (json_int_t)(now.tv_sec - s->started.tv_sec) * 1000 +
                     (now.tv_nsec - s->started.tv_nsec) / 1000000;
-    reply_json(r, json_pack("{s:s,s:s,s:I,s:b}", "id", s->id, "domain", s->domain, "uptime_ms", up,
-                            "stopping", (int)atomic_load(&s->stopping)));
+    /* The wall clock, for the gateway's clock skew check (it takes the
+     * midpoint of its round trip); older gateways ignore the field. */
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    json_int_t time_ns = (json_int_t)wall.tv_sec * 1000000000 + wall.tv_nsec + s->clock_offset_ns;
+    reply_json(r, json_pack("{s:s,s:s,s:I,s:b,s:I}", "id", s->id, "domain", s->domain, "uptime_ms",
+                            up, "stopping", (int)atomic_load(&s->stopping), "time_ns", time_ns));
 }
 
 static void h_scrub(struct req *r)
@@ -1112,6 +1118,11 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     }
     snprintf(s->secret, sizeof(s->secret), "%s", cfg->secret_file ? cfg->secret_file : "");
     clock_gettime(CLOCK_MONOTONIC, &s->started);
+    /* Test hook (like the store's INEC_CRASH_AT): the clock this node reports
+     * is off by this many ms, so a test can show the skew check on one node. */
+    const char *skew = getenv("INEC_CLOCK_OFFSET_MS");
+    if (skew)
+        s->clock_offset_ns = strtoll(skew, NULL, 10) * 1000000;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->drained, NULL);
     snprintf(s->dev_options, sizeof(s->dev_options), "%s",

@@ -61,6 +61,12 @@ function showHealth(h, cluster) {
     cluster.failed_reads + " failed reads; map epoch " + cluster.epoch + " (" + cluster.mode + ")";
 }
 
+// The node's clock minus the gateway's, in ms resolution ("-0.000" is "+0.000").
+function clockOffset(s) {
+  const t = Math.abs(s) < 0.0005 ? "0.000" : s.toFixed(3);
+  return (t.startsWith("-") ? "" : "+") + t + " s";
+}
+
 function capacityBar(node, maxUsed) {
   const wrap = el("span");
   const bar = el("span", undefined, "bar");
@@ -88,10 +94,11 @@ function showNodes(nodes) {
       const used = el("td");
       used.append(capacityBar(n, maxUsed));
       tr.append(used, el("td", n.capacity_bytes > 0 ? bytes(n.capacity_bytes) : "no limit"),
-        el("td", String(n.chunks)));
+        el("td", String(n.chunks)),
+        el("td", typeof n.clock_offset_s === "number" ? clockOffset(n.clock_offset_s) : "-"));
     } else {
       const td = el("td", n.error || "not answering");
-      td.colSpan = 3;
+      td.colSpan = 4;
       tr.append(td);
     }
     tb.append(tr);
@@ -103,10 +110,19 @@ function showPools(list) {
   tb.replaceChildren();
   for (const p of list) {
     const tr = el("tr");
+    // Usage is the repair scanner's count, absent before its first complete scan.
+    const scanned = typeof p.objects === "number";
     tr.append(el("td", p.name), el("td", p.profile), el("td", bytes(p.chunk_size)),
-      el("td", p.write_quorum + " of " + p.n));
+      el("td", p.write_quorum + " of " + p.n), el("td", scanned ? String(p.objects) : "-"),
+      el("td", scanned ? bytes(p.logical_bytes) : "-"),
+      el("td", scanned ? bytes(p.stored_bytes) : "-"),
+      el("td", scanned ? String(p.degraded_stripes) : "-"));
     tb.append(tr);
   }
+  const aged = list.find((p) => typeof p.usage_age_s === "number");
+  $("pools-age").textContent = aged
+    ? "objects and bytes as of the last scan, " + aged.usage_age_s.toFixed(0) + " s ago"
+    : "objects and bytes: no complete scan yet";
   const names = list.map((p) => p.name).join("\n");
   if (names !== pools.map((p) => p.name).join("\n")) {
     const sel = $("deg-pool");

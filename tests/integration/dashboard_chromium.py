@@ -144,6 +144,15 @@ wait_for("[...document.querySelectorAll('#chart-bytes polyline')].some(p =>"
 wait_for("document.getElementById('repair').textContent.includes('stripes') &&"
          "document.querySelectorAll('#repair .bar').length === 1", "the repair progress")
 wait_for("document.getElementById('deg-img').naturalWidth > 50", "the encode DEG picture")
+# The pool's objects, as the scan asked for here counts them.
+urllib.request.urlopen(urllib.request.Request(
+    srv.admin + "/admin/v1/repair", data=b'{"scan": true}', method="POST",
+    headers={"Authorization": "Bearer " + srv.token}), timeout=30).read()
+wait_for("[...document.querySelectorAll('#pools tbody tr')].some(r =>"
+         " r.cells[0].textContent === 'default' && r.cells[4].textContent === '6' &&"
+         " r.cells[5].textContent === '12 MiB') &&"
+         " document.getElementById('pools-age').textContent.includes('as of the last scan')",
+         "the pool's 6 objects and 12 MiB")
 text = js("document.body.innerText")
 for want in ("n0", "n8", "default", "rs:k=6,m=3", "all checks pass", "1.0 MiB"):
     if want not in text:

@@ -161,12 +161,47 @@ static void repair_status(void **state)
     json_decref(c);
 }
 
+/* A node's clock beyond the threshold (default or the cluster's) is a
+ * CLOCK_SKEW warning naming it, whichever way it is off; nodes that do not
+ * report a clock (older ones) are never flagged. */
+static void clock_skew(void **state)
+{
+    (void)state;
+    json_t *c = cluster(0, 0, 0);
+    json_t *nodes = json_object_get(c, "nodes");
+    json_object_set_new(json_array_get(nodes, 1), "clock_offset_s", json_real(0.4));
+    json_object_set_new(json_array_get(nodes, 2), "clock_offset_s", json_real(-0.45));
+    json_t *h = gw_health_eval(c, NULL, NULL);
+    assert_string_equal(status(h), "HEALTH_OK");
+    json_decref(h);
+    json_object_set_new(json_array_get(nodes, 4), "clock_offset_s", json_real(-2.5));
+    json_object_set_new(json_array_get(nodes, 7), "clock_offset_s", json_real(0.75));
+    h = gw_health_eval(c, NULL, NULL);
+    assert_string_equal(status(h), "HEALTH_WARN");
+    assert_true(has(h, "CLOCK_SKEW", "WARN",
+                    "clocks off the gateway's by more than 0.500 s on 2 of 9 nodes: n4 -2.500 s, "
+                    "n7 +0.750 s"));
+    json_decref(h);
+    /* The gateway's own threshold (clock_skew_warn_ms) wins. */
+    json_object_set_new(c, "clock_skew_warn_s", json_real(3.0));
+    h = gw_health_eval(c, NULL, NULL);
+    assert_string_equal(status(h), "HEALTH_OK");
+    json_decref(h);
+    json_object_set_new(c, "clock_skew_warn_s", json_real(0.3));
+    h = gw_health_eval(c, NULL, NULL);
+    assert_true(has(h, "CLOCK_SKEW", "WARN", "more than 0.300 s on 4 of 9 nodes"));
+    assert_true(has(h, "CLOCK_SKEW", "WARN", "n1 +0.400 s, n2 -0.450 s, n4 -2.500 s"));
+    json_decref(h);
+    json_decref(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(healthy),  cmocka_unit_test(nodes_down),
-        cmocka_unit_test(capacity), cmocka_unit_test(degraded_stripes),
-        cmocka_unit_test(counters), cmocka_unit_test(repair_status),
+        cmocka_unit_test(healthy),    cmocka_unit_test(nodes_down),
+        cmocka_unit_test(capacity),   cmocka_unit_test(degraded_stripes),
+        cmocka_unit_test(counters),   cmocka_unit_test(repair_status),
+        cmocka_unit_test(clock_skew),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,6 +114,14 @@ static void test_cluster_gauges(void **state)
                           json_pack("{sssbsIsIsI}", "id", "n2", "up", 1, "capacity_bytes",
                                     (json_int_t)500, "used_bytes", (json_int_t)200, "chunks",
                                     (json_int_t)4));
+    json_object_set_new(json_array_get(json_object_get(c, "nodes"), 2), "clock_offset_s",
+                        json_real(-0.25));
+    /* Pools: usage only once a scan counted it. */
+    json_object_set_new(c, "pools",
+                        json_pack("[{ss sI sI sI sI}{ss}]", "name", "default", "objects",
+                                  (json_int_t)4, "logical_bytes", (json_int_t)4096, "stored_bytes",
+                                  (json_int_t)6144, "degraded_stripes", (json_int_t)2, "name",
+                                  "unscanned"));
     assert_non_null(c);
     char *t = render(m, c);
     check_format(t);
@@ -129,6 +137,13 @@ static void test_cluster_gauges(void **state)
     assert_int_equal(sample(t, "inec_repair_queue_chunks"), 9);
     assert_int_equal(sample(t, "inec_node_free_bytes{node=\"n2\"}"), 300);
     assert_int_equal(sample(t, "inec_node_chunks{node=\"n2\"}"), 4);
+    assert_true(sample(t, "inec_node_clock_offset_seconds{node=\"n2\"}") == -0.25);
+    assert_null(strstr(t, "inec_node_clock_offset_seconds{node=\"0\"}"));
+    assert_int_equal(sample(t, "inec_pool_objects{pool=\"default\"}"), 4);
+    assert_int_equal(sample(t, "inec_pool_logical_bytes{pool=\"default\"}"), 4096);
+    assert_int_equal(sample(t, "inec_pool_stored_bytes{pool=\"default\"}"), 6144);
+    assert_int_equal(sample(t, "inec_pool_degraded_stripes{pool=\"default\"}"), 2);
+    assert_null(strstr(t, "pool=\"unscanned\""));
     assert_int_equal(sample(t, "inec_build_info{version=\"" INEC_VERSION "\"}"), 1);
     free(t);
     json_decref(c);
