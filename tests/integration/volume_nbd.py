@@ -4,7 +4,7 @@ against `inec server` (argv[2] "server", the default) or `inec gateway` in front
 of nine `inec node` processes ("cluster"):
 - `inec volume create/list/info/resize/delete` through the control API;
 - the export needs its secret, or NBD STARTTLS with the secret as TLS-PSK;
-  LIST names the volumes;
+  LIST names the volumes; BLOCK_STATUS (base:allocation) calls only zeros holes;
 - random writes of every size and alignment (some FUA) against a reference,
   read back byte-exact over TCP and the Unix socket; TRIM and WRITE_ZEROES;
   FLUSH; two clients writing into one stripe at once lose no update;
@@ -189,6 +189,33 @@ if UNIX:
     u = connect(EXPORT, unix=True)
     verify(u, "read back over the Unix socket")
     u.shutdown()
+
+# --- BLOCK_STATUS (base:allocation): stripes with data, holes elsewhere ---------------
+b = nbd.NBD()
+b.add_meta_context("base:allocation")
+b.connect_uri("nbd://127.0.0.1:%d/%s" % (NBD_PORT, EXPORT))
+if not b.can_meta_context("base:allocation"):
+    fail("base:allocation not negotiated")
+extents = []
+pos = 0
+while pos < SIZE:  # the server may answer less than asked: ask again from where it ended
+    got = []
+    b.block_status(SIZE - pos, pos, lambda meta, off, entries, err: got.extend(entries) or 0)
+    if not got:
+        fail("an empty block status answer")
+    for i in range(0, len(got), 2):
+        extents.append((pos, got[i], got[i + 1]))
+        pos += got[i]
+for off, n, flags in extents:
+    zeros = ref[off:off + n] == bytes(n)
+    if flags & 1 and not zeros:  # a hole must read as zeros; data may be zeros too
+        fail("block status calls [%d, %d) a hole, it holds data" % (off, off + n))
+    if flags not in (0, 3):
+        fail("block status flags %d" % flags)
+holes = sum(n for _, n, f in extents if f & 1)
+if not 0 < holes < SIZE:
+    fail("block status: %d bytes of holes in %d" % (holes, SIZE))
+b.shutdown()
 
 # --- two clients writing into one stripe at once ------------------------------------
 h2 = connect(EXPORT)
