@@ -1,5 +1,6 @@
 /* NBD bytes from a client: byte 0 picks the parser, the rest is its input:
- * even: an NBD_OPT_INFO/GO body (then the export name split as attach does);
+ * 0 mod 4: an NBD_OPT_INFO/GO body (then the export name split as attach does);
+ * 2 mod 4: an NBD_OPT_LIST/SET_META_CONTEXT body;
  * odd: a transmission request (flags, type, offset, length) and an export size. */
 #include <errno.h>
 #include <stdint.h>
@@ -20,6 +21,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1 || size > (1u << 20))
         return 0;
     const char *why = NULL;
+    if (data[0] % 4 == 2) {
+        static struct nbd_meta m;
+        int rc = nbd_parse_meta(data + 1, (uint32_t)(size - 1), &m, &why);
+        if (rc && (!why || (rc != -EINVAL && rc != -ENOENT)))
+            __builtin_trap();
+        if (rc == 0 && (strlen(m.export) != get(data + 1, 4) || (m.allocation && !m.nqueries)))
+            __builtin_trap(); /* the name announced; a context only from a query */
+        return 0;
+    }
     if (data[0] % 2 == 0) {
         static struct nbd_go q;
         int rc = nbd_parse_go(data + 1, (uint32_t)(size - 1), &q, &why);
@@ -47,10 +57,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = nbd_check_request(&r, export_size, max, &why);
     if (rc && (!why || (rc != -EINVAL && rc != -ENOSPC)))
         __builtin_trap();
-    bool data_cmd = r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE ||
-                    r.type == NBD_CMD_TRIM || r.type == NBD_CMD_WRITE_ZEROES;
-    if (rc == 0 && data_cmd &&
-        (r.offset > export_size || r.length > export_size - r.offset))
+    bool data_cmd = r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE || r.type == NBD_CMD_TRIM ||
+                    r.type == NBD_CMD_WRITE_ZEROES || r.type == NBD_CMD_BLOCK_STATUS;
+    if (rc == 0 && data_cmd && (r.offset > export_size || r.length > export_size - r.offset))
         __builtin_trap(); /* an accepted request lies inside the export */
     if (rc == 0 && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE) && r.length > max)
         __builtin_trap(); /* and a payload within the maximum */

@@ -236,4 +236,7 @@ write("nbd", [
     b"\x01" + nbd_request(2, 6, 0, 1 << 20, 1 << 30),       # WRITE_ZEROES + NO_HOLE
     b"\x01" + nbd_request(0, 4, 1 << 29, 1 << 29, 1 << 30),  # TRIM
     b"\x01" + nbd_request(0, 3, 0, 0, 1 << 30),             # FLUSH
+    b"\x01" + nbd_request(8, 7, 0, 1 << 20, 1 << 30),       # BLOCK_STATUS + REQ_ONE
+    b"\x02" + struct.pack(">I", 5) + b"disk1" + struct.pack(">I", 2)
+    + struct.pack(">I", 15) + b"base:allocation" + struct.pack(">I", 5) + b"base:",
 ])

@@ -36,6 +36,40 @@ int nbd_parse_go(const uint8_t *d, uint32_t len, struct nbd_go *out, const char 
     return 0;
 }
 
+int nbd_parse_meta(const uint8_t *d, uint32_t len, struct nbd_meta *out, const char **why)
+{
+    memset(out, 0, sizeof(*out));
+    if (len < 8)
+        return *why = "option too short", -EINVAL;
+    uint32_t nlen = get32(d);
+    if (nlen > len - 8)
+        return *why = "name length beyond the option", -EINVAL;
+    if (memchr(d + 4, '\0', nlen))
+        return *why = "NUL in the export name", -EINVAL;
+    uint32_t pos = 4 + nlen;
+    out->nqueries = get32(d + pos);
+    pos += 4;
+    for (uint32_t q = 0; q < out->nqueries; q++) {
+        if (len - pos < 4)
+            return *why = "a query beyond the option", -EINVAL;
+        uint32_t qlen = get32(d + pos);
+        pos += 4;
+        if (qlen > len - pos)
+            return *why = "a query beyond the option", -EINVAL;
+        const char *query = (const char *)d + pos;
+        out->allocation |= qlen == 15 && memcmp(query, "base:allocation", 15) == 0;
+        out->base |= qlen == 5 && memcmp(query, "base:", 5) == 0;
+        pos += qlen;
+    }
+    if (pos != len)
+        return *why = "bytes after the last query", -EINVAL;
+    if (nlen > NBD_EXPORT_NAME_MAX)
+        return *why = "no such export", -ENOENT;
+    memcpy(out->export, d + 4, nlen);
+    out->export[nlen] = '\0';
+    return 0;
+}
+
 int nbd_split_export(const char *export, char *name, size_t namelen, const char **secret)
 {
     const char *slash = strchr(export, '/');
@@ -54,6 +88,7 @@ int nbd_check_request(const struct nbd_request *r, uint64_t size, uint32_t max_p
     bool beyond = r->offset > size || r->length > size - r->offset;
     uint16_t allowed = r->type == NBD_CMD_WRITE || r->type == NBD_CMD_TRIM ? NBD_CMD_FLAG_FUA
                        : r->type == NBD_CMD_WRITE_ZEROES ? NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE
+                       : r->type == NBD_CMD_BLOCK_STATUS ? NBD_CMD_FLAG_REQ_ONE
                                                          : 0;
     if (r->flags & ~allowed)
         return *why = "flag not valid for this command", -EINVAL;
@@ -68,6 +103,10 @@ int nbd_check_request(const struct nbd_request *r, uint64_t size, uint32_t max_p
         if (beyond) /* the spec: ENOSPC for writes, EINVAL for reads */
             return *why = "beyond the end of the export",
                    r->type == NBD_CMD_WRITE ? -ENOSPC : -EINVAL;
+        return 0;
+    case NBD_CMD_BLOCK_STATUS:
+        if (beyond || r->length == 0)
+            return *why = "beyond the end of the export, or empty", -EINVAL;
         return 0;
     case NBD_CMD_TRIM:
     case NBD_CMD_WRITE_ZEROES:

@@ -17,8 +17,10 @@
 #define NBD_CMD_FLUSH        3
 #define NBD_CMD_TRIM         4
 #define NBD_CMD_WRITE_ZEROES 6
+#define NBD_CMD_BLOCK_STATUS 7
 #define NBD_CMD_FLAG_FUA     (1u << 0)
 #define NBD_CMD_FLAG_NO_HOLE (1u << 1)
+#define NBD_CMD_FLAG_REQ_ONE (1u << 3)
 #define NBD_INFO_EXPORT      0
 #define NBD_INFO_NAME        1
 #define NBD_INFO_BLOCK_SIZE  3
@@ -34,6 +36,20 @@ struct nbd_go {
 /* 0, or -EINVAL with *why for the client (NBD_REP_ERR_INVALID), or -ENOENT
  * for a name longer than any export (NBD_REP_ERR_UNKNOWN). */
 int nbd_parse_go(const uint8_t *d, uint32_t len, struct nbd_go *out, const char **why);
+
+/* The body of NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT: u32 name
+ * length, name, u32 count, count x (u32 length, query). The one context
+ * served is "base:allocation". */
+struct nbd_meta {
+    char export[NBD_EXPORT_NAME_MAX + 1];
+    uint32_t nqueries;
+    bool allocation; /* a query named "base:allocation" */
+    bool base;       /* a query named "base:" (LIST's wildcard for the namespace) */
+};
+
+/* 0, or -EINVAL with *why (NBD_REP_ERR_INVALID), or -ENOENT for a name
+ * longer than any export. */
+int nbd_parse_meta(const uint8_t *d, uint32_t len, struct nbd_meta *out, const char **why);
 
 /* "NAME" or "NAME/SECRET": the name into name[namelen] and *secret at the
  * secret ("" when none); -ENOENT when the name is empty or does not fit. */

@@ -50,9 +50,12 @@
 #define OPT_INFO             6
 #define OPT_GO               7
 #define OPT_STRUCTURED_REPLY 8
+#define OPT_LIST_META        9
+#define OPT_SET_META         10
 #define REP_ACK              1
 #define REP_SERVER           2
 #define REP_INFO             3
+#define REP_META_CONTEXT     4
 #define REP_ERR_UNSUP        (0x80000000u + 1)
 #define REP_ERR_INVALID      (0x80000000u + 3)
 #define REP_ERR_UNKNOWN      (0x80000000u + 6)
@@ -64,17 +67,22 @@
 #define TF_SEND_WRITE_ZEROES (1u << 6)
 #define TF_CAN_MULTI_CONN    (1u << 8)
 /* Requests and replies */
-#define REQUEST_MAGIC          0x25609513u
-#define SIMPLE_REPLY_MAGIC     0x67446698u
-#define STRUCTURED_MAGIC       0x668e33efu
-#define REPLY_FLAG_DONE        1
-#define REPLY_TYPE_OFFSET_DATA 1
-#define REPLY_TYPE_ERROR       ((1u << 15) + 1)
-#define NBD_EPERM              1
-#define NBD_EIO                5
-#define NBD_ENOMEM             12
-#define NBD_EINVAL             22
-#define NBD_ENOSPC             28
+#define REQUEST_MAGIC           0x25609513u
+#define SIMPLE_REPLY_MAGIC      0x67446698u
+#define STRUCTURED_MAGIC        0x668e33efu
+#define REPLY_FLAG_DONE         1
+#define REPLY_TYPE_OFFSET_DATA  1
+#define REPLY_TYPE_BLOCK_STATUS 5
+#define REPLY_TYPE_ERROR        ((1u << 15) + 1)
+#define STATE_HOLE              (1u << 0)
+#define STATE_ZERO              (1u << 1)
+#define ALLOCATION_ID           1    /* the context id of base:allocation */
+#define STATUS_MAX_STRIPES      4096 /* stripes one BLOCK_STATUS answer covers */
+#define NBD_EPERM               1
+#define NBD_EIO                 5
+#define NBD_ENOMEM              12
+#define NBD_EINVAL              22
+#define NBD_ENOSPC              28
 
 #define OPTION_MAX      (64u << 10) /* bytes of one option's data */
 #define OPTIONS_MAX     64          /* options of one handshake */
@@ -111,6 +119,7 @@ struct conn {
     pthread_t thread;
     _Atomic bool done;
     bool structured, no_zeroes;
+    char meta_export[NBD_EXPORT_NAME_MAX + 1]; /* base:allocation was set for this export */
     struct gw_volume *vol;
     gnutls_session_t tls;                  /* after STARTTLS, NULL before */
     char tls_user[GW_VOLUME_NAME_MAX + 1]; /* its PSK identity: the one volume it may attach */
@@ -338,6 +347,8 @@ static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len,
     if (rc == 0)
         rc = opt_reply(c, opt, REP_ACK, NULL, 0);
     if (rc == 0 && opt == OPT_GO) {
+        if (strcmp(c->meta_export, q.export) != 0)
+            c->meta_export[0] = '\0'; /* chosen for another export: none for this one */
         c->vol = v;
         *go = true;
         inec_log(INEC_LOG_INFO, "nbd", "attached export=%.*s size=%llu",
@@ -346,6 +357,38 @@ static int info_go(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len,
         gw_volume_close(v);
     }
     return rc;
+}
+
+/* NBD_OPT_LIST_META_CONTEXT / SET_META_CONTEXT: "base:allocation" is the
+ * one context (holes are stripes never written or zeroed whole). */
+static int meta_context(struct conn *c, uint32_t opt, const uint8_t *d, uint32_t len)
+{
+    struct nbd_meta q;
+    const char *why = "";
+    if (opt == OPT_SET_META)
+        c->meta_export[0] = '\0'; /* a SET replaces what an earlier one chose, even failing */
+    if (!c->structured)
+        return opt_error(c, opt, REP_ERR_INVALID, "negotiate structured replies first");
+    int rc = nbd_parse_meta(d, len, &q, &why);
+    if (rc)
+        return opt_error(c, opt, rc == -ENOENT ? REP_ERR_UNKNOWN : REP_ERR_INVALID, why);
+    struct gw_volume *v;
+    if ((rc = attach(c, q.export, &v)))
+        return opt_error(c, opt, rc == -ENOENT ? REP_ERR_UNKNOWN : REP_ERR_INVALID,
+                         rc == -ENOENT ? "no such export (or a wrong secret)"
+                                       : "volume unreadable");
+    gw_volume_close(v);
+    bool chosen = q.allocation || (opt == OPT_LIST_META && (q.nqueries == 0 || q.base));
+    rc = 0;
+    if (chosen) {
+        uint8_t r[4 + 15];
+        put32(r, opt == OPT_SET_META ? ALLOCATION_ID : 0);
+        memcpy(r + 4, "base:allocation", 15);
+        rc = opt_reply(c, opt, REP_META_CONTEXT, r, sizeof(r));
+        if (rc == 0 && opt == OPT_SET_META)
+            snprintf(c->meta_export, sizeof(c->meta_export), "%s", q.export);
+    }
+    return rc ? rc : opt_reply(c, opt, REP_ACK, NULL, 0);
 }
 
 /* The PSK of identity `user`: the secret of the volume of that name. */
@@ -396,6 +439,7 @@ static int start_tls(struct conn *c)
     const char *user = gnutls_psk_server_get_username(c->tls);
     snprintf(c->tls_user, sizeof(c->tls_user), "%s", user ? user : "");
     c->structured = false; /* options agreed in clear do not carry over */
+    c->meta_export[0] = '\0';
     return 0;
 }
 
@@ -443,6 +487,8 @@ static int handshake(struct conn *c)
                 put16(r + 8, transmission_flags());
                 rc = write_full(c, r, c->no_zeroes ? 10 : sizeof(r));
                 c->vol = v;
+                if (strcmp(c->meta_export, (const char *)d) != 0)
+                    c->meta_export[0] = '\0';
                 go = rc == 0;
             }
             /* The only answer to a bad name here is hanging up. */
@@ -462,6 +508,10 @@ static int handshake(struct conn *c)
                 c->structured = true;
                 rc = opt_reply(c, opt, REP_ACK, NULL, 0);
             }
+            break;
+        case OPT_LIST_META:
+        case OPT_SET_META:
+            rc = meta_context(c, opt, d, len);
             break;
         case OPT_INFO:
         case OPT_GO:
@@ -580,12 +630,55 @@ static int do_read(struct conn *c, const struct job *j)
     return src;
 }
 
+/* BLOCK_STATUS on base:allocation: stripes with an object are data, the
+ * others holes that read as zeros; at most STATUS_MAX_STRIPES stripes per
+ * answer (the spec lets a server answer less than asked). */
+static int do_block_status(struct conn *c, const struct job *j)
+{
+    uint64_t sb = gw_volume_stripe_bytes(c->vol), off = j->r.offset;
+    uint64_t end = off + j->r.length, first = off / sb;
+    size_t n = (size_t)((end - 1) / sb - first + 1);
+    if (n > STATUS_MAX_STRIPES)
+        n = STATUS_MAX_STRIPES, end = (first + n) * sb;
+    bool *present = malloc(n);
+    uint8_t *buf = malloc(4 + 8 * n);
+    int rc = present && buf ? gw_volume_allocated(c->vol, first, n, present) : -ENOMEM;
+    if (rc) {
+        free(present);
+        free(buf);
+        return reply(c, j, rc, "block status failed");
+    }
+    put32(buf, ALLOCATION_ID);
+    size_t nd = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = i;
+        while (k < n && present[k] == present[i])
+            k++;
+        uint64_t from = (first + i) * sb, to = (first + k) * sb;
+        from = from < off ? off : from;
+        to = to > end ? end : to;
+        put32(buf + 4 + 8 * nd, (uint32_t)(to - from)); /* at most 4096 stripes: < 4 GiB */
+        put32(buf + 8 + 8 * nd, present[i] ? 0 : STATE_HOLE | STATE_ZERO);
+        nd++;
+        i = k;
+        if (j->r.flags & NBD_CMD_FLAG_REQ_ONE)
+            break;
+    }
+    free(present);
+    rc = reply_chunk(c, j->cookie, REPLY_TYPE_BLOCK_STATUS, buf, 4 + 8 * nd, NULL, 0);
+    free(buf);
+    return rc;
+}
+
 static void run_job(struct conn *c, struct job *j)
 {
     int rc;
     switch (j->r.type) {
     case NBD_CMD_READ:
         rc = do_read(c, j);
+        break;
+    case NBD_CMD_BLOCK_STATUS:
+        rc = do_block_status(c, j);
         break;
     case NBD_CMD_WRITE:
         rc = gw_volume_write(c->vol, j->r.offset, j->r.length, j->data);
@@ -680,6 +773,8 @@ static void transmission(struct conn *c)
         }
         const char *why = "";
         int rc = nbd_check_request(&j->r, gw_volume_size(c->vol), GW_NBD_MAX_PAYLOAD, &why);
+        if (rc == 0 && j->r.type == NBD_CMD_BLOCK_STATUS && !c->meta_export[0])
+            rc = -EINVAL, why = "no metadata context was negotiated";
         if (j->r.type == NBD_CMD_WRITE) { /* the payload follows whatever we answer */
             if (rc == 0 && !(j->data = malloc(j->r.length ? j->r.length : 1)))
                 rc = -ENOMEM, why = "out of memory";

@@ -8,8 +8,11 @@
  * BLOCK_SIZE: minimum 1, preferred 4096, maximum payload 8 MiB), LIST,
  * STRUCTURED_REPLY, ABORT, STARTTLS (GnuTLS, TLS-PSK only: the PSK identity is
  * a volume's name and the key its secret; no X.509 certificates).
- * Commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES (NO_HOLE), DISC; the
- * others answer NBD_EINVAL. Up to 16 requests of a connection run at once.
+ * LIST_META_CONTEXT and SET_META_CONTEXT with the one context
+ * "base:allocation". Commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES
+ * (NO_HOLE), BLOCK_STATUS (REQ_ONE; stripes with data are data, the others
+ * hole and zero; at most 4096 stripes per answer), DISC; the others answer
+ * NBD_EINVAL. Up to 16 requests of a connection run at once.
  *
  * Access: the export name is "NAME" for a volume without a secret, else
  * "NAME/SECRET"; a wrong or missing secret is answered as an unknown export

@@ -336,6 +336,38 @@ uint64_t gw_volume_size(const struct gw_volume *v)
     return v->size;
 }
 
+size_t gw_volume_stripe_bytes(const struct gw_volume *v)
+{
+    return v->stripe_bytes;
+}
+
+struct alloc_walk {
+    uint64_t first;
+    size_t n;
+    bool *present;
+};
+
+static int alloc_cb(const char *key, const struct gw_object_info *info, void *arg)
+{
+    (void)info;
+    struct alloc_walk *w = arg;
+    uint64_t s = strtoull(key, NULL, 16);
+    if (s < w->first || s - w->first >= w->n)
+        return 1; /* keys are in stripe order: past the range */
+    w->present[s - w->first] = true;
+    return 0;
+}
+
+int gw_volume_allocated(struct gw_volume *v, uint64_t first, size_t n, bool *present)
+{
+    memset(present, 0, n);
+    struct alloc_walk w = {first, n, present};
+    char after[17] = "";
+    if (first > 0)
+        gw_volume_stripe_key(first - 1, after);
+    return gw_object_list(v->o, v->bucket, NULL, after, alloc_cb, &w);
+}
+
 bool gw_volume_secret_ok(const struct gw_volume *v, const char *secret)
 {
     size_t n = strlen(v->secret);

@@ -80,6 +80,10 @@ void gw_volume_close(struct gw_volume *v); /* NULL is a no-op */
 uint64_t gw_volume_size(const struct gw_volume *v);
 /* True if the volume has no secret, or `secret` is it (constant time). */
 bool gw_volume_secret_ok(const struct gw_volume *v, const char *secret);
+size_t gw_volume_stripe_bytes(const struct gw_volume *v);
+/* Which stripes hold data (the others read as zeros and cost nothing):
+ * present[i] for stripe first + i, i < n; one listing. */
+int gw_volume_allocated(struct gw_volume *v, uint64_t first, size_t n, bool *present);
 int gw_volume_read(struct gw_volume *v, uint64_t off, size_t len, void *buf);
 int gw_volume_write(struct gw_volume *v, uint64_t off, size_t len, const void *buf);
 /* Zeros [off, off + len); whole stripes become sparse (TRIM and WRITE_ZEROES). */

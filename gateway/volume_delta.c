@@ -29,6 +29,10 @@
  * trusted. Until recovery has run, a read of such a stripe may fail (-EIO:
  * its CRCs disagree), never return wrong bytes.
  *
+ * Not handled: repair rewriting the same stripe's record while an update runs
+ * (the update's record, read before, would undo the repair's node list);
+ * serialising the two needs a lock the object layer does not have yet.
+ *
  * Crash hooks for tests: INEC_VOLUME_CRASH=after-intent|after-deg|after-record
  * makes the gateway SIGKILL itself right after that step.
  */
@@ -291,7 +295,7 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
             if (rc == 0) {
                 free(chunk);
                 json_decref(rec);
-                return -EAGAIN; /* the stripe is whole again (old bytes): write it by RMW */
+                return -EAGAIN; /* whole again (old or new chunk): apply the write by RMW */
             }
         }
     }

@@ -4,15 +4,17 @@ against `inec server` (argv[2] "server", the default) or `inec gateway` in front
 of nine `inec node` processes ("cluster"):
 - `inec volume create/list/info/resize/delete` through the control API;
 - the export needs its secret, or NBD STARTTLS with the secret as TLS-PSK;
-  LIST names the volumes;
+  LIST names the volumes; BLOCK_STATUS (base:allocation) calls only zeros holes;
 - random writes of every size and alignment (some FUA) against a reference,
   read back byte-exact over TCP and the Unix socket; TRIM and WRITE_ZEROES;
   FLUSH; two clients writing into one stripe at once lose no update;
 - requests beyond the export and malformed handshakes get clean errors and
   the server keeps serving;
-- qemu-img convert into the volume and back, byte-exact;
-- cluster: 3 of 9 nodes SIGKILLed during writes: every acknowledged write
-  reads back, a failed one left each stripe old or new, never a mix.
+- qemu-img convert of a 128 MiB image (32 MiB on the cluster) into a volume
+  without a secret and back out through qcow2, byte-exact, and qemu-img compare;
+- cluster: crash hooks after each step of a delta-parity update, the gateway
+  SIGKILLed during writes, 3 of 9 nodes SIGKILLed during writes: every
+  acknowledged write reads back, a failed one left each stripe old or new.
 argv[1]: the inec binary."""
 import os
 import random
@@ -188,6 +190,33 @@ if UNIX:
     verify(u, "read back over the Unix socket")
     u.shutdown()
 
+# --- BLOCK_STATUS (base:allocation): stripes with data, holes elsewhere ---------------
+b = nbd.NBD()
+b.add_meta_context("base:allocation")
+b.connect_uri("nbd://127.0.0.1:%d/%s" % (NBD_PORT, EXPORT))
+if not b.can_meta_context("base:allocation"):
+    fail("base:allocation not negotiated")
+extents = []
+pos = 0
+while pos < SIZE:  # the server may answer less than asked: ask again from where it ended
+    got = []
+    b.block_status(SIZE - pos, pos, lambda meta, off, entries, err: got.extend(entries) or 0)
+    if not got:
+        fail("an empty block status answer")
+    for i in range(0, len(got), 2):
+        extents.append((pos, got[i], got[i + 1]))
+        pos += got[i]
+for off, n, flags in extents:
+    zeros = ref[off:off + n] == bytes(n)
+    if flags & 1 and not zeros:  # a hole must read as zeros; data may be zeros too
+        fail("block status calls [%d, %d) a hole, it holds data" % (off, off + n))
+    if flags not in (0, 3):
+        fail("block status flags %d" % flags)
+holes = sum(n for _, n, f in extents if f & 1)
+if not 0 < holes < SIZE:
+    fail("block status: %d bytes of holes in %d" % (holes, SIZE))
+b.shutdown()
+
 # --- two clients writing into one stripe at once ------------------------------------
 h2 = connect(EXPORT)
 base = STRIPE * 20
@@ -276,23 +305,33 @@ if h3.pread(4096, 0) != bytes(ref[:4096]):
     fail("the server stopped serving after malformed handshakes")
 h3.shutdown()
 
-# --- qemu-img convert in and back out -------------------------------------------------
+# --- qemu-img convert in and back out, on its own volume (no secret) ------------------
+IMG = (128 if MODE == "server" else 32) << 20
+if json.loads(cli("create", "img", "--size", str(IMG), "--no-secret").stdout)["export"] != "img":
+    fail("a volume without a secret exports as its name")
 tmp = tempfile.mkdtemp(prefix="inec-vol-")
 img = os.path.join(tmp, "in.raw")
-with open(img, "wb") as f:
-    f.write(rng.randbytes(SIZE // 2))
-    f.write(bytes(SIZE // 4))
-    f.write(rng.randbytes(SIZE // 4))
-uri = "nbd://127.0.0.1:%d/%s" % (NBD_PORT, EXPORT)
+with open(img, "wb") as f:  # data, a hole, data, a short tail
+    f.write(rng.randbytes(IMG // 2))
+    f.write(bytes(IMG // 4))
+    f.write(rng.randbytes(IMG // 4 - 4096))
+    f.write(b"tail" * 1024)
+uri = "nbd://127.0.0.1:%d/img" % NBD_PORT
 for args in (["convert", "-n", "-f", "raw", "-O", "raw", img, uri],
-             ["convert", "-f", "raw", "-O", "raw", uri, os.path.join(tmp, "out.raw")]):
+             ["convert", "-f", "raw", "-O", "qcow2", uri, os.path.join(tmp, "out.qcow2")],
+             ["convert", "-f", "qcow2", "-O", "raw", os.path.join(tmp, "out.qcow2"),
+              os.path.join(tmp, "out.raw")]):
     r = subprocess.run(["qemu-img", *args], capture_output=True, text=True, timeout=600)
     if r.returncode:
         fail("qemu-img %s: %s" % (" ".join(args), r.stderr))
 if open(img, "rb").read() != open(os.path.join(tmp, "out.raw"), "rb").read():
     fail("qemu-img convert round trip: other bytes")
-ref[:] = open(img, "rb").read()
+r = subprocess.run(["qemu-img", "compare", "-f", "raw", "-F", "raw", img, uri],
+                   capture_output=True, text=True, timeout=600)
+if r.returncode:
+    fail("qemu-img compare: %s%s" % (r.stdout, r.stderr))
 subprocess.run(["rm", "-rf", tmp])
+cli("delete", "img")
 
 # --- resize: grown volumes show the new size at the next attach ----------------------
 h.shutdown()
