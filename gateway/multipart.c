@@ -511,6 +511,22 @@ static int completed_before(struct gw_objects *o, const char *bucket, const char
     return same ? 0 : -ESRCH;
 }
 
+/* Whether the upload has been voted on or has ended. Complete lists the
+ * parts after reading the upload open; an Abort decided meanwhile may have
+ * removed them already, and Complete must then answer as the loser it is
+ * (NoSuchUpload), not blame the client's part list (InvalidPart). Parts go
+ * only after a decision is on W homes, so a quorum read after the listing
+ * sees that decision. */
+static bool upload_decided(struct gw_objects *o, const char *bucket, const char *key,
+                           const char *uid)
+{
+    json_t *now = NULL;
+    int rc = upload_any(o, bucket, key, uid, &now);
+    bool decided = rc == -ESRCH || (rc == 0 && (gw_rec_deleted(now) || !is_open(now)));
+    json_decref(now);
+    return decided;
+}
+
 /* The upload's vote at u's slot (u: the open record or a vote): u's own
  * fields, the state, and for Complete the ETag and part object ids chosen.
  * The same choice makes the same bytes (objmeta.c dumps keys sorted). */
@@ -575,6 +591,8 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                 have[num] = part;
         }
         rc = build_record(o, u, key, upload_id, have, parts, n, &rec);
+        if (rc && upload_decided(o, bucket, key, upload_id))
+            rc = -ESRCH; /* lost: the parts went with the upload's end */
     }
     /* The vote: this ETag and these parts' chunks, or nothing. */
     if (rc == 0 &&
