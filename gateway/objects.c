@@ -1405,10 +1405,10 @@ struct chunk_job {
     const json_t *stripe;
     int chunks[PLACE_MAX_CHUNKS]; /* which chunk each job reads */
     int rc[PLACE_MAX_CHUNKS];
-    bool keep; /* copy data chunks into g->buf */
 };
 
-/* Reads chunk jobs->chunks[i] directly; -EBADMSG for a corrupt one (node or CRC). */
+/* Checks chunk jobs->chunks[i] by reading it (the control API's object view;
+ * GET reads through stripe_fetch.c); -EBADMSG for a corrupt one (node or CRC). */
 static void read_chunk(void *arg, int i)
 {
     struct chunk_job *j = arg;
@@ -1437,8 +1437,6 @@ static void read_chunk(void *arg, int i)
         json_t *crc = json_array_get(json_object_get(j->stripe, "crc"), (size_t)c);
         if ((json_int_t)node_crc32c(data, len) != json_integer_value(crc))
             rc = -EBADMSG;
-        else if (j->keep)
-            memcpy(g->buf + (size_t)c * j->L, data, len);
     }
     free(data);
     j->rc[i] = rc;

@@ -56,11 +56,12 @@ def gateway_log():
         return f.read()
 
 
-def set_peer_timeout(ms):
-    """Restarts the gateway with the map's peer timeout set to ms."""
+def set_peer_timeout(ms, heartbeat_ms):
+    """Restarts the gateway with the map's peer timeout and heartbeat set."""
     path = os.path.join(srv.dir, "cluster.json")
     cfg = json.load(open(path))
     cfg["map"]["peer_timeout_ms"] = ms
+    cfg["map"]["heartbeat_ms"] = heartbeat_ms
     json.dump(cfg, open(path, "w"), indent=2)
     srv.kill_gateway()
     srv.restart_gateway()
@@ -76,7 +77,9 @@ s3 = client()
 s3.create_bucket(Bucket="around")
 
 # --- 1. a hung node: hedged, long before the peer timeout --------------------------
-set_peer_timeout(SLOW_TIMEOUT_MS)
+# A slow heartbeat: the hung node is not suspected (and so routed around) for 4 s;
+# the chunk read that hangs must be hedged, not avoided.
+set_peer_timeout(SLOW_TIMEOUT_MS, 2000)
 s3 = client()
 small = rng.randbytes(300 << 10)  # one stripe: 5 data chunks of 64 KiB (the 6th padding)
 s3.put_object(Bucket="around", Key="hedge", Body=small)
@@ -112,7 +115,7 @@ print("hedged: %.2f s with %s stopped (peer timeout %.0f s), request %s"
       % (took, victim, SLOW_TIMEOUT_MS / 1000, rid))
 
 # --- 2. failures mid-stream, beyond m for a while: no cut --------------------------
-set_peer_timeout(5000)
+set_peer_timeout(5000, 500)
 s3 = client()
 big = rng.randbytes(24 << 20)
 s3.put_object(Bucket="around", Key="big", Body=big)
