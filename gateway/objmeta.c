@@ -395,6 +395,7 @@ struct read_job {
     int done, answered, refs;
     json_t *best; /* once the caller returned: what it returned (NULL: nothing) */
     bool returned;
+    bool back[PLACE_MAX_CHUNKS]; /* home i's call ended: rc[i] and rec[i] are its answer */
     int rc[PLACE_MAX_CHUNKS];
     json_t *rec[PLACE_MAX_CHUNKS];
 };
@@ -416,10 +417,12 @@ static void read_job_put(struct read_job *j)
     free(j);
 }
 
-/* Home i answered rc and rec: does it lack best? */
-static bool stale(int rc, const json_t *rec, const json_t *best)
+/* Home i's call ended (back) with rc and rec: does it lack best? A home
+ * still silent is not known to lack it, and writing to it could wait the
+ * whole peer timeout (a hung node): if it answers late, read_one repairs it. */
+static bool stale(bool back, int rc, const json_t *rec, const json_t *best)
 {
-    if (!best || (rc != 0 && rc != -ENOENT))
+    if (!back || !best || (rc != 0 && rc != -ENOENT))
         return false;
     return !rec || gw_rec_version(rec) < gw_rec_version(best) ||
            (gw_rec_version(rec) == gw_rec_version(best) && !json_equal(rec, best));
@@ -462,9 +465,10 @@ static void read_one(void *arg, int i)
     pthread_mutex_lock(&j->lock);
     j->rc[i] = rc;
     j->rec[i] = rec;
+    j->back[i] = true;
     j->done++;
     j->answered += rc == 0 || rc == -ENOENT;
-    bool late = j->returned && stale(rc, rec, j->best);
+    bool late = j->returned && stale(true, rc, rec, j->best);
     json_t *best = late ? json_incref(j->best) : NULL;
     pthread_cond_broadcast(&j->cond);
     pthread_mutex_unlock(&j->lock);
@@ -526,7 +530,7 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
     struct writeback w = {.j = j, .best = best};
     int lacking = 0;
     for (int i = 0; enough && best && i < j->n; i++)
-        lacking += w.want[i] = stale(j->rc[i], j->rec[i], best);
+        lacking += w.want[i] = stale(j->back[i], j->rc[i], j->rec[i], best);
     j->best = enough ? json_incref(best) : NULL;
     j->returned = true;
     *out = json_incref(j->best);
