@@ -1087,14 +1087,21 @@ static void *worker_main(void *arg)
             uint64_t bytes = 0;
             enum outcome out = repair_entry(r, e, &bytes);
             const char *qkey = json_string_value(json_array_get(p.keys, i));
-            if (out == DONE && gw_rq_remove(o, qkey) != 0)
-                out = WAIT;
+            if (out == DONE) {
+                /* Remembered before the entry goes: a scan report that finds
+                 * it gone finds it here (one that finds it still queued does
+                 * not look, so a failed removal leaves nothing wrong). */
+                pthread_mutex_lock(&r->lock);
+                if (r->scanning && json_object_size(r->removed) < REMOVED_MAX)
+                    json_object_set_new(r->removed, qkey, json_true());
+                pthread_mutex_unlock(&r->lock);
+                if (gw_rq_remove(o, qkey) != 0)
+                    out = WAIT;
+            }
             uint64_t est = (uint64_t)json_integer_value(json_object_get(e, "len")) *
                            json_array_size(json_object_get(e, "lost"));
             pthread_mutex_lock(&r->lock);
             if (out == DONE) {
-                if (r->scanning && json_object_size(r->removed) < REMOVED_MAX)
-                    json_object_set_new(r->removed, qkey, json_true());
                 r->run_stripes_done++;
                 r->run_bytes_done += bytes;
                 r->stripes_repaired += bytes > 0;
