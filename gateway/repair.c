@@ -477,7 +477,12 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
                   aj, "reason", rj, "queued_ns", (json_int_t)gw_realtime_ns());
     if (!e)
         return;
-    int added = sync ? gw_rq_add(o, e, scan) : -1;
+    /* A write reports stripes it has just written, new to the queue (no
+     * lookup in its path); the scanner reports every queued stripe at every
+     * scan. */
+    int added = -1;
+    if (sync)
+        added = scan ? gw_rq_add_scanned(o, e) : gw_rq_put(o, e) == 0 ? 1 : -1;
     if (added >= 0) {
         json_decref(e);
         pthread_mutex_lock(&r->lock);

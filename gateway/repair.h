@@ -48,19 +48,19 @@ void gw_repair_stop(struct gw_objects *o);
  * stripe} of the record bucket/key, chunk length len. sync: on the nodes
  * before this returns (else flushed by the worker within a moment).
  * scan: a report of the scan under way (sync), dropped when the worker
- * removed the stripe's entry since the scan began (gw_rq_add). */
+ * removed the stripe's entry since the scan began (gw_rq_add_scanned). */
 void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, const char *oid_hex,
                     uint64_t stripe, uint64_t len, const int *lost, const char *const *at,
                     const char *const *reason, int nlost, bool sync, bool scan);
 
 /* repair_queue.c: the durable queue. */
 int gw_rq_put(struct gw_objects *o, json_t *entry); /* entry: as gw_repair_note makes it */
-/* As gw_rq_put, unless the stripe is queued under the entry's key for the
- * same lost chunks (then it is left as it is), or the entry is a report of
- * the scan under way (scan) whose key the worker removed since the scan
- * began (then nothing is queued). 1 when the entry is new in the queue, 0
- * when it was there already or is not queued, or -errno. */
-int gw_rq_add(struct gw_objects *o, json_t *entry, bool scan);
+/* A report of the scan under way: as gw_rq_put, unless the stripe is queued
+ * under the entry's key for the same lost chunks (then it is left as it is)
+ * or the worker removed that key since the scan began (then nothing is
+ * queued). 1 when the entry is new in the queue, 0 when it was there already
+ * or is not queued, or -errno. */
+int gw_rq_add_scanned(struct gw_objects *o, json_t *entry);
 /* Every entry in key order (most losses first); cb returns non-zero to stop. */
 int gw_rq_list(struct gw_objects *o, int (*cb)(const char *qkey, json_t *entry, void *arg),
                void *arg);

@@ -42,7 +42,7 @@ int gw_rq_put(struct gw_objects *o, json_t *entry)
     return gw_meta_write(o, GW_REPAIR_BUCKET, key, entry);
 }
 
-int gw_rq_add(struct gw_objects *o, json_t *entry, bool scan)
+int gw_rq_add_scanned(struct gw_objects *o, json_t *entry)
 {
     char key[128];
     gw_rq_key(entry, key, sizeof(key));
@@ -50,7 +50,7 @@ int gw_rq_add(struct gw_objects *o, json_t *entry, bool scan)
     bool queued = gw_meta_read(o, GW_REPAIR_BUCKET, key, &old) == 0 && !gw_rec_deleted(old);
     bool same = queued && json_equal(json_object_get(old, "lost"), json_object_get(entry, "lost"));
     json_decref(old);
-    if (same || (!queued && scan && gw_repair_removed_in_scan(o, key)))
+    if (same || (!queued && gw_repair_removed_in_scan(o, key)))
         return 0;
     int rc = gw_rq_put(o, entry);
     return rc ? rc : !queued;
