@@ -1225,7 +1225,7 @@ static void queue_missing(struct gw_put *p, const char *bucket, const char *key)
         if (bucket)
             gw_repair_note(p->o, bucket, key, p->oid_hex, s,
                            (uint64_t)json_integer_value(json_object_get(st, "len")), lost, at,
-                           reason, n, true);
+                           reason, n, true, false);
     }
 }
 
@@ -1727,7 +1727,7 @@ static int load_stripe(struct gw_get *g)
             at[nl] = node >= 0 ? o->nodes[node].id : NULL;
             reason[nl++] = loss_reason(why[c]);
         }
-        gw_repair_note(o, g->bucket, g->key, oid, g->cs, L, lc, at, reason, nl, false);
+        gw_repair_note(o, g->bucket, g->key, oid, g->cs, L, lc, at, reason, nl, false, false);
     }
     if (rc) {
         atomic_fetch_add(&o->failed_reads, 1);

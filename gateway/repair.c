@@ -45,6 +45,7 @@
 #define ADMIN_EVERY_MS   3000
 #define PASS_MAX         256 /* entries handled per listing */
 #define PENDING_MAX      10000
+#define REMOVED_MAX      100000 /* past it a scan may queue a repaired stripe again: a check */
 #define ECPIPE_MIN_CHUNK (4u << 20)
 
 enum scheme { SCHEME_AUTO, SCHEME_PPR, SCHEME_ECPIPE, SCHEME_RS, NSCHEMES };
@@ -75,6 +76,7 @@ struct gw_repair {
     bool scrub_now;
 
     json_t *pending; /* queue key -> entry, not yet on the nodes */
+    json_t *removed; /* queue keys the worker removed since the scan under way began */
 
     /* progress of the current run (lock) */
     bool running;
@@ -458,7 +460,7 @@ int gw_objects_repair_set(struct gw_objects *o, const json_t *in, char *msg, siz
 
 void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, const char *oid_hex,
                     uint64_t stripe, uint64_t len, const int *lost, const char *const *at,
-                    const char *const *reason, int nlost, bool sync)
+                    const char *const *reason, int nlost, bool sync, bool scan)
 {
     struct gw_repair *r = o->rep;
     if (!r || nlost <= 0)
@@ -475,13 +477,23 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
                   aj, "reason", rj, "queued_ns", (json_int_t)gw_realtime_ns());
     if (!e)
         return;
-    if (sync && gw_rq_put(o, e) == 0) {
+    /* A write reports stripes it has just written, new to the queue (no
+     * lookup in its path); the scanner reports every queued stripe at every
+     * scan. */
+    int added = -1;
+    if (sync)
+        added = scan ? gw_rq_add_scanned(o, e) : gw_rq_put(o, e) == 0 ? 1 : -1;
+    if (added >= 0) {
         json_decref(e);
         pthread_mutex_lock(&r->lock);
-        /* Counted as left now: the status never says idle with it queued
-         * (the worker's next listing counts exactly). */
-        r->left_stripes++;
-        r->left_bytes += len * (uint64_t)nlost;
+        /* A new entry is counted as left now: the status never says idle
+         * with it queued (the worker's next listing counts exactly). One
+         * queued already is counted, by the listing or by its first report:
+         * counting each scan's report again made the totals grow. */
+        if (added) {
+            r->left_stripes++;
+            r->left_bytes += len * (uint64_t)nlost;
+        }
         r->kick = true;
         pthread_cond_broadcast(&r->cond);
         pthread_mutex_unlock(&r->lock);
@@ -1080,8 +1092,17 @@ static void *worker_main(void *arg)
             uint64_t bytes = 0;
             enum outcome out = repair_entry(r, e, &bytes);
             const char *qkey = json_string_value(json_array_get(p.keys, i));
-            if (out == DONE && gw_rq_remove(o, qkey) != 0)
-                out = WAIT;
+            if (out == DONE) {
+                /* Remembered before the entry goes: a scan report that finds
+                 * it gone finds it here (one that finds it still queued does
+                 * not look, so a failed removal leaves nothing wrong). */
+                pthread_mutex_lock(&r->lock);
+                if (r->scanning && json_object_size(r->removed) < REMOVED_MAX)
+                    json_object_set_new(r->removed, qkey, json_true());
+                pthread_mutex_unlock(&r->lock);
+                if (gw_rq_remove(o, qkey) != 0)
+                    out = WAIT;
+            }
             uint64_t est = (uint64_t)json_integer_value(json_object_get(e, "len")) *
                            json_array_size(json_object_get(e, "lost"));
             pthread_mutex_lock(&r->lock);
@@ -1134,6 +1155,7 @@ void gw_repair_scan_done(struct gw_objects *o, const uint64_t *degraded_by_lost,
     r->tombstones_deleted += tombstones_deleted;
     r->scans++;
     r->scanning = false;
+    json_object_clear(r->removed); /* the next scan sees the stripes after these removals */
     r->scan_ms = duration_ms;
     r->scan_done_ns = gw_realtime_ns();
     r->kick = true;
@@ -1290,6 +1312,7 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
     r->pending = json_object();
+    r->removed = json_object();
     r->scan_interval_ms = (int)opt_ms(opts, "scan_interval_ms", 60000);
     r->down_out_ms = opt_ms(opts, "down_out_ms", 600000);
     r->orphan_grace_ms = opt_ms(opts, "orphan_grace_ms", 3600000);
@@ -1300,8 +1323,9 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     r->schemes = json_object_get(opts, "schemes") ? json_deep_copy(json_object_get(opts, "schemes"))
                                                   : json_object();
     settings_apply(r, opts);
-    if (!r->pending || r->scheme_default == NSCHEMES) {
+    if (!r->pending || !r->removed || r->scheme_default == NSCHEMES) {
         json_decref(r->pending);
+        json_decref(r->removed);
         json_decref(r->schemes);
         free(r);
         return -EINVAL;
@@ -1337,6 +1361,7 @@ void gw_repair_stop(struct gw_objects *o)
         for (int s = 0; s < NSCHEMES; s++)
             codec_destroy(r->codecs[p][s]);
     json_decref(r->pending);
+    json_decref(r->removed);
     json_decref(r->schemes);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);
@@ -1358,6 +1383,15 @@ bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms)
     *grace_ms = r->orphan_grace_ms;
     pthread_mutex_unlock(&r->lock);
     return !stop;
+}
+
+bool gw_repair_removed_in_scan(struct gw_objects *o, const char *qkey)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    bool removed = json_object_get(r->removed, qkey) != NULL;
+    pthread_mutex_unlock(&r->lock);
+    return removed;
 }
 
 int64_t gw_repair_tombstones_due(struct gw_objects *o)

@@ -46,13 +46,21 @@ void gw_repair_stop(struct gw_objects *o);
 /* A degraded stripe seen by a read, a write or the scanner: chunk lost[i]
  * (on node at[i], may be NULL; why: reason[i]) of the stripe {oid_hex,
  * stripe} of the record bucket/key, chunk length len. sync: on the nodes
- * before this returns (else flushed by the worker within a moment). */
+ * before this returns (else flushed by the worker within a moment).
+ * scan: a report of the scan under way (sync), dropped when the worker
+ * removed the stripe's entry since the scan began (gw_rq_add_scanned). */
 void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, const char *oid_hex,
                     uint64_t stripe, uint64_t len, const int *lost, const char *const *at,
-                    const char *const *reason, int nlost, bool sync);
+                    const char *const *reason, int nlost, bool sync, bool scan);
 
 /* repair_queue.c: the durable queue. */
 int gw_rq_put(struct gw_objects *o, json_t *entry); /* entry: as gw_repair_note makes it */
+/* A report of the scan under way: as gw_rq_put, unless the stripe is queued
+ * under the entry's key for the same lost chunks (then it is left as it is)
+ * or the worker removed that key since the scan began (then nothing is
+ * queued). 1 when the entry is new in the queue, 0 when it was there already
+ * or is not queued, or -errno. */
+int gw_rq_add_scanned(struct gw_objects *o, json_t *entry);
 /* Every entry in key order (most losses first); cb returns non-zero to stop. */
 int gw_rq_list(struct gw_objects *o, int (*cb)(const char *qkey, json_t *entry, void *arg),
                void *arg);
@@ -68,6 +76,9 @@ void gw_scanner_kick(struct gw_objects *o);
 /* repair.c, for the scanner: node i counts as lost (out, or down past the
  * configured time); node i may take new chunks. */
 bool gw_repair_node_lost(struct gw_objects *o, int node);
+/* repair.c, for the queue: the worker removed the entry qkey since the scan
+ * under way began. */
+bool gw_repair_removed_in_scan(struct gw_objects *o, const char *qkey);
 bool gw_repair_node_usable(struct gw_objects *o, int node);
 /* The records moved to the homes of members excl[] leaves out: from now on
  * they are the metadata homes (persisted in the admin record). */

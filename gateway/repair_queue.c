@@ -8,6 +8,13 @@
  * with different losses has two entries; the worker repairs what the stripe
  * really lacks at the first and finds nothing left at the second. Entries are
  * removed without tombstones: one that comes back only costs a check.
+ * The scanner reports every degraded stripe at every scan; an entry already
+ * queued for the same chunks is not written again, so it is counted as left
+ * work once (repair.c) and keeps the time of its first report. A scan that
+ * saw a stripe before the worker repaired it (its entry removed since the
+ * scan began) would queue it again and count its bytes as left for nothing:
+ * that report is dropped, the next scan judges the stripe afresh. The entry
+ * is looked up first, so a removal before the lookup is known by then.
  *
  * Entry: {"version", "bucket", "key", "oid", "stripe", "len", "lost": [c],
  *         "at": [node id], "reason", "queued_ns"}.
@@ -33,6 +40,20 @@ int gw_rq_put(struct gw_objects *o, json_t *entry)
     gw_rq_key(entry, key, sizeof(key));
     json_object_set_new(entry, "version", json_integer((json_int_t)gw_next_version(o, NULL)));
     return gw_meta_write(o, GW_REPAIR_BUCKET, key, entry);
+}
+
+int gw_rq_add_scanned(struct gw_objects *o, json_t *entry)
+{
+    char key[128];
+    gw_rq_key(entry, key, sizeof(key));
+    json_t *old = NULL;
+    bool queued = gw_meta_read(o, GW_REPAIR_BUCKET, key, &old) == 0 && !gw_rec_deleted(old);
+    bool same = queued && json_equal(json_object_get(old, "lost"), json_object_get(entry, "lost"));
+    json_decref(old);
+    if (same || (!queued && gw_repair_removed_in_scan(o, key)))
+        return 0;
+    int rc = gw_rq_put(o, entry);
+    return rc ? rc : !queued;
 }
 
 struct rq_walk {

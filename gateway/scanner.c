@@ -585,7 +585,7 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
             for (int i = 0; i < NODE_OBJECT_ID_BYTES; i++)
                 snprintf(oid + 2 * i, 3, "%02x", x->oid[i]);
             gw_repair_note(o, name, name + strlen(name) + 1, oid, x->cs, x->len, lc, at, why, nl,
-                           true);
+                           true, true);
         }
         /* Figures of a scan that missed records would undercount: keep the last. */
         if (!sc.incomplete && !gw_repair_stopping(o))

@@ -174,7 +174,8 @@ static void note_late_loss(struct gw_fetch *f, int c, int rc)
         snprintf(oid + 2 * i, 3, "%02x", st->oid[i]);
     const char *at = o->nodes[st->node[c]].id, *reason = rc == -EBADMSG ? "corrupt" : "missing";
     atomic_fetch_add(rc == -EBADMSG ? &o->corrupt_chunks : &o->missing_chunks, 1);
-    gw_repair_note(o, st->bucket, st->key, oid, st->stripe, st->len, &c, &at, &reason, 1, false);
+    gw_repair_note(o, st->bucket, st->key, oid, st->stripe, st->len, &c, &at, &reason, 1, false,
+                   false);
 }
 
 /* One chunk read (a job on the fetcher's threads): node, length and, for a
