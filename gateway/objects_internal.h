@@ -199,6 +199,8 @@ int gw_meta_copy(struct gw_objects *o, const char *bucket, const char *key, cons
 /* Removes the record from every copy, no tombstone: only for records whose
  * coming back is harmless (the repair queue's). 0 once meta_wq are gone. */
 int gw_meta_remove(struct gw_objects *o, const char *bucket, const char *key);
+/* The same, then every member's copy (a record some listing walks until it is gone). */
+int gw_meta_remove_all(struct gw_objects *o, const char *bucket, const char *key);
 /* Every live (not deleted) record of `bucket` in key order, newest version of
  * each, merged across the nodes. cb returns non-zero to stop. */
 int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,

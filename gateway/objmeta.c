@@ -307,6 +307,39 @@ int gw_meta_remove(struct gw_objects *o, const char *bucket, const char *key)
     return ok >= o->meta_wq ? 0 : -EHOSTDOWN;
 }
 
+/* Every member's copy, not only the homes': a copy on a node that is not a
+ * home now (written before a membership change, a migration cut short, a
+ * home judged down at the removal) would stay in listings for ever, and a
+ * queue walked by listing would meet it again at every pass. Each member is
+ * asked, whatever the failure detector thinks of it (a removal is
+ * background work; a call is bounded by the peer timeout). */
+struct remove_all {
+    struct gw_objects *o;
+    const char *bucket, *key;
+};
+
+static void remove_member(void *arg, int i)
+{
+    struct remove_all *a = arg;
+    if (a->o->map->nodes[i].state == PLACE_OUT)
+        return;
+    struct node_client *c = NULL;
+    int rc = gw_client_get(a->o, i, &c);
+    if (rc == 0)
+        rc = node_client_delete_meta(c, a->bucket, a->key);
+    gw_client_put(a->o, i, c, rc == -ENOENT ? 0 : rc);
+}
+
+int gw_meta_remove_all(struct gw_objects *o, const char *bucket, const char *key)
+{
+    int rc = gw_meta_remove(o, bucket, key);
+    if (rc == 0) {
+        struct remove_all a = {o, bucket, key};
+        gw_fanout_run(o, o->nnodes, remove_member, &a);
+    }
+    return rc;
+}
+
 /* --- decisions -------------------------------------------------------------------
  * One decision among racers (Complete against Abort of an upload): each
  * racer sends its vote at the same version, the slot. A home keeps the first

@@ -79,5 +79,5 @@ int gw_rq_list(struct gw_objects *o, int (*cb)(const char *qkey, json_t *entry, 
 
 int gw_rq_remove(struct gw_objects *o, const char *qkey)
 {
-    return gw_meta_remove(o, GW_REPAIR_BUCKET, qkey);
+    return gw_meta_remove_all(o, GW_REPAIR_BUCKET, qkey);
 }
