@@ -3,21 +3,31 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "inec/log.h"
 
+/* A client's address without its port: what the per-address limit counts. */
+struct peer {
+    sa_family_t family;
+    uint8_t ip[16];
+};
+
 struct guarded {
     struct gw_conn_guard *g;
     int fd;      /* our dup of the connection's socket */
     int64_t due; /* headers due by (monotonic ns); 0: a request is being served */
-    bool cut;
+    bool served; /* a request has ended: while due is set, the connection is idle */
+    bool cut;    /* shut down: closing, counted nowhere */
+    struct peer peer;
     struct guarded *prev, *next;
 };
 
@@ -27,8 +37,26 @@ struct gw_conn_guard {
     pthread_t thread;
     bool stop;
     int64_t timeout_ns;
+    unsigned max_connections, max_per_client;
     struct guarded *head;
 };
+
+static void peer_of(const struct sockaddr *addr, struct peer *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (!addr)
+        return;
+    p->family = addr->sa_family;
+    if (addr->sa_family == AF_INET)
+        memcpy(p->ip, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+    else if (addr->sa_family == AF_INET6)
+        memcpy(p->ip, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
+}
+
+static bool is_idle(const struct guarded *c)
+{
+    return c->served && c->due && !c->cut;
+}
 
 static int64_t now_ns(void)
 {
@@ -59,12 +87,15 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
-int gw_conn_guard_start(unsigned header_timeout_s, struct gw_conn_guard **out)
+int gw_conn_guard_start(unsigned header_timeout_s, unsigned max_connections,
+                        unsigned max_per_client, struct gw_conn_guard **out)
 {
     struct gw_conn_guard *g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
     g->timeout_ns = (int64_t)header_timeout_s * 1000000000;
+    g->max_connections = max_connections;
+    g->max_per_client = max_per_client;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->wake, NULL);
     int rc = pthread_create(&g->thread, NULL, watchdog, g);
@@ -98,6 +129,45 @@ void gw_conn_guard_stop(struct gw_conn_guard *g)
     free(g);
 }
 
+enum MHD_Result gw_conn_guard_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addrlen;
+    struct gw_conn_guard *g = cls;
+    struct peer p;
+    peer_of(addr, &p);
+    unsigned total = 0, active_here = 0;
+    struct guarded *oldest_idle = NULL;
+    pthread_mutex_lock(&g->mu);
+    for (struct guarded *c = g->head; c; c = c->next) {
+        if (c->cut)
+            continue;
+        total++;
+        if (is_idle(c)) {
+            if (!oldest_idle || c->due < oldest_idle->due)
+                oldest_idle = c;
+        } else if (memcmp(&c->peer, &p, sizeof(p)) == 0) {
+            active_here++;
+        }
+    }
+    enum MHD_Result ok = MHD_YES;
+    if (active_here >= g->max_per_client) {
+        ok = MHD_NO;
+    } else if (total >= g->max_connections) {
+        if (oldest_idle) {
+            oldest_idle->cut = true;
+            shutdown(oldest_idle->fd, SHUT_RDWR);
+        } else {
+            ok = MHD_NO;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (!ok)
+        inec_log(INEC_LOG_DEBUG, "s3", "refused a connection: %s",
+                 active_here >= g->max_per_client ? "too many from its address"
+                                                  : "too many connections");
+    return ok;
+}
+
 void gw_conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
@@ -113,6 +183,9 @@ void gw_conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
             return;
         }
         c->g = g;
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        peer_of(ai ? ai->client_addr : NULL, &c->peer);
         pthread_mutex_lock(&g->mu);
         c->due = now_ns() + g->timeout_ns;
         c->next = g->head;
@@ -148,6 +221,7 @@ static void set_due(struct MHD_Connection *conn, bool waiting)
         return;
     pthread_mutex_lock(&c->g->mu);
     c->due = waiting ? now_ns() + c->g->timeout_ns : 0;
+    c->served |= waiting;
     pthread_mutex_unlock(&c->g->mu);
 }
 

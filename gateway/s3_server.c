@@ -9,6 +9,15 @@
  * with no data (finish: verify the body, commit, answer). A PUT is committed
  * only after every check of its body passed; until then it can be aborted
  * and the previous version stays.
+ *
+ * Connections are kept alive. MHD closes a connection whose answer was
+ * queued from the first call (an "early" answer: it cannot know the body was
+ * read), so an answer made then is held (req.reply) and queued from the
+ * last call instead, once the request has been read whole. Only an answer
+ * refusing a body that will not be read is sent early, and closes: the
+ * client waits for it before sending the body (Expect: 100-continue), or the
+ * body is longer than DROP_MAX. A shorter refused body is read and dropped,
+ * and the connection stays open.
  */
 #include "gateway/s3_server.h"
 
@@ -42,12 +51,13 @@
 #define MAX_OBJECT_SIZE  (5ull << 30) /* S3's single-PUT limit */
 #define SMALL_BODY_MAX   (64u << 10)  /* CreateBucket's configuration */
 #define READ_BLOCK       (256u << 10)
-#define DROP_MAX         (8u << 20)   /* body bytes read after a refusal (handler) */
+#define DROP_MAX         (8u << 20)   /* body bytes read after a refusal (handle) */
 #define MEMORY_LIMIT     (128u << 10) /* per connection: bounds the request header */
 #define CONN_TIMEOUT_SEC 60           /* idle: each connection holds a thread */
-#define MAX_CONNECTIONS  256u
-#define MAX_PER_CLIENT   64u /* connections from one address */
-#define HEADER_TIMEOUT   30u /* seconds to send a request's headers (conn_guard.h) */
+#define MAX_CONNECTIONS  256u         /* conn_guard.h: idle ones are closed to make room */
+#define MAX_PER_CLIENT   64u          /* active connections from one address (conn_guard.h) */
+#define CLOSING_SLACK    64u          /* connections the guard closed whose threads still run */
+#define HEADER_TIMEOUT   30u          /* seconds to send a request's headers (conn_guard.h) */
 
 struct gw_s3_server {
     struct MHD_Daemon *daemon;
@@ -77,8 +87,9 @@ struct req {
     int status;
     uint64_t bytes_in, bytes_out;
     bool started, answered;
-    uint64_t dropped; /* body bytes read after the answer or the failure */
-    char *joined[8];  /* repeated headers, joined */
+    struct MHD_Response *reply; /* answered, not yet queued: send_reply */
+    uint64_t dropped;           /* body bytes read after the answer or the failure */
+    char *joined[8];            /* repeated headers, joined */
     size_t njoined;
 
     struct gw_s3_target t;
@@ -203,13 +214,42 @@ static void common_headers(struct req *r, struct MHD_Response *resp)
     MHD_add_response_header(resp, "Server", "inec");
 }
 
+/* The answer, held until MHD may send it without closing the connection
+ * (send_reply). */
 static void queue(struct req *r, int status, struct MHD_Response *resp)
 {
     common_headers(r, resp);
     r->status = status;
     r->answered = true;
-    MHD_queue_response(r->conn, (unsigned)status, resp);
-    MHD_destroy_response(resp);
+    r->reply = resp;
+}
+
+static void send_reply(struct req *r)
+{
+    if (!r->reply)
+        return;
+    if (MHD_queue_response(r->conn, (unsigned)r->status, r->reply) != MHD_YES)
+        inec_log(INEC_LOG_WARN, "s3", "MHD refused an answer (HTTP %d)", r->status);
+    MHD_destroy_response(r->reply);
+    r->reply = NULL;
+}
+
+/* After the first call answered: is the body, if any, read and dropped (the
+ * connection lives on) rather than left unread (the answer goes now, early,
+ * and MHD closes the connection)? */
+static bool drain_body(struct req *r)
+{
+    const char *expect = header(r, "Expect");
+    if (expect && strcasecmp(expect, "100-continue") == 0)
+        return false; /* the client waits for this answer before sending it */
+    const char *te = header(r, "Transfer-Encoding");
+    if (te)
+        return false; /* of unknown length */
+    const char *cl = header(r, "Content-Length");
+    char *end;
+    errno = 0;
+    unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
+    return !cl || (*cl && !*end && !errno && *cl != '-' && n <= DROP_MAX);
 }
 
 static struct MHD_Response *buffer_response(char *data, size_t len, const char *content_type)
@@ -1932,14 +1972,16 @@ static enum MHD_Result handle(struct req *r, struct MHD_Connection *conn, const 
         r->conn = conn;
         gw_conn_guard_headers_done(conn);
         begin(r, method);
+        if (r->reply && !drain_body(r))
+            send_reply(r);
         return MHD_YES;
     }
     if (*upload_data_size && (r->answered || r->err)) {
         /* Answered before the body, or the body failed: the rest is read and
          * dropped so the client can read the answer, but only so much of it:
-         * its length may be anything the client claimed, and MHD cannot send
-         * an answer before the body has ended. Beyond that, the connection
-         * is closed. */
+         * its length may be anything the client claimed (chunked), and MHD
+         * cannot send an answer before the body has ended. Beyond that, the
+         * connection is closed. */
         r->dropped += *upload_data_size;
         *upload_data_size = 0;
         if (r->dropped > DROP_MAX) {
@@ -1953,8 +1995,10 @@ static enum MHD_Result handle(struct req *r, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (r->answered)
+    if (r->answered) {
+        send_reply(r);
         return MHD_YES;
+    }
     if (r->err)
         answer_error(r, r->err, r->msg);
     else if (r->srv->floor)
@@ -1963,6 +2007,7 @@ static enum MHD_Result handle(struct req *r, struct MHD_Connection *conn, const 
         put_end(r);
     else
         small_body_end(r);
+    send_reply(r);
     return r->answered ? MHD_YES : MHD_NO;
 }
 
@@ -2015,6 +2060,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     inec_log_context_set(r->id);
     if (r->put) /* the client went away mid-body, or the body failed */
         gw_put_abort(r->put);
+    if (r->reply) /* the client went away before its answer could go */
+        MHD_destroy_response(r->reply);
     int status = r->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status >= 200 && status < 300)
         status = 0; /* cut short: counted as "other" */
@@ -2094,16 +2141,18 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
     struct MHD_OptionItem tls[3];
     gw_tls_mhd_options(cfg->tls, tls, &flags);
     int rc = gw_conn_guard_start(cfg->header_timeout_s ? cfg->header_timeout_s : HEADER_TIMEOUT,
-                                 &s->guard);
+                                 maxc, per_client < maxc ? per_client : maxc, &s->guard);
     if (rc) {
         gw_s3_server_stop(s, 0);
         return rc;
     }
+    /* The guard applies the limits (it tells idle connections from active
+     * ones); MHD's own limit only bounds the threads in all. */
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_URI_LOG_CALLBACK, uri_log, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, gw_conn_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT,
-        maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client < maxc ? per_client : maxc,
+        flags, 0, gw_conn_guard_accept, s->guard, handler, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, uri_log, s,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        gw_conn_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT, maxc + CLOSING_SLACK,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_SEC,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_EXTERNAL_LOGGER,
         mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls,
