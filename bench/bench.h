@@ -59,6 +59,29 @@ int bench_plot_rows(const char *file, const char *title, const char *xlabel, con
 int bench_series_add(struct bench_series *s, double x, double y);
 void bench_series_free(struct bench_series *s, int ns);
 
+/*
+ * The disk under `dir`: sequential 1 MiB writes of `bytes` in all, with an
+ * fdatasync after every 16 MiB (what a node does with a large object's
+ * chunks, at best), into MB/s. The file is removed afterwards.
+ */
+int bench_disk_write_mbps(const char *dir, uint64_t bytes, double *mbps, char *err, size_t errlen);
+
+/*
+ * Node processes on loopback tcp, as scripts/cluster.sh starts them: `inec
+ * node run` of this very binary, one per node, with DIR/cluster.json (nodes
+ * n0..n{n-1} on free ports, pool "default" of `profile` with 1 MiB chunks,
+ * DIR/cluster.secret) into *cfg, ready for gw_objects_open. Each node's
+ * output goes to DIR/nI.log. bench_nodes_stop_one / start_one stop (SIGTERM)
+ * and restart node i on its port (a degraded read's failed nodes).
+ */
+#define BENCH_NODES_MAX 32
+struct bench_nodes;
+int bench_nodes_start(const char *dir, int n, const char *profile, json_t **cfg,
+                      struct bench_nodes **out, char *err, size_t errlen);
+int bench_nodes_start_one(struct bench_nodes *c, int i, char *err, size_t errlen);
+void bench_nodes_stop_one(struct bench_nodes *c, int i);
+void bench_nodes_stop(struct bench_nodes *c); /* every node; NULL is a no-op */
+
 /* Removes a directory tree (a benchmark's scratch data). */
 void bench_rmtree(const char *dir);
 /* 4096 -> "4K", 1048576 -> "1M", 1000 -> "1000". */
