@@ -1,14 +1,19 @@
 /*
  * `inec bench s3`: S3 PUT and GET throughput and latency through the real
- * HTTP stack, against a floor measured in the same run.
+ * HTTP stack, against ceilings measured in the same run.
  *
  * Clients are threads of this process, each with one keep-alive HTTP/1.1
  * connection over loopback, signing every request with SigV4
- * (gw_sigv4_sign, UNSIGNED-PAYLOAD bodies). The gateway under test is
- * embedded (gateway + nodes in this process, as `inec server`), or another
- * process (`--cluster cluster.json` from scripts/cluster.sh, `--endpoint`).
- * The floor is the same gw_s3_server with cfg.floor set: same HTTP library,
- * same threads, same signature checks, no storage. ratio = inec / floor.
+ * (gw_sigv4_sign; PUT bodies UNSIGNED-PAYLOAD or with their SHA-256 signed).
+ * The gateway under test is embedded (this process's gw_s3_server and object
+ * layer), its nodes in this process over mem (as `inec server`) or `inec
+ * node` processes over tcp (as scripts/cluster.sh), one pass each; or it is
+ * another process (`--cluster cluster.json`, `--endpoint`). The floor is the
+ * same gw_s3_server with cfg.floor set: same HTTP library, same threads, same
+ * signature checks, no storage; ratio = inec / floor. The disk limit is the
+ * data directory's disk written sequentially with fdatasync, times the
+ * profile's data fraction: what a PUT could reach if storing cost nothing
+ * but the disk.
  *
  * Objects hold gw_s3_floor_bytes(key), the bytes the floor answers, so every
  * GET body of both servers is compared byte for byte with what it must be:
@@ -523,25 +528,36 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: inec bench s3 [--size S,S,...] [--clients N,N,...] [--seconds SEC]\n"
+            "                     [--transport mem,tcp] [--payload unsigned,signed]\n"
             "                     [--quick] [--json] [--plot FILE.png] [--profile P] [--dir DIR]\n"
             "                     [--cluster cluster.json | --endpoint HOST:PORT]\n\n"
             "S3 PUT, GET and degraded GET over HTTP/1.1 keep-alive connections from client\n"
-            "threads (SigV4, UNSIGNED-PAYLOAD; every GET body checked byte for byte), against\n"
-            "a floor in the same run: the same S3 HTTP server with no storage (ratio = inec /\n"
-            "floor MB/s). MB = 1e6 bytes; latencies per request, in ms.\n"
+            "threads (SigV4; every GET body checked byte for byte), against ceilings\n"
+            "measured in the same run: the floor, the same S3 HTTP server with no storage\n"
+            "(ratio = inec / floor MB/s), and the disk limit, sequential write + fdatasync\n"
+            "of the data directory's disk x k/(k+m) (disk = PUT MB/s / it). MB = 1e6\n"
+            "bytes; latencies per request, in ms.\n"
             "  --size      object sizes (4K,64K,1M,16M,64M; --quick 4K,1M,16M)\n"
             "  --clients   concurrent clients (1,4,16; --quick 1,4)\n"
-            "  --seconds   time per phase per cell (2; --quick 0.3); every client does at\n"
+            "  --seconds   time per phase per cell (2; --quick 0.25); every client does at\n"
             "              least one request\n"
-            "  --plot      MB/s against clients per size and operation, floor dashed\n"
-            "  (default)   embedded: gateway + 9 nodes in this process, as `inec server`,\n"
-            "              data in a temporary directory (--dir), profile rs:k=6,m=3\n"
-            "              (--profile); degraded GET stops m nodes\n"
+            "  --transport the embedded gateway's nodes, one pass each (mem,tcp; --quick\n"
+            "              mem): mem = 9 nodes in this process, as `inec server`; tcp = 9\n"
+            "              `inec node` processes on loopback, as scripts/cluster.sh starts\n"
+            "              them (vs mem = tcp MB/s / mem MB/s of the same cell)\n"
+            "  --payload   PUT bodies UNSIGNED-PAYLOAD, or signed: the body's SHA-256 in\n"
+            "              x-amz-content-sha256, computed by the client first, as boto3\n"
+            "              does over HTTP (unsigned,signed)\n"
+            "  --plot      MB/s against clients per transport, size and operation, floor\n"
+            "              dashed\n"
+            "  (default)   embedded: data in a temporary directory (--dir), profile\n"
+            "              rs:k=6,m=3 (--profile); degraded GET stops m nodes\n"
             "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
             "              cluster.json, else its data dir's credentials.json)\n"
             "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
             "              (or INEC_ACCESS_KEY/INEC_SECRET_KEY), region AWS_DEFAULT_REGION\n"
-            "  Against another process there is no degraded GET (its nodes are not ours).\n");
+            "  Against another process there is no degraded GET (its nodes are not ours)\n"
+            "  and no disk limit (its disk is not ours).\n");
 }
 
 /* The embedded pool's profile: m (how many nodes a stripe may lose) and the
@@ -934,7 +950,7 @@ int bench_s3(int argc, char **argv)
         memcpy(clients, quick ? brief : full, (size_t)nclients * sizeof(*clients));
     }
     if (seconds == 0)
-        seconds = quick ? 0.3 : 2;
+        seconds = quick ? 0.25 : 2;
     if (!getenv("INEC_LOG")) /* nodes stopping and starting are the plan, not news */
         inec_log_set_level(INEC_LOG_WARN);
 

@@ -27,6 +27,17 @@ check_json primitive "$tmp/prim.json" 12 || fail "primitive json"
 "$inec" bench s3 --quick --size 4K --clients 1,2 --seconds 0.05 --json --plot "$tmp/s3.png" \
     >"$tmp/s3.json"
 check_json s3 "$tmp/s3.json" 5 || fail "s3 json"
+# The tcp pass (9 `inec node` processes), signed payloads, the disk limit.
+"$inec" bench s3 --transport tcp --payload signed --size 4K --clients 1 --seconds 0.05 --json \
+    >"$tmp/s3tcp.json"
+python3 - "$tmp/s3tcp.json" <<'PY' || fail "s3 tcp json"
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+assert {r["transport"] for r in rows} == {"tcp"}, rows
+assert {(r["op"], r["payload"]) for r in rows} == {("PUT", "signed"), ("GET", "none"),
+                                                   ("GET-degr", "none")}, rows
+assert all(r["disk_ratio"] > 0 for r in rows if r["op"] == "PUT"), rows
+PY
 "$inec" bench repair --quick --objects 3 --size 64K --transport mem --json >"$tmp/repair.json"
 check_json repair "$tmp/repair.json" 3 || fail "repair json"
 "$inec" bench objects --size 4K,64K --reps 1 --json >"$tmp/objects.json"
@@ -42,6 +53,13 @@ for b in codec primitive ec store objects s3 repair; do
     set -e
     [ $rc -eq 2 ] || fail "bench $b --size 1Q: exit $rc"
     grep -q "1Q" "$tmp/err" || fail "bench $b: the error does not name the bad value: $(cat "$tmp/err")"
+done
+for bad in "--transport udp" "--payload maybe"; do
+    set +e
+    "$inec" bench s3 $bad >/dev/null 2>&1
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "bench s3 $bad: exit $rc"
 done
 for b in codec primitive ec s3; do
     set +e
