@@ -770,37 +770,22 @@ static void print_cell(const struct cell *c, json_t *rows, bool json)
     fflush(stdout);
 }
 
-/* Parses --transport's list: mem, tcp (either or both, in that order). */
-static int parse_transports(const char *v, bool *mem, bool *tcp)
+/* A list of one or both of two names ("mem,tcp", "signed"): which it holds;
+ * -1 for any other name or an empty list. */
+static int parse_either(const char *v, const char *name_a, const char *name_b, bool *a, bool *b)
 {
-    *mem = *tcp = false;
+    *a = *b = false;
     char buf[64];
     snprintf(buf, sizeof(buf), "%s", v);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (strcmp(t, "mem") == 0)
-            *mem = true;
-        else if (strcmp(t, "tcp") == 0)
-            *tcp = true;
+        if (strcmp(t, name_a) == 0)
+            *a = true;
+        else if (strcmp(t, name_b) == 0)
+            *b = true;
         else
             return -1;
     }
-    return *mem || *tcp ? 0 : -1;
-}
-
-static int parse_payloads(const char *v, bool *unsig, bool *sig)
-{
-    *unsig = *sig = false;
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%s", v);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (strcmp(t, "unsigned") == 0)
-            *unsig = true;
-        else if (strcmp(t, "signed") == 0)
-            *sig = true;
-        else
-            return -1;
-    }
-    return *unsig || *sig ? 0 : -1;
+    return *a || *b ? 0 : -1;
 }
 
 /* The gateway under test of one pass: embedded over mem, embedded over tcp
@@ -915,15 +900,14 @@ int bench_s3(int argc, char **argv)
         }
     }
     bool use_mem, use_tcp, unsigned_put, signed_put;
-    if (parse_transports(transports ? transports
-                         : quick    ? "mem"
-                                    : "mem,tcp",
-                         &use_mem, &use_tcp) != 0) {
+    const char *tr = transports ? transports : quick ? "mem" : "mem,tcp";
+    if (parse_either(tr, "mem", "tcp", &use_mem, &use_tcp) != 0) {
         fprintf(stderr, "inec bench s3: --transport wants mem, tcp or mem,tcp, not '%s'\n",
                 transports);
         return 2;
     }
-    if (parse_payloads(payloads ? payloads : "unsigned,signed", &unsigned_put, &signed_put) != 0) {
+    if (parse_either(payloads ? payloads : "unsigned,signed", "unsigned", "signed", &unsigned_put,
+                     &signed_put) != 0) {
         fprintf(stderr,
                 "inec bench s3: --payload wants unsigned, signed or unsigned,signed, not '%s'\n",
                 payloads);
