@@ -974,7 +974,9 @@ int bench_s3(int argc, char **argv)
                 keys[1] = strdup(sk);
             }
         }
-        snprintf(u->mode, sizeof(u->mode), "remote: gateway at %s (%s); no degraded GET", u->t.host,
+        char host[sizeof(u->t.host)]; /* not formatted from the struct it is formatted into */
+        memcpy(host, u->t.host, sizeof(host));
+        snprintf(u->mode, sizeof(u->mode), "remote: gateway at %s (%s); no degraded GET", host,
                  cluster ? cluster : "--endpoint");
     } else {
         uint8_t rnd[20];
