@@ -434,7 +434,12 @@ static int stripe_update(struct gw_volume *v, uint64_t s, size_t off, size_t len
 {
     pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
     pthread_mutex_lock(lock);
-    int rc = -EAGAIN;
+    int rc = gw_volume_settle(v, s);
+    if (rc) {
+        pthread_mutex_unlock(lock);
+        return rc;
+    }
+    rc = -EAGAIN;
     if (src && v->delta && len < v->stripe_bytes)
         rc = gw_volume_delta_write(v, s, off, len, src);
     if (rc != -EAGAIN) {
@@ -472,6 +477,12 @@ int gw_volume_read(struct gw_volume *v, uint64_t off, size_t len, void *buf)
         uint64_t s = off / v->stripe_bytes;
         size_t in = (size_t)(off % v->stripe_bytes);
         size_t n = v->stripe_bytes - in < len ? v->stripe_bytes - in : len;
+        if (gw_volume_pending(v, s)) { /* a half-updated stripe reads better recovered */
+            pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
+            pthread_mutex_lock(lock);
+            gw_volume_settle(v, s);
+            pthread_mutex_unlock(lock);
+        }
         rc = stripe_read(v, s, in, n, dst);
         off += n, len -= n, dst += n;
     }

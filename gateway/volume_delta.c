@@ -55,6 +55,55 @@ static void crash_hook(const char *step)
     }
 }
 
+/* Stripes whose interrupted update this process could not recover yet (a
+ * data chunk's node down): their parities may not match their data, so every
+ * later access of such a stripe recovers it first (gw_volume_settle). Without
+ * this, the next delta update of the stripe would replace its intent and add
+ * its delta to stale parities, leaving a stripe that reads right but cannot
+ * be rebuilt. Intents left by an earlier process are found at open. Beyond
+ * PENDING_MAX entries every access looks for an intent. */
+#define PENDING_MAX 256
+
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    bool overflow;
+    struct {
+        char name[GW_VOLUME_NAME_MAX + 1];
+        uint64_t stripe;
+    } e[PENDING_MAX];
+} pending = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Finds (remove false) or removes (remove true) stripe s of v; true if it was there. */
+static bool pending_take(const struct gw_volume *v, uint64_t s, bool remove)
+{
+    pthread_mutex_lock(&pending.lock);
+    bool found = pending.overflow;
+    for (int i = 0; i < pending.n; i++)
+        if (pending.e[i].stripe == s && strcmp(pending.e[i].name, v->name) == 0) {
+            found = true;
+            if (remove)
+                pending.e[i] = pending.e[--pending.n];
+            break;
+        }
+    pthread_mutex_unlock(&pending.lock);
+    return found;
+}
+
+static void pending_add(const struct gw_volume *v, uint64_t s)
+{
+    if (pending_take(v, s, false))
+        return;
+    pthread_mutex_lock(&pending.lock);
+    if (pending.n == PENDING_MAX) {
+        pending.overflow = true;
+    } else {
+        snprintf(pending.e[pending.n].name, sizeof(pending.e[0].name), "%s", v->name);
+        pending.e[pending.n++].stripe = s;
+    }
+    pthread_mutex_unlock(&pending.lock);
+}
+
 static void intent_key(const struct gw_volume *v, uint64_t s, char *out, size_t len)
 {
     char key[17];
@@ -127,12 +176,36 @@ static int recover_one(struct gw_volume *v, uint64_t s, const json_t *intent)
     json_decref(rec);
     if (rc >= 0 && (rc = gw_meta_remove(o, GW_VOLUME_INTENTS, ikey)) == -ENOENT)
         rc = 0;
-    if (rc)
+    if (rc) {
+        pending_add(v, s);
         inec_log(INEC_LOG_WARN, "volume", "recovery of volume=%s stripe=%s failed: %s", v->name,
                  key, strerror(-rc));
-    else
+    } else {
+        pending_take(v, s, true);
         inec_log(INEC_LOG_INFO, "volume", "recovered an interrupted update volume=%s stripe=%s",
                  v->name, key);
+    }
+    return rc;
+}
+
+bool gw_volume_pending(const struct gw_volume *v, uint64_t s)
+{
+    return pending_take(v, s, false);
+}
+
+int gw_volume_settle(struct gw_volume *v, uint64_t s)
+{
+    if (!pending_take(v, s, false))
+        return 0;
+    char ikey[GW_VOLUME_NAME_MAX + 20];
+    intent_key(v, s, ikey, sizeof(ikey));
+    json_t *intent = NULL;
+    int rc = gw_meta_read(v->o, GW_VOLUME_INTENTS, ikey, &intent);
+    if (rc == 0)
+        rc = recover_one(v, s, intent);
+    else if (rc == -ENOENT)
+        rc = 0, pending_take(v, s, true);
+    json_decref(intent);
     return rc;
 }
 

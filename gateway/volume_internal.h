@@ -42,5 +42,12 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
  * rewritten whole from its data chunks); 0, or the first failure (those
  * intents stay for the next attempt). */
 int gw_volume_recover(struct gw_volume *v);
+/* Before any access of stripe s (its lock held): recovers it if an update of
+ * it failed in this process and was not recovered yet; 0 when the stripe is
+ * consistent, else the recovery's error (the stripe's parities may be stale:
+ * write nothing into it). */
+int gw_volume_settle(struct gw_volume *v, uint64_t s);
+/* Whether stripe s may need gw_volume_settle (no lock needed). */
+bool gw_volume_pending(const struct gw_volume *v, uint64_t s);
 
 #endif
