@@ -222,7 +222,7 @@ int bench_volume(int argc, char **argv)
         json_decref(spec);
         json_decref(delta);
     }
-    struct gw_nbd_config cfg = {NULL, sock};
+    struct gw_nbd_config cfg = {.unix_path = sock};
     if (rc == 0)
         rc = gw_nbd_server_start(&cfg, o, &nbd, msg, sizeof(msg));
     pid_t floor_pid = -1;
