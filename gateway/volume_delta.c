@@ -263,7 +263,7 @@ static void no_result(void *arg, const struct deg_graph *g, int v, struct deg_la
 
 /* Runs the update DEG of chunk c over the stripe's nodes. */
 static int run_update(struct gw_objects *o, const struct gw_pool *pool, const json_t *rec,
-                      const int *holder, int c, uint8_t *chunk, size_t L)
+                      const int *holder, int c, uint8_t *chunk, size_t L, bool incoherent)
 {
     int n = pool->p.n;
     struct deg_request req = {.op = DEG_OP_UPDATE, .updated = c};
@@ -284,7 +284,8 @@ static int run_update(struct gw_objects *o, const struct gw_pool *pool, const js
         chunks[c] = chunk;
         struct node_stripe ns = {.version = GW_CHUNK_VERSION};
         rc = gw_layout_chunk(rec, 0, ns.object, &ns.stripe);
-        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+        struct deg_run_opts ro = {
+            .incoherent = incoherent, .timeout_ms = o->timeout_ms, .options = o->deg_options};
         if (rc == 0)
             rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, no_result, NULL, err,
                               sizeof(err));
@@ -359,7 +360,7 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
     }
     if (rc == 0) {
         crash_hook("after-intent");
-        rc = run_update(o, pool, rec, holder, c, chunk, L);
+        rc = run_update(o, pool, rec, holder, c, chunk, L, v->incoherent);
         if (rc) { /* some chunks may hold new bytes: finish it the safe way, now */
             json_t *intent = json_pack("{s:O,s:i,s:I}", "oid", json_object_get(rec, "oid"), "chunk",
                                        c, "crc", (json_int_t)crc);

@@ -23,7 +23,8 @@ struct gw_volume {
     uint64_t size;
     size_t stripe_bytes;
     uint32_t name_hash;
-    bool delta; /* partial writes of one chunk by delta parity (else read-modify-write) */
+    bool delta;      /* partial writes of one chunk by delta parity (else read-modify-write) */
+    bool incoherent; /* the update DEG with incoherent primitives (the paper's baseline) */
 };
 
 void gw_volume_stripe_key(uint64_t s, char out[17]);
