@@ -29,9 +29,11 @@
  * trusted. Until recovery has run, a read of such a stripe may fail (-EIO:
  * its CRCs disagree), never return wrong bytes.
  *
- * Not handled: repair rewriting the same stripe's record while an update runs
- * (the update's record, read before, would undo the repair's node list);
- * serialising the two needs a lock the object layer does not have yet.
+ * Repair may rewrite the stripe's record (move or rebuild a chunk) while an
+ * update runs: step 3 is a compare-and-set at the version read + 1 (as
+ * repair's own), so it cannot undo repair's node list; when refused, the
+ * stripe is recovered from the intent against repair's record and the write
+ * applied by read-modify-write.
  *
  * Crash hooks for tests: INEC_VOLUME_CRASH=after-intent|after-deg|after-record
  * makes the gateway SIGKILL itself right after that step.
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "deg/deg.h"
 #include "gateway/volume_internal.h"
@@ -102,6 +105,18 @@ static void pending_add(const struct gw_volume *v, uint64_t s)
         pending.e[pending.n++].stripe = s;
     }
     pthread_mutex_unlock(&pending.lock);
+}
+
+/* A test hook: with INEC_VOLUME_PAUSE_FILE set, an update waits after its
+ * DEG (before its record) while that file exists, at most 60 s, so that a
+ * test can change the stripe's record meanwhile (volume_crash.py). */
+static void pause_hook(void)
+{
+    const char *path = getenv("INEC_VOLUME_PAUSE_FILE");
+    if (path && access(path, F_OK) == 0)
+        inec_log(INEC_LOG_WARN, "volume", "test hook: update paused after its DEG");
+    for (int i = 0; path && i < 600 && access(path, F_OK) == 0; i++)
+        usleep(100000);
 }
 
 static void intent_key(const struct gw_volume *v, uint64_t s, char *out, size_t len)
@@ -358,26 +373,41 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
         rc = intent ? gw_meta_write(o, GW_VOLUME_INTENTS, ikey, intent) : -ENOMEM;
         json_decref(intent);
     }
+    bool redo = false; /* finish the update by recovery, then apply the write by RMW */
     if (rc == 0) {
         crash_hook("after-intent");
         rc = run_update(o, pool, rec, holder, c, chunk, L, v->incoherent);
-        if (rc) { /* some chunks may hold new bytes: finish it the safe way, now */
-            json_t *intent = json_pack("{s:O,s:i,s:I}", "oid", json_object_get(rec, "oid"), "chunk",
-                                       c, "crc", (json_int_t)crc);
-            rc = intent ? recover_one(v, s, intent) : -ENOMEM;
-            json_decref(intent);
-            if (rc == 0) {
-                free(chunk);
-                json_decref(rec);
-                return -EAGAIN; /* whole again (old or new chunk): apply the write by RMW */
-            }
-        }
+        redo = rc != 0; /* some chunks may hold new bytes: finish it the safe way, now */
     }
     if (rc == 0) {
         crash_hook("after-deg");
+        pause_hook();
+        /* Compare-and-set, as repair does (repair.c): at the read version + 1,
+         * refused if the record changed since (repair moved or rebuilt a
+         * chunk: its record must not be undone by this one, which names the
+         * old homes). */
+        uint64_t read_version = gw_rec_version(rec);
         json_array_set_new(json_object_get(st, "crc"), (size_t)c, json_integer((json_int_t)crc));
-        json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, rec)));
-        rc = gw_meta_write(o, v->bucket, key, rec);
+        json_object_set_new(rec, "version", json_integer((json_int_t)(read_version + 1)));
+        rc = gw_meta_write_at(o, v->bucket, key, rec);
+        if (rc == -ESTALE) {
+            inec_log(INEC_LOG_INFO, "volume",
+                     "stripe record changed during a delta update volume=%s stripe=%s: "
+                     "recovering it",
+                     v->name, key);
+            redo = true;
+        }
+    }
+    if (redo) {
+        json_t *intent = json_pack("{s:O,s:i,s:I}", "oid", json_object_get(rec, "oid"), "chunk", c,
+                                   "crc", (json_int_t)crc);
+        rc = intent ? recover_one(v, s, intent) : -ENOMEM;
+        json_decref(intent);
+        if (rc == 0) {
+            free(chunk);
+            json_decref(rec);
+            return -EAGAIN; /* whole again (old or new chunk): apply the write by RMW */
+        }
     }
     if (rc == 0) {
         crash_hook("after-record");

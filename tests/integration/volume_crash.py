@@ -3,7 +3,7 @@
 dying at every step of an update (the gateway's own crash hooks are tested by
 volume_nbd.py cluster).
 
-Nine `inec node` processes and `inec gateway` (scripts/cluster.sh, RS(6,3)),
+Ten `inec node` processes and `inec gateway` (scripts/cluster.sh, RS(6,3)),
 a volume created with --update delta, filled through libnbd. For each step of
 the update DEG on a node (INEC_NODE_CRASH_FILE, node/service.c):
   update-data-{run,computed,stored}      the node holding the written chunk
@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,9 +41,11 @@ except ImportError:
     sys.exit("libnbd's Python bindings are missing: run scripts/deps.sh (python3-libnbd)")
 
 INEC = sys.argv[1]
-TRIGGER = os.path.join(tempfile.mkdtemp(prefix="inec-crash-"), "step")
+TMP = tempfile.mkdtemp(prefix="inec-crash-")
+TRIGGER, PAUSE = os.path.join(TMP, "step"), os.path.join(TMP, "pause")
 FIRED = TRIGGER + ".fired"
-srv = InecCluster(INEC, env={"INEC_NODE_CRASH_FILE": TRIGGER},
+srv = InecCluster(INEC, nodes=10,
+                  env={"INEC_NODE_CRASH_FILE": TRIGGER, "INEC_VOLUME_PAUSE_FILE": PAUSE},
                   gateway={"nbd_listen": "127.0.0.1:0"})
 
 
@@ -234,11 +237,69 @@ for i, step in enumerate(STEPS):
                   "then exact with each parity" % (step, dead[0], "acked" if acked else "failed",
                                                    fails))
 
+# --- a delta update racing repair of the same stripe ----------------------------------
+# The update pauses after its DEG (INEC_VOLUME_PAUSE_FILE); meanwhile a parity's
+# node is drained and repair moves that chunk (a new record). The update's record
+# write must not undo the move: it is refused, the stripe recovered, the write
+# applied by read-modify-write.
+s = 1 + len(STEPS)
+wait_states(srv.nodes(), "up")
+victim = layout(s)[8]
+off, new = s * STRIPE + UNIT + 222, rng.randbytes(4000)
+open(PAUSE, "w").close()
+outcome = []
+
+
+def racing_write():
+    try:
+        h.pwrite(new, off)
+        h.flush()
+        outcome.append("ok")
+    except nbd.Error as e:
+        outcome.append(str(e))
+
+
+writer = threading.Thread(target=racing_write)
+writer.start()
+deadline = time.monotonic() + 60
+while "update paused after its DEG" not in srv.stderr():
+    if time.monotonic() > deadline:
+        fail("the update never reached its pause")
+    time.sleep(0.05)
+
+
+def admin_node(verb, node):
+    r = subprocess.run([INEC, "admin", "node", verb, node, "--endpoint", srv.admin, "--token",
+                        srv.token], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail("inec admin node %s %s: %s%s" % (verb, node, r.stdout, r.stderr))
+
+
+admin_node("drain", victim)
+deadline = time.monotonic() + 120
+while victim in layout(s).values():
+    if time.monotonic() > deadline:
+        fail("repair did not move stripe %d's chunk off %s: %s" % (s, victim, chunks(s)))
+    time.sleep(0.2)
+os.unlink(PAUSE)
+writer.join(120)
+if outcome != ["ok"]:
+    fail("the write racing repair: %s" % outcome)
+ref[off:off + len(new)] = new
+if victim in layout(s).values():
+    fail("the delta update's record undid repair's move off %s: %s" % (victim, chunks(s)))
+if "stripe record changed during a delta update" not in srv.stderr():
+    fail("the update's record write was not refused")
+check_stripe(h, s, "after the update raced repair")
+admin_node("restore", victim)
+matrix.append("delta update racing repair (drain of %s): refused, recovered, write applied"
+              % victim)
+
 # A new attach (recovery at open finds nothing left), the stripes take delta
 # updates again, and the whole volume is exact.
 h.shutdown()
 h = connect()
-for s in range(1, 1 + len(STEPS)):
+for s in range(1, 2 + len(STEPS)):
     off = s * STRIPE + 3 * UNIT + 77
     new = rng.randbytes(5000)
     h.pwrite(new, off)
