@@ -208,10 +208,10 @@ bool gw_volume_pending(const struct gw_volume *v, uint64_t s)
     return pending_take(v, s, false);
 }
 
-int gw_volume_settle(struct gw_volume *v, uint64_t s)
+/* Recovers stripe s if it has an intent (the stripe lock held): read under
+ * the lock, as a write in flight may have finished its intent since. */
+static int recover_stripe(struct gw_volume *v, uint64_t s)
 {
-    if (!pending_take(v, s, false))
-        return 0;
     char ikey[GW_VOLUME_NAME_MAX + 20];
     intent_key(v, s, ikey, sizeof(ikey));
     json_t *intent = NULL;
@@ -222,6 +222,11 @@ int gw_volume_settle(struct gw_volume *v, uint64_t s)
         rc = 0, pending_take(v, s, true);
     json_decref(intent);
     return rc;
+}
+
+int gw_volume_settle(struct gw_volume *v, uint64_t s)
+{
+    return pending_take(v, s, false) ? recover_stripe(v, s) : 0;
 }
 
 struct intents {
@@ -251,17 +256,7 @@ int gw_volume_recover(struct gw_volume *v)
         uint64_t s = (uint64_t)json_integer_value(json_array_get(e, 0));
         pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
         pthread_mutex_lock(lock);
-        /* Under the lock: a write in flight when the list was taken may have
-         * finished its intent since. */
-        char ikey[GW_VOLUME_NAME_MAX + 20];
-        intent_key(v, s, ikey, sizeof(ikey));
-        json_t *intent = NULL;
-        int r = gw_meta_read(v->o, GW_VOLUME_INTENTS, ikey, &intent);
-        if (r == 0)
-            r = recover_one(v, s, intent);
-        else if (r == -ENOENT)
-            r = 0;
-        json_decref(intent);
+        int r = recover_stripe(v, s);
         pthread_mutex_unlock(lock);
         if (r && rc == 0)
             rc = r;

@@ -25,6 +25,7 @@ argv[1]: the inec binary."""
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -313,5 +314,6 @@ if info["gateway_stripe_updates"]["delta"] < len(STEPS):
 h.shutdown()
 cli("delete", "crash1")
 srv.stop()
+shutil.rmtree(TMP, ignore_errors=True)
 print("\n".join(matrix))
 print("volume_crash: ok")
