@@ -12,8 +12,11 @@
  * qemu-nbd's only once flushed.
  * The fio figures are what to put beside Ceph RBD's (fio --ioengine=rbd).
  * The volume is created as users get it (partial writes by read-modify-write);
- * then the 4K random writes run again on one created with "update": "delta",
- * so delta parity and read-modify-write are compared in the same run.
+ * then the 4K random writes run again on one created with "update": "delta"
+ * (coherent primitives) and on one with "chains": "incoherent" too (the INEC
+ * paper's baseline: the host advances every chain), so delta parity against
+ * read-modify-write and coherent against incoherent are compared in the same
+ * run. --plot draws those three against the queue depth (gnuplot).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -48,12 +51,14 @@ static const struct job jobs[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: inec bench volume [--quick] [--json] [--size SIZE] [--seconds S]\n"
-               "                         [--no-floor]\n"
+               "                         [--no-floor] [--plot FILE.png]\n"
                "  fio (--ioengine=nbd) on a volume of an embedded cluster (RS(6,3)) through the\n"
                "  NBD server: 1M sequential write/read MB/s, 4K random write/read IOPS, queue\n"
                "  depth 1 and 16; floor: the same jobs on qemu-nbd serving a local file.\n"
                "  --size     the volume and the floor file (256M; --quick 32M)\n"
-               "  --seconds  per job (5; --quick 1)\n");
+               "  --seconds  per job (5; --quick 1)\n"
+               "  Then 4K random writes by delta parity with coherent and with incoherent\n"
+               "  primitives against read-modify-write; --plot draws them per queue depth.\n");
 }
 
 /* fio's JSON for one job, or NULL (the reason printed). */
@@ -136,15 +141,14 @@ static pid_t floor_start(const char *file, const char *sock)
 
 int bench_volume(int argc, char **argv)
 {
-    static const struct option lo[] = {{"quick", no_argument, NULL, 'q'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"size", required_argument, NULL, 's'},
-                                       {"seconds", required_argument, NULL, 't'},
-                                       {"no-floor", no_argument, NULL, 'n'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        {"quick", no_argument, NULL, 'q'},      {"json", no_argument, NULL, 'j'},
+        {"size", required_argument, NULL, 's'}, {"seconds", required_argument, NULL, 't'},
+        {"no-floor", no_argument, NULL, 'n'},   {"plot", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
     int quick = 0, json = 0, ch;
     bool with_floor = true;
+    const char *plot_file = NULL;
     uint64_t size = 0;
     double seconds = 0;
     optind = 1;
@@ -171,6 +175,9 @@ int bench_volume(int argc, char **argv)
             break;
         case 'n':
             with_floor = false;
+            break;
+        case 'p':
+            plot_file = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -201,8 +208,9 @@ int bench_volume(int argc, char **argv)
     snprintf(floor_file, sizeof(floor_file), "%s/floor.raw", dir);
     snprintf(uri, sizeof(uri), "nbd+unix:///bench?socket=%s", sock);
     snprintf(floor_uri, sizeof(floor_uri), "nbd+unix:///?socket=%s", floor_sock);
-    char delta_uri[700];
+    char delta_uri[700], incoh_uri[700];
     snprintf(delta_uri, sizeof(delta_uri), "nbd+unix:///bench-delta?socket=%s", sock);
+    snprintf(incoh_uri, sizeof(incoh_uri), "nbd+unix:///bench-incoherent?socket=%s", sock);
     char msg[512] = "", sizestr[32];
     snprintf(sizestr, sizeof(sizestr), "%llu", (unsigned long long)size);
     struct gw_objects *o = NULL;
@@ -214,15 +222,19 @@ int bench_volume(int argc, char **argv)
             json_pack("{s:s,s:I,s:b}", "name", "bench", "size", (json_int_t)size, "secret", 0);
         rc = gw_volume_create(o, spec, &vol, msg, sizeof(msg));
         json_decref(spec);
-        json_t *delta = NULL;
-        spec = json_pack("{s:s,s:I,s:b,s:s}", "name", "bench-delta", "size", (json_int_t)size,
-                         "secret", 0, "update", "delta");
-        if (rc == 0)
-            rc = gw_volume_create(o, spec, &delta, msg, sizeof(msg));
-        json_decref(spec);
-        json_decref(delta);
+        static const char *const chains[2] = {"coherent", "incoherent"};
+        for (int i = 0; i < 2; i++) {
+            json_t *delta = NULL;
+            spec = json_pack("{s:s,s:I,s:b,s:s,s:s}", "name",
+                             i ? "bench-incoherent" : "bench-delta", "size", (json_int_t)size,
+                             "secret", 0, "update", "delta", "chains", chains[i]);
+            if (rc == 0)
+                rc = gw_volume_create(o, spec, &delta, msg, sizeof(msg));
+            json_decref(spec);
+            json_decref(delta);
+        }
     }
-    struct gw_nbd_config cfg = {NULL, sock};
+    struct gw_nbd_config cfg = {.unix_path = sock};
     if (rc == 0)
         rc = gw_nbd_server_start(&cfg, o, &nbd, msg, sizeof(msg));
     pid_t floor_pid = -1;
@@ -265,29 +277,56 @@ int bench_volume(int argc, char **argv)
             }
             fflush(stdout);
         }
-        /* Delta parity against read-modify-write: the same 4K random writes on a
-         * volume whose writes inside one chunk go through the update DEG. */
+        /* Delta parity against read-modify-write, and coherent against
+         * incoherent primitives: the same 4K random writes on volumes whose
+         * writes inside one chunk go through the update DEG (stored first, so
+         * that they do). */
         if (!json)
-            printf("\n4K random writes, delta parity vs read-modify-write (IOPS)\n"
-                   "%3s %12s %12s %7s\n",
-                   "QD", "delta", "rmw", "ratio");
+            printf("\n4K random writes by delta parity (coherent, incoherent primitives) vs "
+                   "read-modify-write (IOPS)\n%3s %12s %12s %12s %10s %10s\n",
+                   "QD", "coherent", "incoherent", "rmw", "delta/rmw", "coh/incoh");
         const struct job fill = {"fill", "write", "1M", 16, false};
-        if (figure(&fill, delta_uri, sizestr, seconds) < 0)
+        if (figure(&fill, delta_uri, sizestr, seconds) < 0 ||
+            figure(&fill, incoh_uri, sizestr, seconds) < 0)
             rc = 1;
+        struct bench_series curves[3] = {{"delta parity, coherent", .color = 1},
+                                         {"delta parity, incoherent", .color = 2},
+                                         {"read-modify-write", .dashed = true, .color = 3}};
         for (size_t i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
             const struct job *j = &jobs[i];
             if (strcmp(j->rw, "randwrite") != 0)
                 continue;
-            double d = figure(j, delta_uri, sizestr, seconds), r = figure(j, uri, sizestr, seconds);
-            if (d < 0 || r < 0)
+            double d = figure(j, delta_uri, sizestr, seconds);
+            double di = figure(j, incoh_uri, sizestr, seconds);
+            double r = figure(j, uri, sizestr, seconds);
+            if (d < 0 || di < 0 || r < 0)
                 rc = 1;
+            double dr = d > 0 && r > 0 ? d / r : -1, ci = d > 0 && di > 0 ? d / di : -1;
             json_array_append_new(rows, json_pack("{s:s,s:i,s:s,s:f,s:f,s:f}", "job",
                                                   "rand-write 4K delta vs rmw", "qd", j->qd, "unit",
-                                                  "IOPS", "delta", d, "rmw", r, "ratio",
-                                                  d > 0 && r > 0 ? d / r : -1));
+                                                  "IOPS", "delta", d, "rmw", r, "ratio", dr));
+            json_array_append_new(rows, json_pack("{s:s,s:i,s:s,s:f,s:f,s:f}", "job",
+                                                  "rand-write 4K coherent vs incoherent", "qd",
+                                                  j->qd, "unit", "IOPS", "coherent", d,
+                                                  "incoherent", di, "ratio", ci));
+            const double ys[3] = {d, di, r};
+            for (int c = 0; c < 3; c++)
+                if (ys[c] > 0 && bench_series_add(&curves[c], j->qd, ys[c]))
+                    rc = 1;
             if (!json)
-                printf("%3d %12.1f %12.1f %7.3f\n", j->qd, d, r, d > 0 && r > 0 ? d / r : -1);
+                printf("%3d %12.1f %12.1f %12.1f %10.3f %10.3f\n", j->qd, d, di, r, dr, ci);
         }
+        if (plot_file) {
+            int prc = bench_plot(plot_file, "inec bench volume: 4K random writes", "queue depth",
+                                 "IOPS", 0, curves, 3);
+            if (prc) {
+                fprintf(stderr, "inec bench volume: --plot %s: %s\n", plot_file, strerror(-prc));
+                rc = 1;
+            } else if (!json) {
+                printf("plot: %s\n", plot_file);
+            }
+        }
+        bench_series_free(curves, 3);
         if (json) {
             json_dumpf(rows, stdout, JSON_INDENT(2));
             printf("\n");

@@ -229,7 +229,7 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys, s3cfg.tls};
     if (rc == 0)
         rc = gw_admin_server_start(&acfg, objects, m, &admin, msg, sizeof(msg));
-    struct gw_nbd_config ncfg = {o->nbd_listen, o->nbd_socket};
+    struct gw_nbd_config ncfg = {o->nbd_listen, o->nbd_socket, s3cfg.tls};
     if (rc == 0 && (rc = gw_nbd_server_start(&ncfg, objects, &nbd, msg, sizeof(msg))) &&
         o->nbd_default) {
         inec_log(INEC_LOG_WARN, "server", "%s: NBD only on the Unix socket (see --nbd-listen)",

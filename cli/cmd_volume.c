@@ -16,7 +16,7 @@
 
 static const char usage[] =
     "usage: inec volume create NAME --size SIZE [--pool POOL] [--no-secret]\n"
-    "                          [--update delta|rmw]\n"
+    "                          [--update delta|rmw] [--chains coherent|incoherent]\n"
     "       inec volume list\n"
     "       inec volume info NAME\n"
     "       inec volume resize NAME --size SIZE\n"
@@ -29,7 +29,9 @@ static const char usage[] =
     "--update: how a write inside one data chunk reaches the parities: rmw (the\n"
     "default: the stripe is read, modified and written whole) or delta (the data node\n"
     "sends the change to the parity nodes; fewer bytes moved, but slower today: its\n"
-    "graph is set up for every write). Volumes only grow; delete frees every stripe.\n";
+    "graph is set up for every write). --chains: the update graph's primitives, the\n"
+    "INEC paper's coherent ones (the default) or its incoherent baseline (for\n"
+    "benchmarks). Volumes only grow; delete frees every stripe.\n";
 
 static int bad(const char *what)
 {
@@ -61,10 +63,10 @@ static void detail(const json_t *v)
     char size[32], stripe[32];
     ctl_bytes((uint64_t)ctl_num(v, "size"), size, sizeof(size));
     ctl_bytes((uint64_t)ctl_num(v, "stripe_bytes"), stripe, sizeof(stripe));
-    printf("volume %s\n  size: %s (%.0f bytes)\n  pool: %s\n  stripe: %s\n  partial writes: %s\n"
-           "  NBD export: %s\n",
+    printf("volume %s\n  size: %s (%.0f bytes)\n  pool: %s\n  stripe: %s\n  partial writes: %s "
+           "(%s)\n  NBD export: %s\n",
            str(v, "name"), size, ctl_num(v, "size"), str(v, "pool"), stripe, str(v, "update"),
-           str(v, "export"));
+           str(v, "chains"), str(v, "export"));
 }
 
 /* --size SIZE (and, for create, --pool, --no-secret) after the name. */
@@ -83,6 +85,9 @@ static int options(int argc, char **argv, bool create, json_t *body)
             i++;
         } else if (create && strcmp(argv[i], "--update") == 0 && v) {
             json_object_set_new(body, "update", json_string(v));
+            i++;
+        } else if (create && strcmp(argv[i], "--chains") == 0 && v) {
+            json_object_set_new(body, "chains", json_string(v));
             i++;
         } else if (create && strcmp(argv[i], "--no-secret") == 0) {
             json_object_set_new(body, "secret", json_false());

@@ -32,6 +32,7 @@
 #include <netinet/tcp.h>
 
 #include "gateway/nbd_proto.h"
+#include "gateway/tls.h"
 #include "gateway/nbd_server.h"
 #include "gateway/s3_request.h"
 #include "gateway/volume.h"
@@ -103,6 +104,7 @@ struct gw_nbd_server {
     struct conn *conns;
     int nconns;
     gnutls_psk_server_credentials_t psk;
+    gnutls_certificate_credentials_t x509; /* the gateway's certificate, NULL: PSK only */
 };
 
 struct job {
@@ -122,6 +124,7 @@ struct conn {
     char meta_export[NBD_EXPORT_NAME_MAX + 1]; /* base:allocation was set for this export */
     struct gw_volume *vol;
     gnutls_session_t tls;                  /* after STARTTLS, NULL before */
+    bool tls_psk;                          /* the client proved a volume's secret as its PSK */
     char tls_user[GW_VOLUME_NAME_MAX + 1]; /* its PSK identity: the one volume it may attach */
     pthread_mutex_t send_lock;
     /* The request queue between the reading thread and the workers. */
@@ -253,7 +256,9 @@ static int opt_error(struct conn *c, uint32_t opt, uint32_t type, const char *wh
 }
 
 /* The volume an export name names: "NAME" or "NAME/SECRET", the secret
- * right; over TLS, "NAME" of the PSK identity the client proved. */
+ * right (also over TLS with the gateway's certificate, which proves the
+ * server, not the client); over TLS-PSK, "NAME" of the identity the client
+ * proved. */
 static int attach(struct conn *c, const char *export, struct gw_volume **out)
 {
     char name[GW_VOLUME_NAME_MAX + 1];
@@ -261,7 +266,7 @@ static int attach(struct conn *c, const char *export, struct gw_volume **out)
     *out = NULL;
     if (nbd_split_export(export, name, sizeof(name), &secret))
         return -ENOENT;
-    if (c->tls && strcmp(name, c->tls_user) != 0) {
+    if (c->tls_psk && strcmp(name, c->tls_user) != 0) {
         inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=TLS identity %s", name,
                  c->tls_user);
         return -ENOENT;
@@ -270,8 +275,8 @@ static int attach(struct conn *c, const char *export, struct gw_volume **out)
     int rc = gw_volume_open(c->srv->o, name, &v);
     if (rc)
         return rc == -EINVAL ? -ENOENT : rc;
-    /* Over TLS the PSK (the volume's secret) proved it already. */
-    if (!c->tls && !gw_volume_secret_ok(v, secret)) {
+    /* Over TLS-PSK the key (the volume's secret) proved it already. */
+    if (!c->tls_psk && !gw_volume_secret_ok(v, secret)) {
         inec_log(INEC_LOG_WARN, "nbd", "export refused volume=%s reason=%s", name,
                  secret[0] ? "wrong secret" : "no secret");
         gw_volume_close(v);
@@ -416,7 +421,8 @@ static int psk_lookup(gnutls_session_t session, const char *user, gnutls_datum_t
 }
 
 /* The TLS handshake after NBD_OPT_STARTTLS was acknowledged: a PSK whose
- * identity is a volume name and whose key is that volume's secret. */
+ * identity is a volume name and whose key is that volume's secret, or, when
+ * the gateway has one, its X.509 certificate (the client chooses). */
 static int start_tls(struct conn *c)
 {
     int rc = gnutls_init(&c->tls, GNUTLS_SERVER);
@@ -424,6 +430,8 @@ static int start_tls(struct conn *c)
         rc = gnutls_priority_set_direct(c->tls, "NORMAL:+ECDHE-PSK:+DHE-PSK:+PSK", NULL);
     if (rc == 0)
         rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_PSK, c->srv->psk);
+    if (rc == 0 && c->srv->x509)
+        rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->srv->x509);
     if (rc == 0) {
         gnutls_session_set_ptr(c->tls, c);
         gnutls_transport_set_int(c->tls, c->fd);
@@ -436,8 +444,10 @@ static int start_tls(struct conn *c)
         inec_log(INEC_LOG_WARN, "nbd", "TLS handshake failed: %s", gnutls_strerror(rc));
         return -EPROTO;
     }
-    const char *user = gnutls_psk_server_get_username(c->tls);
+    c->tls_psk = gnutls_auth_get_type(c->tls) == GNUTLS_CRD_PSK;
+    const char *user = c->tls_psk ? gnutls_psk_server_get_username(c->tls) : NULL;
     snprintf(c->tls_user, sizeof(c->tls_user), "%s", user ? user : "");
+    inec_log(INEC_LOG_DEBUG, "nbd", "TLS on auth=%s", c->tls_psk ? "psk" : "x509");
     c->structured = false; /* options agreed in clear do not carry over */
     c->meta_export[0] = '\0';
     return 0;
@@ -1006,6 +1016,19 @@ int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,
         rc = -ENOMEM;
     if (rc == 0)
         gnutls_psk_set_server_credentials_function(s->psk, psk_lookup);
+    if (rc == 0 && cfg->tls) {
+        gnutls_datum_t cert = {(unsigned char *)cfg->tls->cert_pem,
+                               (unsigned)strlen(cfg->tls->cert_pem)};
+        gnutls_datum_t key = {(unsigned char *)cfg->tls->key_pem,
+                              (unsigned)strlen(cfg->tls->key_pem)};
+        int grc = gnutls_certificate_allocate_credentials(&s->x509);
+        if (grc == 0)
+            grc = gnutls_certificate_set_x509_key_mem(s->x509, &cert, &key, GNUTLS_X509_FMT_PEM);
+        if (grc < 0) {
+            snprintf(msg, msglen, "NBD TLS certificate: %s", gnutls_strerror(grc));
+            rc = -EINVAL;
+        }
+    }
     if (rc == 0 && cfg->listen && cfg->listen[0])
         rc = listen_tcp(s, cfg->listen, msg, msglen);
     if (rc == 0 && cfg->unix_path && cfg->unix_path[0])
@@ -1051,6 +1074,8 @@ void gw_nbd_server_stop(struct gw_nbd_server *s)
             close(s->wake[i]);
     if (s->psk)
         gnutls_psk_free_server_credentials(s->psk);
+    if (s->x509)
+        gnutls_certificate_free_credentials(s->x509);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }

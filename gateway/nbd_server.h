@@ -6,8 +6,9 @@
  *
  * What it speaks: NBD_OPT_EXPORT_NAME, INFO, GO (with NBD_INFO_EXPORT, NAME,
  * BLOCK_SIZE: minimum 1, preferred 4096, maximum payload 8 MiB), LIST,
- * STRUCTURED_REPLY, ABORT, STARTTLS (GnuTLS, TLS-PSK only: the PSK identity is
- * a volume's name and the key its secret; no X.509 certificates).
+ * STRUCTURED_REPLY, ABORT, STARTTLS (GnuTLS: TLS-PSK, the PSK identity a
+ * volume's name and the key its secret; or, when configured, the gateway's
+ * X.509 certificate, as S3's HTTPS uses).
  * LIST_META_CONTEXT and SET_META_CONTEXT with the one context
  * "base:allocation". Commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES
  * (NO_HOLE), BLOCK_STATUS (REQ_ONE; stripes with data are data, the others
@@ -17,10 +18,11 @@
  * Access: the export name is "NAME" for a volume without a secret, else
  * "NAME/SECRET"; a wrong or missing secret is answered as an unknown export
  * (NBD_REP_ERR_UNKNOWN), so names cannot be probed through it. After
- * STARTTLS the PSK proved the secret: the export is "NAME" of the PSK
- * identity, and no other volume. LIST names the volumes (not their secrets).
- * GnuTLS writes to the socket with plain send(): the process must ignore
- * SIGPIPE (inec server and gateway do).
+ * STARTTLS with a PSK the key proved the secret: the export is "NAME" of the
+ * PSK identity, and no other volume. TLS with the certificate proves the
+ * server only: the export name still carries the secret. LIST names the volumes (not their
+ * secrets). GnuTLS writes to the socket with plain send(): the process must ignore SIGPIPE (inec
+ * server and gateway do).
  *
  * Durability: a write is acknowledged only when it is durable on the pool's
  * write quorum (gw_volume_write), so FUA is implied, FLUSH only waits for the
@@ -40,13 +42,15 @@
 
 struct gw_objects;
 struct gw_nbd_server;
+struct gw_tls;
 
 #define GW_NBD_DEFAULT_LISTEN "127.0.0.1:10809"
 #define GW_NBD_MAX_PAYLOAD    (8u << 20)
 
 struct gw_nbd_config {
-    const char *listen;    /* "HOST:PORT" (port 0 picks one), NULL or "": no TCP */
-    const char *unix_path; /* a Unix socket path, NULL or "": none */
+    const char *listen;       /* "HOST:PORT" (port 0 picks one), NULL or "": no TCP */
+    const char *unix_path;    /* a Unix socket path, NULL or "": none */
+    const struct gw_tls *tls; /* the certificate STARTTLS may present (tls.h), NULL: PSK only */
 };
 
 int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,

@@ -46,6 +46,7 @@
 #include "gateway/s3_xml.h"
 #include "gateway/s3_xml_parse.h"
 #include "gateway/sigv4.h"
+#include "gateway/volume.h"
 #include "inec/log.h"
 
 #define MAX_OBJECT_SIZE  (5ull << 30) /* S3's single-PUT limit */
@@ -469,6 +470,8 @@ struct bucket_walk {
 static int bucket_cb(const struct gw_bucket_info *b, void *arg)
 {
     struct bucket_walk *w = arg;
+    if (gw_volume_bucket(b->name))
+        return 0; /* a volume's stripes: not S3's (see begin) */
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 16;
         void *nb = realloc(w->b, cap * sizeof(*w->b));
@@ -1767,6 +1770,11 @@ static void begin(struct req *r, const char *method)
                                           sizeof(r->msg));
     if (e) {
         answer_error(r, e, r->msg);
+        return;
+    }
+    if (gw_volume_bucket(r->t.bucket)) { /* an S3 write there would corrupt a disk */
+        answer_error(r, GW_S3_ACCESS_DENIED,
+                     "buckets " GW_VOLUME_BUCKET_PREFIX "* hold block volumes: use NBD");
         return;
     }
     if (gw_s3_query_parse(r->raw_query, &r->q) != 0) {

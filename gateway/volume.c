@@ -81,11 +81,12 @@ static json_t *summary(const char *name, const json_t *rec)
 {
     const char *secret = json_string_value(json_object_get(rec, "secret")) ?: "";
     const char *update = json_string_value(json_object_get(rec, "update")) ?: "rmw";
-    return json_pack("{s:s,s:O,s:O,s:O,s:O,s:b,s:s}", "name", name, "size",
+    const char *chains = json_string_value(json_object_get(rec, "chains")) ?: "coherent";
+    return json_pack("{s:s,s:O,s:O,s:O,s:O,s:b,s:s,s:s}", "name", name, "size",
                      json_object_get(rec, "size"), "pool", json_object_get(rec, "pool"),
                      "stripe_bytes", json_object_get(rec, "stripe_bytes"), "created_ns",
                      json_object_get(rec, "created"), "protected", secret[0] != '\0', "update",
-                     update);
+                     update, "chains", chains);
 }
 
 static int check_size(json_int_t size, char *msg, size_t msglen)
@@ -106,6 +107,7 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
     const char *pool = json_string_value(json_object_get(spec, "pool"));
     json_t *jsecret = json_object_get(spec, "secret");
     const char *update = json_string_value(json_object_get(spec, "update"));
+    const char *chains = json_string_value(json_object_get(spec, "chains"));
     if (!name || !valid_name(name)) {
         snprintf(msg, msglen, "a volume name is 1..%d of [a-z0-9-], not starting or ending in '-'",
                  GW_VOLUME_NAME_MAX);
@@ -121,6 +123,11 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
     if (json_object_get(spec, "update") &&
         (!update || (strcmp(update, "delta") != 0 && strcmp(update, "rmw") != 0))) {
         snprintf(msg, msglen, "\"update\" is \"delta\" or \"rmw\"");
+        return -EINVAL;
+    }
+    if (json_object_get(spec, "chains") &&
+        (!chains || (strcmp(chains, "coherent") != 0 && strcmp(chains, "incoherent") != 0))) {
+        snprintf(msg, msglen, "\"chains\" is \"coherent\" or \"incoherent\"");
         return -EINVAL;
     }
     if (jsecret && !json_is_boolean(jsecret)) {
@@ -161,11 +168,11 @@ int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, cha
         return rc;
     }
     uint32_t unit = p->p.chunk_size < GW_VOLUME_UNIT ? p->p.chunk_size : GW_VOLUME_UNIT;
-    json_t *rec = json_pack("{s:I,s:b,s:I,s:s,s:I,s:I,s:s,s:s}", "version",
-                            (json_int_t)gw_next_version(o, prev), "deleted", 0, "size",
-                            json_integer_value(jsize), "pool", p->p.name, "stripe_bytes",
-                            (json_int_t)unit * p->p.k, "created", (json_int_t)gw_realtime_ns(),
-                            "secret", secret, "update", update ? update : "rmw");
+    json_t *rec = json_pack(
+        "{s:I,s:b,s:I,s:s,s:I,s:I,s:s,s:s,s:s}", "version", (json_int_t)gw_next_version(o, prev),
+        "deleted", 0, "size", json_integer_value(jsize), "pool", p->p.name, "stripe_bytes",
+        (json_int_t)unit * p->p.k, "created", (json_int_t)gw_realtime_ns(), "secret", secret,
+        "update", update ? update : "rmw", "chains", chains ? chains : "coherent");
     json_decref(prev);
     rc = rec ? gw_meta_write(o, VOL_META, name, rec) : -ENOMEM;
     json_decref(rec);
@@ -310,6 +317,8 @@ int gw_volume_open(struct gw_objects *o, const char *name, struct gw_volume **ou
     v->size = (uint64_t)json_integer_value(json_object_get(rec, "size"));
     v->stripe_bytes = (size_t)json_integer_value(json_object_get(rec, "stripe_bytes"));
     v->delta = strcmp(json_string_value(json_object_get(rec, "update")) ?: "", "delta") == 0;
+    v->incoherent =
+        strcmp(json_string_value(json_object_get(rec, "chains")) ?: "", "incoherent") == 0;
     for (const char *c = name; *c; c++)
         v->name_hash = v->name_hash * 31 + (uint8_t)*c;
     json_decref(rec);
@@ -434,7 +443,12 @@ static int stripe_update(struct gw_volume *v, uint64_t s, size_t off, size_t len
 {
     pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
     pthread_mutex_lock(lock);
-    int rc = -EAGAIN;
+    int rc = gw_volume_settle(v, s);
+    if (rc) {
+        pthread_mutex_unlock(lock);
+        return rc;
+    }
+    rc = -EAGAIN;
     if (src && v->delta && len < v->stripe_bytes)
         rc = gw_volume_delta_write(v, s, off, len, src);
     if (rc != -EAGAIN) {
@@ -472,6 +486,12 @@ int gw_volume_read(struct gw_volume *v, uint64_t off, size_t len, void *buf)
         uint64_t s = off / v->stripe_bytes;
         size_t in = (size_t)(off % v->stripe_bytes);
         size_t n = v->stripe_bytes - in < len ? v->stripe_bytes - in : len;
+        if (gw_volume_pending(v, s)) { /* a half-updated stripe reads better recovered */
+            pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
+            pthread_mutex_lock(lock);
+            gw_volume_settle(v, s);
+            pthread_mutex_unlock(lock);
+        }
         rc = stripe_read(v, s, in, n, dst);
         off += n, len -= n, dst += n;
     }

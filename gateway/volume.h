@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -51,6 +52,13 @@
 #define GW_VOLUME_SIZE_MAX      (1ull << 50)
 #define GW_VOLUME_SECRET_HEX    32
 
+/* Whether `bucket` is a volume's (its name has the prefix): S3 neither lists
+ * nor serves these (s3_server.c), so no S3 client can write into a disk. */
+static inline bool gw_volume_bucket(const char *bucket)
+{
+    return strncmp(bucket, GW_VOLUME_BUCKET_PREFIX, sizeof(GW_VOLUME_BUCKET_PREFIX) - 1) == 0;
+}
+
 struct gw_volume;
 
 /* spec: {"name", "size" (bytes, > 0, a multiple of 512), "pool" (optional:
@@ -58,8 +66,10 @@ struct gw_volume;
  * false = none), "update" (optional: "rmw" (the default): every partial write
  * is a read-modify-write of its stripe; "delta": a write inside one data chunk
  * updates the parities by delta (volume_delta.c), today slower than rmw: the
- * update DEG is set up on the nodes for every write)}. *out = the volume as
- * gw_volume_info gives it. */
+ * update DEG is set up on the nodes for every write), "chains" (optional:
+ * "coherent" (the default) or "incoherent": how the update DEG's primitives
+ * run, the INEC paper's coherent ones or its baseline of host-driven chains;
+ * for benchmarks)}. *out = the volume as gw_volume_info gives it. */
 int gw_volume_create(struct gw_objects *o, const json_t *spec, json_t **out, char *msg,
                      size_t msglen);
 /* [{"name", "size", "pool", "stripe_bytes", "created_ns", "protected"}] in name order. */

@@ -29,9 +29,11 @@
  * trusted. Until recovery has run, a read of such a stripe may fail (-EIO:
  * its CRCs disagree), never return wrong bytes.
  *
- * Not handled: repair rewriting the same stripe's record while an update runs
- * (the update's record, read before, would undo the repair's node list);
- * serialising the two needs a lock the object layer does not have yet.
+ * Repair may rewrite the stripe's record (move or rebuild a chunk) while an
+ * update runs: step 3 is a compare-and-set at the version read + 1 (as
+ * repair's own), so it cannot undo repair's node list; when refused, the
+ * stripe is recovered from the intent against repair's record and the write
+ * applied by read-modify-write.
  *
  * Crash hooks for tests: INEC_VOLUME_CRASH=after-intent|after-deg|after-record
  * makes the gateway SIGKILL itself right after that step.
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "deg/deg.h"
 #include "gateway/volume_internal.h"
@@ -53,6 +56,67 @@ static void crash_hook(const char *step)
         inec_log(INEC_LOG_WARN, "volume", "crash hook: SIGKILL after %s", step);
         raise(SIGKILL);
     }
+}
+
+/* Stripes whose interrupted update this process could not recover yet (a
+ * data chunk's node down): their parities may not match their data, so every
+ * later access of such a stripe recovers it first (gw_volume_settle). Without
+ * this, the next delta update of the stripe would replace its intent and add
+ * its delta to stale parities, leaving a stripe that reads right but cannot
+ * be rebuilt. Intents left by an earlier process are found at open. Beyond
+ * PENDING_MAX entries every access looks for an intent. */
+#define PENDING_MAX 256
+
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    bool overflow;
+    struct {
+        char name[GW_VOLUME_NAME_MAX + 1];
+        uint64_t stripe;
+    } e[PENDING_MAX];
+} pending = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Finds (remove false) or removes (remove true) stripe s of v; true if it was there. */
+static bool pending_take(const struct gw_volume *v, uint64_t s, bool remove)
+{
+    pthread_mutex_lock(&pending.lock);
+    bool found = pending.overflow;
+    for (int i = 0; i < pending.n; i++)
+        if (pending.e[i].stripe == s && strcmp(pending.e[i].name, v->name) == 0) {
+            found = true;
+            if (remove)
+                pending.e[i] = pending.e[--pending.n];
+            break;
+        }
+    pthread_mutex_unlock(&pending.lock);
+    return found;
+}
+
+static void pending_add(const struct gw_volume *v, uint64_t s)
+{
+    if (pending_take(v, s, false))
+        return;
+    pthread_mutex_lock(&pending.lock);
+    if (pending.n == PENDING_MAX) {
+        pending.overflow = true;
+    } else {
+        snprintf(pending.e[pending.n].name, sizeof(pending.e[0].name), "%s", v->name);
+        pending.e[pending.n++].stripe = s;
+    }
+    pthread_mutex_unlock(&pending.lock);
+}
+
+/* A test hook: with INEC_VOLUME_PAUSE_FILE set, an update waits after its
+ * DEG (before its record) while that file exists, at most 60 s, so that a
+ * test can change the stripe's record meanwhile (volume_crash.py). */
+static void pause_hook(void)
+{
+    const char *path = getenv("INEC_VOLUME_PAUSE_FILE");
+    if (path && access(path, F_OK) == 0)
+        inec_log(INEC_LOG_WARN, "volume", "test hook: update paused after its DEG");
+    for (int i = 0; path && i < 600 && access(path, F_OK) == 0; i++)
+        usleep(100000);
 }
 
 static void intent_key(const struct gw_volume *v, uint64_t s, char *out, size_t len)
@@ -127,13 +191,42 @@ static int recover_one(struct gw_volume *v, uint64_t s, const json_t *intent)
     json_decref(rec);
     if (rc >= 0 && (rc = gw_meta_remove(o, GW_VOLUME_INTENTS, ikey)) == -ENOENT)
         rc = 0;
-    if (rc)
+    if (rc) {
+        pending_add(v, s);
         inec_log(INEC_LOG_WARN, "volume", "recovery of volume=%s stripe=%s failed: %s", v->name,
                  key, strerror(-rc));
-    else
+    } else {
+        pending_take(v, s, true);
         inec_log(INEC_LOG_INFO, "volume", "recovered an interrupted update volume=%s stripe=%s",
                  v->name, key);
+    }
     return rc;
+}
+
+bool gw_volume_pending(const struct gw_volume *v, uint64_t s)
+{
+    return pending_take(v, s, false);
+}
+
+/* Recovers stripe s if it has an intent (the stripe lock held): read under
+ * the lock, as a write in flight may have finished its intent since. */
+static int recover_stripe(struct gw_volume *v, uint64_t s)
+{
+    char ikey[GW_VOLUME_NAME_MAX + 20];
+    intent_key(v, s, ikey, sizeof(ikey));
+    json_t *intent = NULL;
+    int rc = gw_meta_read(v->o, GW_VOLUME_INTENTS, ikey, &intent);
+    if (rc == 0)
+        rc = recover_one(v, s, intent);
+    else if (rc == -ENOENT)
+        rc = 0, pending_take(v, s, true);
+    json_decref(intent);
+    return rc;
+}
+
+int gw_volume_settle(struct gw_volume *v, uint64_t s)
+{
+    return pending_take(v, s, false) ? recover_stripe(v, s) : 0;
 }
 
 struct intents {
@@ -163,17 +256,7 @@ int gw_volume_recover(struct gw_volume *v)
         uint64_t s = (uint64_t)json_integer_value(json_array_get(e, 0));
         pthread_mutex_t *lock = gw_volume_stripe_lock(v, s);
         pthread_mutex_lock(lock);
-        /* Under the lock: a write in flight when the list was taken may have
-         * finished its intent since. */
-        char ikey[GW_VOLUME_NAME_MAX + 20];
-        intent_key(v, s, ikey, sizeof(ikey));
-        json_t *intent = NULL;
-        int r = gw_meta_read(v->o, GW_VOLUME_INTENTS, ikey, &intent);
-        if (r == 0)
-            r = recover_one(v, s, intent);
-        else if (r == -ENOENT)
-            r = 0;
-        json_decref(intent);
+        int r = recover_stripe(v, s);
         pthread_mutex_unlock(lock);
         if (r && rc == 0)
             rc = r;
@@ -190,7 +273,7 @@ static void no_result(void *arg, const struct deg_graph *g, int v, struct deg_la
 
 /* Runs the update DEG of chunk c over the stripe's nodes. */
 static int run_update(struct gw_objects *o, const struct gw_pool *pool, const json_t *rec,
-                      const int *holder, int c, uint8_t *chunk, size_t L)
+                      const int *holder, int c, uint8_t *chunk, size_t L, bool incoherent)
 {
     int n = pool->p.n;
     struct deg_request req = {.op = DEG_OP_UPDATE, .updated = c};
@@ -211,7 +294,8 @@ static int run_update(struct gw_objects *o, const struct gw_pool *pool, const js
         chunks[c] = chunk;
         struct node_stripe ns = {.version = GW_CHUNK_VERSION};
         rc = gw_layout_chunk(rec, 0, ns.object, &ns.stripe);
-        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+        struct deg_run_opts ro = {
+            .incoherent = incoherent, .timeout_ms = o->timeout_ms, .options = o->deg_options};
         if (rc == 0)
             rc = node_deg_run(g, L, chunks, cl, o->nnodes, &ns, &ro, no_result, NULL, err,
                               sizeof(err));
@@ -284,26 +368,41 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
         rc = intent ? gw_meta_write(o, GW_VOLUME_INTENTS, ikey, intent) : -ENOMEM;
         json_decref(intent);
     }
+    bool redo = false; /* finish the update by recovery, then apply the write by RMW */
     if (rc == 0) {
         crash_hook("after-intent");
-        rc = run_update(o, pool, rec, holder, c, chunk, L);
-        if (rc) { /* some chunks may hold new bytes: finish it the safe way, now */
-            json_t *intent = json_pack("{s:O,s:i,s:I}", "oid", json_object_get(rec, "oid"), "chunk",
-                                       c, "crc", (json_int_t)crc);
-            rc = intent ? recover_one(v, s, intent) : -ENOMEM;
-            json_decref(intent);
-            if (rc == 0) {
-                free(chunk);
-                json_decref(rec);
-                return -EAGAIN; /* whole again (old or new chunk): apply the write by RMW */
-            }
-        }
+        rc = run_update(o, pool, rec, holder, c, chunk, L, v->incoherent);
+        redo = rc != 0; /* some chunks may hold new bytes: finish it the safe way, now */
     }
     if (rc == 0) {
         crash_hook("after-deg");
+        pause_hook();
+        /* Compare-and-set, as repair does (repair.c): at the read version + 1,
+         * refused if the record changed since (repair moved or rebuilt a
+         * chunk: its record must not be undone by this one, which names the
+         * old homes). */
+        uint64_t read_version = gw_rec_version(rec);
         json_array_set_new(json_object_get(st, "crc"), (size_t)c, json_integer((json_int_t)crc));
-        json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, rec)));
-        rc = gw_meta_write(o, v->bucket, key, rec);
+        json_object_set_new(rec, "version", json_integer((json_int_t)(read_version + 1)));
+        rc = gw_meta_write_at(o, v->bucket, key, rec);
+        if (rc == -ESTALE) {
+            inec_log(INEC_LOG_INFO, "volume",
+                     "stripe record changed during a delta update volume=%s stripe=%s: "
+                     "recovering it",
+                     v->name, key);
+            redo = true;
+        }
+    }
+    if (redo) {
+        json_t *intent = json_pack("{s:O,s:i,s:I}", "oid", json_object_get(rec, "oid"), "chunk", c,
+                                   "crc", (json_int_t)crc);
+        rc = intent ? recover_one(v, s, intent) : -ENOMEM;
+        json_decref(intent);
+        if (rc == 0) {
+            free(chunk);
+            json_decref(rec);
+            return -EAGAIN; /* whole again (old or new chunk): apply the write by RMW */
+        }
     }
     if (rc == 0) {
         crash_hook("after-record");

@@ -23,7 +23,8 @@ struct gw_volume {
     uint64_t size;
     size_t stripe_bytes;
     uint32_t name_hash;
-    bool delta; /* partial writes of one chunk by delta parity (else read-modify-write) */
+    bool delta;      /* partial writes of one chunk by delta parity (else read-modify-write) */
+    bool incoherent; /* the update DEG with incoherent primitives (the paper's baseline) */
 };
 
 void gw_volume_stripe_key(uint64_t s, char out[17]);
@@ -42,5 +43,12 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
  * rewritten whole from its data chunks); 0, or the first failure (those
  * intents stay for the next attempt). */
 int gw_volume_recover(struct gw_volume *v);
+/* Before any access of stripe s (its lock held): recovers it if an update of
+ * it failed in this process and was not recovered yet; 0 when the stripe is
+ * consistent, else the recovery's error (the stripe's parities may be stale:
+ * write nothing into it). */
+int gw_volume_settle(struct gw_volume *v, uint64_t s);
+/* Whether stripe s may need gw_volume_settle (no lock needed). */
+bool gw_volume_pending(const struct gw_volume *v, uint64_t s);
 
 #endif

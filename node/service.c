@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -692,6 +693,37 @@ static void *vertex_main(void *arg)
     return NULL;
 }
 
+/* Crash hooks for the write-hole tests (tests/integration/volume_crash.py).
+ * With INEC_NODE_CRASH_FILE set, the file's first line names a step of a
+ * delta-parity update (a graph built with op update), "update-ROLE-WHEN":
+ * ROLE "data" (the vertex holding the written chunk: it sends the deltas) or
+ * "parity" (a vertex adding a delta to its parity); WHEN "run" (before the
+ * vertex runs), "computed" (ran: deltas sent or the new parity in memory,
+ * nothing stored) or "stored" (its new chunk durable, no reply yet). The
+ * first node of the cluster to reach that step renames the file to
+ * FILE.fired (so exactly one node fires) and SIGKILLs itself. */
+static void update_crash_hook(const struct hosted *h, const char *when)
+{
+    const char *path = getenv("INEC_NODE_CRASH_FILE");
+    if (!path || !strstr(h->g->desc, " update chunk="))
+        return;
+    char want[64] = "", step[64], fired[4096];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (!fgets(want, sizeof(want), f))
+        want[0] = '\0';
+    fclose(f);
+    want[strcspn(want, "\n")] = '\0';
+    snprintf(step, sizeof(step), "update-%s-%s",
+             h->g->vertices[h->v].nout_edges > 0 ? "data" : "parity", when);
+    snprintf(fired, sizeof(fired), "%s.fired", path);
+    if (strcmp(want, step) == 0 && rename(path, fired) == 0) {
+        inec_log(INEC_LOG_WARN, "node", "crash hook: SIGKILL at %s", step);
+        raise(SIGKILL);
+    }
+}
+
 /* A persistent vertex's next run: {"len","object","stripe","version",
  * "chunks":[c per handle]} of the run request. */
 static int rebind(struct hosted *h, json_t *j, size_t i, char *err, size_t errlen)
@@ -735,6 +767,8 @@ static void h_vertex_run(struct req *r)
             rc = codec_errf(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
         else if ((rc = rebind(v[i], j, i, err, sizeof(err))) == 0)
             v[i]->nres = 0;
+        if (rc == 0)
+            update_crash_hook(v[i], "run");
     }
     /* One vertex (a sink of an encode) runs on this worker: no thread to start. */
     if (n == 1 && rc == 0)
@@ -751,6 +785,8 @@ static void h_vertex_run(struct req *r)
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct hosted *h = v[i];
         json_t *res = json_array();
+        if (h->rc == 0)
+            update_crash_hook(h, "computed");
         for (int k = 0; k < h->nres && h->rc == 0; k++) {
             bool store = !h->labels[k].partial;
             if (store) {
@@ -769,6 +805,8 @@ static void h_vertex_run(struct req *r)
             json_array_append_new(res, json_pack("{s:i,s:b,s:b}", "chunk", h->labels[k].chunk,
                                                  "partial", h->labels[k].partial, "stored", store));
         }
+        if (h->rc == 0)
+            update_crash_hook(h, "stored");
         if (h->rc && !rc) {
             rc = h->rc;
             snprintf(err, sizeof(err), "%s", h->err);

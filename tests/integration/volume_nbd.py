@@ -81,7 +81,7 @@ import json  # noqa: E402
 # --- the volume through the CLI ---------------------------------------------------
 SIZE = 24 << 20
 vol = json.loads(cli("create", "disk1", "--size", str(SIZE), "--update", "delta").stdout)
-if vol["update"] != "delta":
+if vol["update"] != "delta" or vol["chains"] != "coherent":
     fail("create --update delta: %s" % vol)
 if vol["size"] != SIZE or not vol["secret"] or vol["export"] != "disk1/" + vol["secret"]:
     fail("create answered %s" % vol)
@@ -90,7 +90,8 @@ EXPORT = vol["export"]
 if cli("create", "disk1", "--size", "1M", check=False).returncode != 1:
     fail("a second create of one name must fail")
 for bad in (["create", "Bad_Name", "--size", "1M"], ["create", "x", "--size", "1000"],
-            ["create", "y"], ["create", "z", "--size", "1M", "--update", "fast"]):
+            ["create", "y"], ["create", "z", "--size", "1M", "--update", "fast"],
+            ["create", "w", "--size", "1M", "--chains", "fast"]):
     if cli(*bad, check=False).returncode == 0:
         fail("inec volume %s must fail" % bad)
 names = [v["name"] for v in json.loads(cli("list").stdout)]
