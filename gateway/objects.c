@@ -41,6 +41,7 @@
 #include <openssl/evp.h>
 
 #include "deg/deg.h"
+#include "gateway/decode_sessions.h"
 #include "gateway/objects_internal.h"
 #include "gateway/repair.h"
 #include "gateway/stripe_fetch.h"
@@ -1483,19 +1484,16 @@ static void on_result(void *arg, const struct deg_graph *gr, int v, struct deg_l
     r->got[c] = true;
 }
 
-/* Rebuilds the data chunks `need` of stripe s through the decode DEG; lost[c]
- * (in/out) says which chunks are known lost, with why in why[c]. One try: a
- * failure hands the stripe to the direct reads (stripe_fetch.c), which route
- * around whatever made the graph fail. */
+/* Rebuilds the data chunks `need` of stripe s through the decode DEG
+ * (decode_sessions.c); lost[c] (in/out) says which chunks are known lost,
+ * with why in why[c]. One try: a failure hands the stripe to the direct
+ * reads (stripe_fetch.c), which route around whatever made the graph fail. */
 static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe, const bool *need,
                     bool *lost, int *why)
 {
     struct gw_objects *o = g->o;
     int m = g->n - g->k;
     int holder[PLACE_MAX_CHUNKS], nerased = 0;
-    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
-    if (!cl)
-        return -ENOMEM;
     bool avoid[PLACE_MAX_CHUNKS];
     route_around(o, stripe, g->n, m, lost, avoid);
     for (int c = 0; c < g->n; c++) {
@@ -1508,8 +1506,7 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
             lost[c] = true;
             why[c] = -ENOENT;
         }
-        if (!lost[c] && (node < 0 || gw_node_is_down(o, node) ||
-                         (!cl[node] && gw_client_get(o, node, &cl[node])))) {
+        if (!lost[c] && (node < 0 || gw_node_is_down(o, node))) {
             lost[c] = true;
             why[c] = -EHOSTDOWN;
         }
@@ -1519,28 +1516,18 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
     int rc = 0;
     char err[512] = "";
     struct rebuilt r = {.g = g, .L = L, .stripe = stripe};
-    memcpy(r.need, need, sizeof(r.need));
     for (int c = 0; c < g->k; c++)
         r.need[c] = need[c] && lost[c];
     if (nerased > m) {
         rc = -EIO;
         snprintf(err, sizeof(err), "%d of %d chunks lost, the code tolerates %d", nerased, g->n, m);
     }
-    struct deg_graph *gr = NULL;
-    if (rc == 0)
-        rc = gw_decode_graph(g->pool, lost, holder, &gr, err, sizeof(err));
     if (rc == 0) {
-        uint8_t *none[PLACE_MAX_CHUNKS] = {0};
-        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
         struct node_stripe ns = {.stripe = g->cs, .version = GW_CHUNK_VERSION};
         memcpy(ns.object, g->oid, sizeof(ns.object));
-        rc = node_deg_run(gr, L, none, cl, o->nnodes, &ns, &ro, on_result, &r, err, sizeof(err));
+        rc = gw_decode_stripe(o, g->pool, holder, lost, r.need, &ns, L, on_result, &r, err,
+                              sizeof(err));
     }
-    deg_graph_destroy(gr);
-    for (int i = 0; i < o->nnodes; i++)
-        if (cl[i])
-            gw_client_put(o, i, cl[i], 0);
-    free(cl);
     for (int c = 0; rc == 0 && c < g->k; c++)
         if (r.need[c] && !r.got[c])
             rc = -EIO;

@@ -926,9 +926,10 @@ struct node_deg_session {
     int *chunk_of;  /* per vertex: the chunk its result is stored as */
 };
 
-/* Whether g fits a session: one gateway vertex, the only source, and every
- * other vertex a sink of one input from it on a node of its own. */
-bool node_deg_session_fits(const struct deg_graph *g)
+/* Whether g is an encode that fits a session: one gateway vertex, the only
+ * source, and every other vertex a sink of one input from it on a node of
+ * its own. */
+static bool fits_encode(const struct deg_graph *g)
 {
     int gw = 0;
     bool seen[CODEC_MAX_CHUNKS * 4] = {false};
@@ -947,6 +948,36 @@ bool node_deg_session_fits(const struct deg_graph *g)
         seen[vx->node] = true;
     }
     return gw == 1;
+}
+
+/* Whether g is a decode that fits a session: one gateway vertex, the only
+ * sink, and every other vertex a source on a node of its own that sends its
+ * one chunk to it (RS and LRC decodes). */
+static bool fits_decode(const struct deg_graph *g)
+{
+    int gw = 0;
+    bool seen[CODEC_MAX_CHUNKS * 4] = {false};
+    for (int v = 0; v < g->nvertices; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        if (vx->node == DEG_GATEWAY) {
+            gw++;
+            if (vx->nout_edges || vx->nlocal || !vx->nresults)
+                return false;
+            continue;
+        }
+        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node] || vx->nin ||
+            vx->nlocal != 1 || vx->nout_edges != 1 || vx->nrows || vx->nresults ||
+            g->edges[vx->out[0]].src.kind != DEG_LOCAL ||
+            g->vertices[g->edges[vx->out[0]].to].node != DEG_GATEWAY)
+            return false;
+        seen[vx->node] = true;
+    }
+    return gw == 1;
+}
+
+bool node_deg_session_fits(const struct deg_graph *g)
+{
+    return fits_encode(g) || fits_decode(g);
 }
 
 static void *sess_main(void *p)
@@ -1013,7 +1044,8 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
     if (rc)
         return rc;
     if (!node_deg_session_fits(g)) {
-        snprintf(err, errlen, "graph %s: not a gateway source with node sinks", g->desc);
+        snprintf(err, errlen, "graph %s: neither a gateway source with node sinks nor the reverse",
+                 g->desc);
         return -EINVAL;
     }
     struct node_deg_session *s = calloc(1, sizeof(*s));
@@ -1050,6 +1082,7 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
             s->gv = v;
             continue;
         }
+        s->chunk_of[v] = g->vertices[v].nlocal ? g->vertices[v].local[0] : -1;
         struct sess_worker *w = &s->w[s->nworkers];
         *w = (struct sess_worker){.s = s, .v = v};
         if ((rc = -pthread_create(&w->thread, NULL, sess_main, w)))
@@ -1072,6 +1105,9 @@ int node_deg_session_sink_rc(const struct node_deg_session *s, int node)
             return s->w[i].rc;
     return -ENOENT;
 }
+
+static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
+                   deg_result_fn result, void *arg, char *err, size_t errlen);
 
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
                          uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
@@ -1123,6 +1159,16 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
         rc = deg_vx_route_out(x, route);
     if (rc)
         return rc;
+    return run_all(s, len, stripe, NULL, NULL, err, errlen);
+}
+
+/* One run of every vertex: the node ones by their workers' RUN messages,
+ * the gateway's here. */
+static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
+                   deg_result_fn result, void *arg, char *err, size_t errlen)
+{
+    struct deg_vx *x = s->ctx.vs[s->gv].x;
+    int rc;
     char obj[2 * NODE_OBJECT_ID_BYTES + 1];
     obj_hex(stripe, obj);
     json_t *head = json_pack("{s:I,s:s,s:I,s:I}", "len", (json_int_t)len, "object", obj, "stripe",
@@ -1137,7 +1183,7 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->lock);
     char gerr[512] = "";
-    int grc = deg_vx_run(x, NULL, NULL, NULL, gerr, sizeof(gerr));
+    int grc = deg_vx_run(x, result, arg, NULL, gerr, sizeof(gerr));
     pthread_mutex_lock(&s->lock);
     /* Every worker's call is bounded, so this wait is too. */
     while (s->pending > 0)
@@ -1160,4 +1206,59 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
     }
     s->broken = rc != 0;
     return rc;
+}
+
+int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *g,
+                            const int *node_of, size_t len, const struct node_stripe *stripe,
+                            deg_result_fn result, void *arg, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->nworkers; i++)
+        s->w[i].rc = -EIO;
+    if (s->broken) {
+        snprintf(err, errlen, "an earlier run of this session failed");
+        return -EIO;
+    }
+    /* g's source on node N is the session's source on N, reading g's chunk;
+     * the gateway's input from N is the session's input slot from N, so the
+     * coefficients of g's slot go to that slot. */
+    struct deg_vertex *sgv = &s->g->vertices[s->gv];
+    const struct deg_vertex *ggv = NULL;
+    bool same = fits_decode(s->g) && fits_decode(g) && g->nvertices == s->g->nvertices;
+    for (int v = 0; same && v < g->nvertices; v++)
+        if (g->vertices[v].node == DEG_GATEWAY)
+            ggv = &g->vertices[v];
+    same = same && ggv && ggv->nin == sgv->nin && ggv->nrows == sgv->nrows &&
+           ggv->nresults == sgv->nresults && deg_vertex_calc(ggv) == deg_vertex_calc(sgv) &&
+           !memcmp(ggv->results, sgv->results, (size_t)sgv->nresults * sizeof(*sgv->results));
+    int perm[CODEC_MAX_CHUNKS * 4];
+    same = same && sgv->nin <= (int)(sizeof(perm) / sizeof(perm[0]));
+    for (int q = 0; same && q < sgv->nin; q++) {
+        int sv = s->g->edges[sgv->in[q]].from, i = 0, node = -1;
+        for (; i < ggv->nin; i++) {
+            const struct deg_vertex *u = &g->vertices[g->edges[ggv->in[i]].from];
+            node = node_of ? node_of[u->node] : u->node;
+            if (node == s->g->vertices[sv].node)
+                break;
+        }
+        if (!(same = i < ggv->nin))
+            break;
+        perm[q] = i;
+        s->chunk_of[sv] = g->vertices[g->edges[ggv->in[i]].from].local[0];
+    }
+    if (!same) {
+        snprintf(err, errlen, "graph %s does not match the session's %s", g->desc, s->g->desc);
+        return -EINVAL;
+    }
+    int ncols = sgv->nin;
+    for (int r = 0; r < sgv->nrows; r++) {
+        for (int q = 0; q < ncols; q++)
+            sgv->coeffs[r * ncols + q] = ggv->coeffs[r * ncols + perm[q]];
+        sgv->labels[r] = ggv->labels[r];
+    }
+    struct deg_vx *x = s->ctx.vs[s->gv].x;
+    deg_vx_retable(x);
+    int rc = deg_vx_rebind(x, len, NULL, err, errlen);
+    if (rc)
+        return rc;
+    return run_all(s, len, stripe, result, arg, err, errlen);
 }
