@@ -88,6 +88,26 @@ uint64_t gw_decoder_sessions_opened(struct gw_objects *o)
     return o->decoder ? atomic_load(&o->decoder->opened) : 0;
 }
 
+/* The pool's decode graph for a read (gw_decode_graph); one that fits a
+ * session also hands the chunks its sources send to the caller: the data
+ * chunks among them need no read of their own. */
+static int build_graph(const struct gw_pool *pool, const bool *erased, const bool *unavailable,
+                       const int *holder, struct deg_graph **out, char *err, size_t errlen)
+{
+    int rc = gw_decode_graph(pool, erased, unavailable, holder, out, err, errlen);
+    if (rc || !node_deg_session_fits(*out))
+        return rc;
+    for (int v = 0; v < (*out)->nvertices; v++)
+        for (int j = 0; (*out)->vertices[v].node == DEG_GATEWAY && j < (*out)->vertices[v].nin; j++)
+            if ((rc = deg_add_result(*out, v, deg_in(j))) < 0) {
+                deg_graph_destroy(*out);
+                *out = NULL;
+                snprintf(err, errlen, "out of memory");
+                return rc;
+            }
+    return 0;
+}
+
 /* The compiled decode graph over abstract participants (*owned: built for
  * this stripe only, the caller destroys it; else the cache's). */
 static int compiled_get(struct gw_objects *o, const struct gw_pool *pool, const bool *erased,
@@ -112,7 +132,7 @@ static int compiled_get(struct gw_objects *o, const struct gw_pool *pool, const 
     for (int c = 0; c < pool->p.n; c++)
         holder[c] = c;
     struct deg_graph *g;
-    int rc = gw_decode_graph(pool, erased, unavailable, holder, &g, err, errlen);
+    int rc = build_graph(pool, erased, unavailable, holder, &g, err, errlen);
     if (rc)
         return rc;
     pthread_mutex_lock(&d->lock);
@@ -200,7 +220,7 @@ static int dsession_get(struct gw_objects *o, const struct gw_pool *pool, const 
             cl[nodes[i]] = ss->cl[i];
     }
     if (rc == 0)
-        rc = gw_decode_graph(pool, erased, unavailable, holder, &g, err, errlen);
+        rc = build_graph(pool, erased, unavailable, holder, &g, err, errlen);
     struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
     if (rc == 0)
         rc = node_deg_session_open(g, pool->p.chunk_size, cl, o->nnodes, &ro, &ss->s, err, errlen);

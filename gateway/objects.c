@@ -1486,10 +1486,12 @@ static void on_result(void *arg, const struct deg_graph *gr, int v, struct deg_l
 
 /* Rebuilds the data chunks `need` of stripe s through the decode DEG
  * (decode_sessions.c); lost[c] (in/out) says which chunks are known lost,
- * with why in why[c]. One try: a failure hands the stripe to the direct
- * reads (stripe_fetch.c), which route around whatever made the graph fail. */
+ * with why in why[c]. got[c]: needed chunks in g->buf, the rebuilt ones and
+ * those the graph's sources sent. One try: a failure hands the stripe to
+ * the direct reads (stripe_fetch.c), which route around whatever made the
+ * graph fail. */
 static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe, const bool *need,
-                    bool *lost, int *why)
+                    bool *lost, int *why, bool *got)
 {
     struct gw_objects *o = g->o;
     int m = g->n - g->k;
@@ -1516,8 +1518,11 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
     int rc = 0;
     char err[512] = "";
     struct rebuilt r = {.g = g, .L = L, .stripe = stripe};
-    for (int c = 0; c < g->k; c++)
-        r.need[c] = need[c] && lost[c];
+    bool rebuild[PLACE_MAX_CHUNKS] = {0};
+    for (int c = 0; c < g->k; c++) {
+        r.need[c] = need[c];
+        rebuild[c] = need[c] && lost[c];
+    }
     if (nerased > m) {
         rc = -EIO;
         snprintf(err, sizeof(err), "%d of %d chunks lost, the code tolerates %d", nerased, g->n, m);
@@ -1525,12 +1530,13 @@ static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe
     if (rc == 0) {
         struct node_stripe ns = {.stripe = g->cs, .version = GW_CHUNK_VERSION};
         memcpy(ns.object, g->oid, sizeof(ns.object));
-        rc = gw_decode_stripe(o, g->pool, holder, lost, r.need, &ns, L, on_result, &r, err,
+        rc = gw_decode_stripe(o, g->pool, holder, lost, rebuild, &ns, L, on_result, &r, err,
                               sizeof(err));
     }
     for (int c = 0; rc == 0 && c < g->k; c++)
-        if (r.need[c] && !r.got[c])
+        if (rebuild[c] && !r.got[c])
             rc = -EIO;
+    memcpy(got, r.got, sizeof(r.got));
     if (rc == 0 && r.bad)
         rc = -EIO;
     if (rc)
@@ -1655,23 +1661,22 @@ static int load_stripe(struct gw_get *g)
     }
     gw_fetch_release(g->ahead); /* a stripe skipped */
     g->ahead = NULL;
-    bool any = false;
-    if (!f) {
-        /* The needed chunks not known lost are read directly meanwhile. */
-        any = lost_before(g, stripe, need, lost, why);
+    bool any = !f && lost_before(g, stripe, need, lost, why);
+    bool rest[PLACE_MAX_CHUNKS], got[PLACE_MAX_CHUNKS] = {0};
+    memcpy(rest, need, sizeof(rest));
+    if (any && degraded(g, s, L, stripe, need, lost, why, got) == 0) {
+        /* Known lost: rebuilt in the network through the pool's decode DEG,
+         * which brought the chunks it read too. */
+        for (int c = first; c <= last; c++)
+            rest[c] = !got[c];
+    }
+    if (!f) { /* the rest read directly */
         bool want[PLACE_MAX_CHUNKS] = {0};
         for (int c = first; c <= last; c++)
-            want[c] = !lost[c];
+            want[c] = rest[c] && !lost[c];
         rc = gw_fetch_start(o, &fs, want, &f);
         if (rc)
             return rc;
-    }
-    bool rest[PLACE_MAX_CHUNKS];
-    memcpy(rest, need, sizeof(rest));
-    if (any && degraded(g, s, L, stripe, need, lost, why) == 0) {
-        /* Known lost: rebuilt in the network through the pool's decode DEG. */
-        for (int c = first; c <= last; c++)
-            rest[c] = !lost[c];
     }
     struct gw_fetch_result res = {0};
     char err[256] = "";

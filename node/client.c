@@ -1243,7 +1243,10 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
         if (!(same = i < ggv->nin))
             break;
         perm[q] = i;
-        s->chunk_of[sv] = g->vertices[g->edges[ggv->in[i]].from].local[0];
+        /* The session's graph says what its source sends this run: the
+         * labels of the gateway's results that are its inputs. */
+        s->chunk_of[sv] = s->g->vertices[sv].local[0] =
+            g->vertices[g->edges[ggv->in[i]].from].local[0];
     }
     if (!same) {
         snprintf(err, errlen, "graph %s does not match the session's %s", g->desc, s->g->desc);

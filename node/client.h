@@ -175,8 +175,9 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
 /* A decode run: g is a decode of the session's shape (the same number of
  * sources and rows) whose sources are on the session's nodes in any order,
  * reading any chunks of `stripe`; its node participants are node_of[p]
- * (NULL: the ids themselves). The gateway's results (its rows, as g labels
- * them) go to result() before this returns 0. */
+ * (NULL: the ids themselves). The gateway's results (its rows as g labels
+ * them, and its inputs, labelled with the chunk each source read) go to
+ * result() before this returns 0. */
 int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *g,
                             const int *node_of, size_t len, const struct node_stripe *stripe,
                             deg_result_fn result, void *arg, char *err, size_t errlen);
