@@ -38,7 +38,7 @@ struct gw_decoder {
     struct compiled graphs[DECODE_GRAPHS];
     int ngraphs;
     struct dsession *idle; /* newest first */
-    _Atomic uint64_t opened;
+    _Atomic uint64_t opened, runs;
 };
 
 int gw_decoder_create(struct gw_objects *o)
@@ -83,9 +83,10 @@ void gw_decoder_destroy(struct gw_objects *o)
     o->decoder = NULL;
 }
 
-uint64_t gw_decoder_sessions_opened(struct gw_objects *o)
+void gw_decoder_counters(struct gw_objects *o, uint64_t *opened, uint64_t *runs)
 {
-    return o->decoder ? atomic_load(&o->decoder->opened) : 0;
+    *opened = o->decoder ? atomic_load(&o->decoder->opened) : 0;
+    *runs = o->decoder ? atomic_load(&o->decoder->runs) : 0;
 }
 
 /* The pool's decode graph for a read (gw_decode_graph); one that fits a
@@ -288,6 +289,8 @@ static int run_session(struct gw_objects *o, const struct gw_pool *pool, const s
             return rc;
         rc = node_deg_session_decode(ss->s, g, holder, len, ns, result, arg, err, errlen);
         dsession_put(o, ss, rc);
+        if (rc == 0)
+            atomic_fetch_add(&o->decoder->runs, 1);
         /* A kept session may only have outlived a node's restart. */
         if (rc == 0 || !reused)
             break;

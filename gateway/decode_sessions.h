@@ -44,7 +44,7 @@ int gw_decode_stripe(struct gw_objects *o, const struct gw_pool *pool, const int
                      const bool *lost, const bool *rebuild, const struct node_stripe *ns,
                      size_t len, deg_result_fn result, void *arg, char *err, size_t errlen);
 
-/* Sessions opened so far (the tests' proof that they are kept). */
-uint64_t gw_decoder_sessions_opened(struct gw_objects *o);
+/* Sessions opened so far, and stripes their runs rebuilt. */
+void gw_decoder_counters(struct gw_objects *o, uint64_t *opened, uint64_t *runs);
 
 #endif
