@@ -499,7 +499,9 @@ static void usage(FILE *f)
             "  --plot      MB/s against clients per size and operation, floor dashed\n"
             "  (default)   embedded: gateway + 9 nodes in this process, as `inec server`,\n"
             "              data in a temporary directory (--dir), profile rs:k=6,m=3\n"
-            "              (--profile); degraded GET stops m nodes\n"
+            "              (--profile); degraded GET stops m nodes (degr: stripes\n"
+            "              decoded per GET; vs GET: MB/s over the same GETs with every\n"
+            "              node up, measured right before)\n"
             "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
             "              cluster.json, else its data dir's credentials.json)\n"
             "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
@@ -605,6 +607,7 @@ struct cell {
     const char *op;
     struct stats s, floor;
     uint64_t degraded_stripes;
+    double vs_get; /* GET-degr: MB/s over a GET of the same keys with every node up, just before */
 };
 
 static void print_cell(const struct cell *c, json_t *rows, bool json)
@@ -620,16 +623,19 @@ static void print_cell(const struct cell *c, json_t *rows, bool json)
             "p95_ms", c->s.p95, "p99_ms", c->s.p99, "floor_mbps", c->floor.mbps, "floor_ops_per_s",
             c->floor.opss, "floor_p50_ms", c->floor.p50, "floor_p95_ms", c->floor.p95,
             "floor_p99_ms", c->floor.p99, "ratio", ratio);
-        if (strcmp(c->op, "GET-degr") == 0)
+        if (strcmp(c->op, "GET-degr") == 0) {
             json_object_set_new(row, "degraded_stripes",
                                 json_integer((json_int_t)c->degraded_stripes));
+            json_object_set_new(row, "vs_get", json_real(c->vs_get));
+        }
         json_array_append_new(rows, row);
     }
     if (json)
         return;
-    char degr[24] = "";
+    char degr[40] = "";
     if (strcmp(c->op, "GET-degr") == 0)
-        snprintf(degr, sizeof(degr), " %5.2f", (double)c->degraded_stripes / (double)c->s.ops);
+        snprintf(degr, sizeof(degr), " %5.2f %6.2f", (double)c->degraded_stripes / (double)c->s.ops,
+                 c->vs_get);
     printf("%-5s %7d %-8s %9.1f %9.1f %8.2f %8.2f %8.2f %10.1f %9.2f %6.3f%s\n", sz, c->clients,
            c->op, c->s.mbps, c->s.opss, c->s.p50, c->s.p95, c->s.p99, c->floor.mbps, c->floor.p50,
            ratio, degr);
@@ -824,7 +830,7 @@ int bench_s3(int argc, char **argv)
                mode, seconds);
         printf("%-5s %7s %-8s %9s %9s %8s %8s %8s %10s %9s %6s%s\n", "size", "clients", "op",
                "MB/s", "ops/s", "p50 ms", "p95 ms", "p99 ms", "floor MB/s", "floor p50", "ratio",
-               o ? "  degr" : "");
+               o ? "  degr vs GET" : "");
     }
     int written[MAX_CLIENTS], fwritten[MAX_CLIENTS], ndegr = 0;
     struct later {
@@ -848,7 +854,7 @@ int bench_s3(int argc, char **argv)
                 max_clients[si] = nc;
             struct phase p = {&inec, bucket, OP_PUT, size, nc, keys_max, written, 0, 0, {{0}}};
             struct phase fp = {&floor_t, bucket, OP_PUT, size, nc, keys_max, fwritten, 0, 0, {{0}}};
-            struct cell put = {size, nc, "PUT", {0}, {0}, 0}, get = put;
+            struct cell put = {size, nc, "PUT", {0}, {0}, 0, 0}, get = put;
             get.op = "GET";
             rc = run_phase(&p, seconds, &put.s, err, sizeof(err));
             if (rc == 0)
@@ -877,7 +883,13 @@ int bench_s3(int argc, char **argv)
         struct later *l = &degr[i];
         struct phase p = {&inec,       bucket,     OP_GET, l->size, l->clients,
                           l->keys_max, l->written, 0,      0,       {{0}}};
-        struct cell deg = {l->size, l->clients, "GET-degr", {0}, l->floor_get, 0};
+        struct cell deg = {l->size, l->clients, "GET-degr", {0}, l->floor_get, 0, 0};
+        /* The same GETs with every node up right before: the machine's load
+         * then is the degraded phase's. */
+        struct stats healthy = {0};
+        rc = run_phase(&p, seconds, &healthy, err, sizeof(err));
+        if (rc)
+            break;
         struct gw_objects_stats before, after;
         char ids[MAX_CLIENTS][16], key[64];
         key_name(key, sizeof(key), l->size, 0, 0);
@@ -898,6 +910,7 @@ int bench_s3(int argc, char **argv)
         }
         gw_objects_counters(o, &after);
         deg.degraded_stripes = after.degraded_reads - before.degraded_reads;
+        deg.vs_get = healthy.mbps > 0 ? deg.s.mbps / healthy.mbps : 0;
         if (rc == 0 && deg.degraded_stripes == 0) {
             snprintf(err, sizeof(err), "degraded GET read no stripe degraded");
             rc = -EIO;

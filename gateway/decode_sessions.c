@@ -15,6 +15,7 @@
 
 #define DECODE_GRAPHS        256 /* compiled graphs kept; past that they are built per stripe */
 #define DECODE_SESSIONS_IDLE 8   /* idle sessions kept (each holds ~(k + rows) chunk buffers) */
+#define DECODE_THREADS       8   /* decodes ahead at once; more wait for a thread */
 
 struct compiled {
     const struct gw_pool *pool;
@@ -38,6 +39,7 @@ struct gw_decoder {
     struct compiled graphs[DECODE_GRAPHS];
     int ngraphs;
     struct dsession *idle; /* newest first */
+    struct gw_fanout *fan; /* runs gw_decode_start's jobs */
     _Atomic uint64_t opened, runs;
 };
 
@@ -46,6 +48,11 @@ int gw_decoder_create(struct gw_objects *o)
     struct gw_decoder *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
+    int rc = gw_fanout_create(DECODE_THREADS, &d->fan);
+    if (rc) {
+        free(d);
+        return rc;
+    }
     pthread_mutex_init(&d->lock, NULL);
     o->decoder = d;
     return 0;
@@ -71,6 +78,7 @@ void gw_decoder_destroy(struct gw_objects *o)
     struct gw_decoder *d = o->decoder;
     if (!d)
         return;
+    gw_fanout_destroy(d->fan); /* every GET finished its jobs: none is queued */
     while (d->idle) {
         struct dsession *ss = d->idle;
         d->idle = ss->next;
@@ -370,5 +378,75 @@ int gw_decode_stripe(struct gw_objects *o, const struct gw_pool *pool, const int
         rc = run_whole(o, pool, erased, unav, holder, ns, len, result, arg, err, errlen);
     if (owned)
         deg_graph_destroy(g);
+    return rc;
+}
+
+struct gw_decode_job {
+    struct gw_objects *o;
+    const struct gw_pool *pool;
+    int holder[PLACE_MAX_CHUNKS];
+    bool lost[PLACE_MAX_CHUNKS], rebuild[PLACE_MAX_CHUNKS];
+    const struct node_stripe *ns;
+    size_t len;
+    deg_result_fn result;
+    void *arg;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool done;
+    int rc;
+    char err[512];
+};
+
+static void job_main(void *arg, int i)
+{
+    (void)i;
+    struct gw_decode_job *j = arg;
+    int rc = gw_decode_stripe(j->o, j->pool, j->holder, j->lost, j->rebuild, j->ns, j->len,
+                              j->result, j->arg, j->err, sizeof(j->err));
+    pthread_mutex_lock(&j->lock);
+    j->rc = rc;
+    j->done = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->lock);
+}
+
+int gw_decode_start(struct gw_objects *o, const struct gw_pool *pool, const int *holder,
+                    const bool *lost, const bool *rebuild, const struct node_stripe *ns, size_t len,
+                    deg_result_fn result, void *arg, struct gw_decode_job **out)
+{
+    struct gw_decode_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    size_t n = (size_t)pool->p.n;
+    *j = (struct gw_decode_job){
+        .o = o, .pool = pool, .ns = ns, .len = len, .result = result, .arg = arg};
+    memcpy(j->holder, holder, n * sizeof(int));
+    memcpy(j->lost, lost, n);
+    memcpy(j->rebuild, rebuild, n);
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    int rc = gw_fanout_post(o->decoder->fan, job_main, j, 0);
+    if (rc) {
+        pthread_mutex_destroy(&j->lock);
+        pthread_cond_destroy(&j->cv);
+        free(j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+int gw_decode_finish(struct gw_decode_job *j, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&j->lock);
+    while (!j->done) /* the run is bounded by the peer timeout */
+        pthread_cond_wait(&j->cv, &j->lock);
+    pthread_mutex_unlock(&j->lock);
+    int rc = j->rc;
+    if (rc)
+        snprintf(err, errlen, "%s", j->err);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->cv);
+    free(j);
     return rc;
 }

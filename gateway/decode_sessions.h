@@ -44,6 +44,16 @@ int gw_decode_stripe(struct gw_objects *o, const struct gw_pool *pool, const int
                      const bool *lost, const bool *rebuild, const struct node_stripe *ns,
                      size_t len, deg_result_fn result, void *arg, char *err, size_t errlen);
 
+/* gw_decode_stripe on the decoder's threads, so that a GET decodes the next
+ * stripe while it streams one (decode ahead). The arrays are copied; ns and
+ * arg must live until gw_decode_finish, which waits for the run, returns
+ * its result and frees the job. */
+struct gw_decode_job;
+int gw_decode_start(struct gw_objects *o, const struct gw_pool *pool, const int *holder,
+                    const bool *lost, const bool *rebuild, const struct node_stripe *ns, size_t len,
+                    deg_result_fn result, void *arg, struct gw_decode_job **out);
+int gw_decode_finish(struct gw_decode_job *j, char *err, size_t errlen);
+
 /* Sessions opened so far, and stripes their runs rebuilt. */
 void gw_decoder_counters(struct gw_objects *o, uint64_t *opened, uint64_t *runs);
 
