@@ -1465,6 +1465,8 @@ static const char *loss_reason(int rc)
  * while this one streams (decode ahead). */
 struct decode {
     struct gw_decode_job *job; /* NULL: none in flight */
+    int rc;                    /* of a decode run in the caller's thread */
+    char err[512];
     size_t s, L;
     int k;
     const json_t *stripe;
@@ -1496,10 +1498,11 @@ static void on_result(void *arg, const struct deg_graph *gr, int v, struct deg_l
     d->got[c] = true;
 }
 
-/* Starts rebuilding the data chunks need[c] of stripe s (lost[c] known lost
- * with why[c], as lost_before found them) into out. */
+/* Rebuilds the data chunks need[c] of stripe s (lost[c] known lost with
+ * why[c], as lost_before found them) into out: here, or started on the
+ * decoder's threads when ahead. */
 static int decode_start(struct gw_get *g, struct decode *d, size_t s, const bool *need,
-                        const bool *lost, const int *why, uint8_t *out)
+                        const bool *lost, const int *why, uint8_t *out, bool ahead)
 {
     struct gw_objects *o = g->o;
     const json_t *stripe = json_array_get(g->stripes, s);
@@ -1541,9 +1544,12 @@ static int decode_start(struct gw_get *g, struct decode *d, size_t s, const bool
                  g->key, s, nerased, g->n, m);
         rc = -EIO;
     }
-    if (rc == 0)
+    if (rc == 0 && ahead)
         rc = gw_decode_start(o, g->pool, holder, d->lost, d->rebuild, &d->ns, d->L, on_result, d,
                              &d->job);
+    else if (rc == 0)
+        d->rc = gw_decode_stripe(o, g->pool, holder, d->lost, d->rebuild, &d->ns, d->L, on_result,
+                                 d, d->err, sizeof(d->err));
     if (rc)
         d->job = NULL;
     return rc;
@@ -1554,8 +1560,8 @@ static int decode_start(struct gw_get *g, struct decode *d, size_t s, const bool
  * which route around whatever made the graph fail. */
 static int decode_finish(struct gw_get *g, struct decode *d)
 {
-    char err[512] = "";
-    int rc = gw_decode_finish(d->job, err, sizeof(err));
+    char *err = d->err;
+    int rc = d->job ? gw_decode_finish(d->job, err, sizeof(d->err)) : d->rc;
     d->job = NULL;
     for (int c = 0; rc == 0 && c < g->k; c++)
         if (d->rebuild[c] && !d->got[c])
@@ -1655,7 +1661,7 @@ static void fetch_ahead(struct gw_get *g, size_t s)
             g->dec_cap = 0;
             return;
         }
-        decode_start(g, g->dec, s + 1, need, lost, why, g->dec_buf);
+        decode_start(g, g->dec, s + 1, need, lost, why, g->dec_buf, true);
         return;
     }
     if (fetch_stripe(g, s + 1, &fs))
@@ -1723,7 +1729,7 @@ static int load_stripe(struct gw_get *g)
             decode_finish(g, g->dec);
         if (!f && lost_before(g, stripe, need, lost, why)) {
             d = &now;
-            if (decode_start(g, d, s, need, lost, why, g->buf) || decode_finish(g, d))
+            if (decode_start(g, d, s, need, lost, why, g->buf, false) || decode_finish(g, d))
                 memset(d->got, 0, sizeof(d->got));
         }
     }
