@@ -921,6 +921,7 @@ struct node_deg_session {
     uint64_t gen;
     int pending;
     bool stop, broken;
+    bool unsettled; /* a decode returned before its workers' answers */
     /* the run in progress */
     char *run_head; /* JSON of the per-run fields, without the handles */
     int *chunk_of;  /* per vertex: the chunk its result is stored as */
@@ -1107,16 +1108,38 @@ int node_deg_session_sink_rc(const struct node_deg_session *s, int node)
 }
 
 static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
-                   deg_result_fn result, void *arg, char *err, size_t errlen);
+                   deg_result_fn result, void *arg, bool early, char *err, size_t errlen);
+
+/* Waits for the workers of a run that returned before them: one that
+ * failed there breaks the session (its node dropped its vertex). */
+static bool settle(struct node_deg_session *s, char *err, size_t errlen)
+{
+    if (!s->unsettled)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    while (s->pending > 0)
+        pthread_cond_wait(&s->cv, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    s->unsettled = false;
+    for (int i = 0; i < s->nworkers && !s->broken; i++)
+        if (s->w[i].rc) {
+            s->broken = true;
+            snprintf(err, errlen, "%s", s->w[i].err);
+            return true;
+        }
+    return false;
+}
 
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
                          uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
                          size_t errlen)
 {
+    bool failed = settle(s, err, errlen);
     for (int i = 0; i < s->nworkers; i++) /* nothing stored until a worker says so */
         s->w[i].rc = -EIO;
     if (s->broken) {
-        snprintf(err, errlen, "an earlier run of this session failed");
+        if (!failed)
+            snprintf(err, errlen, "an earlier run of this session failed");
         return -EIO;
     }
     /* g's vertex on node N is the session's vertex on N; the gateway's
@@ -1159,13 +1182,15 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
         rc = deg_vx_route_out(x, route);
     if (rc)
         return rc;
-    return run_all(s, len, stripe, NULL, NULL, err, errlen);
+    return run_all(s, len, stripe, NULL, NULL, false, err, errlen);
 }
 
 /* One run of every vertex: the node ones by their workers' RUN messages,
- * the gateway's here. */
+ * the gateway's here. early: back as soon as the gateway's vertex is done
+ * (a decode: it has every input then, so every source sent, and the RUN
+ * answers are waited for by the next run, settle()). */
 static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
-                   deg_result_fn result, void *arg, char *err, size_t errlen)
+                   deg_result_fn result, void *arg, bool early, char *err, size_t errlen)
 {
     struct deg_vx *x = s->ctx.vs[s->gv].x;
     int rc;
@@ -1184,6 +1209,13 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     pthread_mutex_unlock(&s->lock);
     char gerr[512] = "";
     int grc = deg_vx_run(x, result, arg, NULL, gerr, sizeof(gerr));
+    if (early && grc == 0) {
+        /* Every worker read run_head before its source could send. */
+        free(s->run_head);
+        s->run_head = NULL;
+        s->unsettled = true;
+        return 0;
+    }
     pthread_mutex_lock(&s->lock);
     /* Every worker's call is bounded, so this wait is too. */
     while (s->pending > 0)
@@ -1212,10 +1244,12 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
                             const int *node_of, size_t len, const struct node_stripe *stripe,
                             deg_result_fn result, void *arg, char *err, size_t errlen)
 {
+    bool failed = settle(s, err, errlen);
     for (int i = 0; i < s->nworkers; i++)
         s->w[i].rc = -EIO;
     if (s->broken) {
-        snprintf(err, errlen, "an earlier run of this session failed");
+        if (!failed)
+            snprintf(err, errlen, "an earlier run of this session failed");
         return -EIO;
     }
     /* g's source on node N is the session's source on N, reading g's chunk;
@@ -1263,5 +1297,5 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
     int rc = deg_vx_rebind(x, len, NULL, err, errlen);
     if (rc)
         return rc;
-    return run_all(s, len, stripe, result, arg, err, errlen);
+    return run_all(s, len, stripe, result, arg, true, err, errlen);
 }
