@@ -927,10 +927,11 @@ struct node_deg_session {
     int *chunk_of;  /* per vertex: the chunk its result is stored as */
 };
 
-/* Whether g is an encode that fits a session: one gateway vertex, the only
- * source, and every other vertex a sink of one input from it on a node of
- * its own. */
-static bool fits_encode(const struct deg_graph *g)
+/* Whether g fits a session: one gateway vertex, and every other vertex on
+ * a node of its own, either (encode) a sink of one input from the gateway,
+ * the only source, or (decode) a source sending its one chunk to the
+ * gateway, the only sink (RS and LRC decodes). */
+static bool fits(const struct deg_graph *g, bool decode)
 {
     int gw = 0;
     bool seen[CODEC_MAX_CHUNKS * 4] = {false};
@@ -938,38 +939,18 @@ static bool fits_encode(const struct deg_graph *g)
         const struct deg_vertex *vx = &g->vertices[v];
         if (vx->node == DEG_GATEWAY) {
             gw++;
-            if (vx->nin || vx->nresults)
+            if (decode ? vx->nout_edges || vx->nlocal || !vx->nresults : vx->nin || vx->nresults)
                 return false;
             continue;
         }
-        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node] || vx->nin != 1 ||
-            vx->nout_edges || vx->nlocal || vx->nresults != 1 ||
-            g->vertices[g->edges[vx->in[0]].from].node != DEG_GATEWAY)
+        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node])
             return false;
-        seen[vx->node] = true;
-    }
-    return gw == 1;
-}
-
-/* Whether g is a decode that fits a session: one gateway vertex, the only
- * sink, and every other vertex a source on a node of its own that sends its
- * one chunk to it (RS and LRC decodes). */
-static bool fits_decode(const struct deg_graph *g)
-{
-    int gw = 0;
-    bool seen[CODEC_MAX_CHUNKS * 4] = {false};
-    for (int v = 0; v < g->nvertices; v++) {
-        const struct deg_vertex *vx = &g->vertices[v];
-        if (vx->node == DEG_GATEWAY) {
-            gw++;
-            if (vx->nout_edges || vx->nlocal || !vx->nresults)
-                return false;
-            continue;
-        }
-        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node] || vx->nin ||
-            vx->nlocal != 1 || vx->nout_edges != 1 || vx->nrows || vx->nresults ||
-            g->edges[vx->out[0]].src.kind != DEG_LOCAL ||
-            g->vertices[g->edges[vx->out[0]].to].node != DEG_GATEWAY)
+        bool ok = decode ? !vx->nin && vx->nlocal == 1 && vx->nout_edges == 1 && !vx->nrows &&
+                               !vx->nresults && g->edges[vx->out[0]].src.kind == DEG_LOCAL &&
+                               g->vertices[g->edges[vx->out[0]].to].node == DEG_GATEWAY
+                         : vx->nin == 1 && !vx->nout_edges && !vx->nlocal && vx->nresults == 1 &&
+                               g->vertices[g->edges[vx->in[0]].from].node == DEG_GATEWAY;
+        if (!ok)
             return false;
         seen[vx->node] = true;
     }
@@ -978,7 +959,7 @@ static bool fits_decode(const struct deg_graph *g)
 
 bool node_deg_session_fits(const struct deg_graph *g)
 {
-    return fits_encode(g) || fits_decode(g);
+    return fits(g, false) || fits(g, true);
 }
 
 static void *sess_main(void *p)
@@ -1257,7 +1238,7 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
      * coefficients of g's slot go to that slot. */
     struct deg_vertex *sgv = &s->g->vertices[s->gv];
     const struct deg_vertex *ggv = NULL;
-    bool same = fits_decode(s->g) && fits_decode(g) && g->nvertices == s->g->nvertices;
+    bool same = fits(s->g, true) && fits(g, true) && g->nvertices == s->g->nvertices;
     for (int v = 0; same && v < g->nvertices; v++)
         if (g->vertices[v].node == DEG_GATEWAY)
             ggv = &g->vertices[v];
