@@ -177,7 +177,9 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
  * reading any chunks of `stripe`; its node participants are node_of[p]
  * (NULL: the ids themselves). The gateway's results (its rows as g labels
  * them, and its inputs, labelled with the chunk each source read) go to
- * result() before this returns 0. */
+ * result() before this returns 0. It returns once the gateway's vertex has
+ * them; the nodes' RUN answers are collected before the session's next run
+ * (or its close), and one that failed fails that run. */
 int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *g,
                             const int *node_of, size_t len, const struct node_stripe *stripe,
                             deg_result_fn result, void *arg, char *err, size_t errlen);
