@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define DECODE_GRAPHS        256 /* compiled graphs kept; past that they are built per stripe */
 #define DECODE_SESSIONS_IDLE 8   /* idle sessions kept (each holds ~(k + rows) chunk buffers) */
 #define DECODE_THREADS       8   /* decodes ahead at once; more wait for a thread */
