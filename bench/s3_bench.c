@@ -551,7 +551,9 @@ static void usage(FILE *f)
             "  --plot      MB/s against clients per transport, size and operation, floor\n"
             "              dashed\n"
             "  (default)   embedded: data in a temporary directory (--dir), profile\n"
-            "              rs:k=6,m=3 (--profile); degraded GET stops m nodes\n"
+            "              rs:k=6,m=3 (--profile); degraded GET stops m nodes (degr:\n"
+            "              stripes decoded per GET; vs GET: MB/s over the same GETs with\n"
+            "              every node up, measured right before)\n"
             "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
             "              cluster.json, else its data dir's credentials.json)\n"
             "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
@@ -713,13 +715,14 @@ struct cell {
     double disk_limit; /* MB/s; 0: not measured */
     double mem_mbps;   /* the same cell over mem (tcp rows); 0: none */
     uint64_t degraded_stripes;
+    double vs_get; /* GET-degr: MB/s over a GET of the same keys with every node up, just before */
 };
 
 static void print_header(bool embedded)
 {
     printf("%-9s %-5s %7s %-8s %9s %9s %8s %8s %8s %10s %9s %6s %6s %6s%s\n", "transport", "size",
            "clients", "op", "MB/s", "ops/s", "p50 ms", "p95 ms", "p99 ms", "floor MB/s",
-           "floor p50", "ratio", "disk", "vs mem", embedded ? "  degr" : "");
+           "floor p50", "ratio", "disk", "vs mem", embedded ? "  degr vs GET" : "");
 }
 
 static void print_cell(const struct cell *c, json_t *rows, bool json)
@@ -752,14 +755,17 @@ static void print_cell(const struct cell *c, json_t *rows, bool json)
     }
     if (vs_mem > 0)
         json_object_set_new(row, "mem_ratio", json_real(vs_mem));
-    if (c->op == ROW_GET_DEGR)
+    if (c->op == ROW_GET_DEGR) {
         json_object_set_new(row, "degraded_stripes", json_integer((json_int_t)c->degraded_stripes));
+        json_object_set_new(row, "vs_get", json_real(c->vs_get));
+    }
     json_array_append_new(rows, row);
     if (json)
         return;
-    char degr[24] = "", dk[16] = "     -", vm[16] = "     -";
+    char degr[40] = "", dk[16] = "     -", vm[16] = "     -";
     if (c->op == ROW_GET_DEGR)
-        snprintf(degr, sizeof(degr), " %5.2f", (double)c->degraded_stripes / (double)c->s.ops);
+        snprintf(degr, sizeof(degr), " %5.2f %6.2f", (double)c->degraded_stripes / (double)c->s.ops,
+                 c->vs_get);
     if (disk > 0)
         snprintf(dk, sizeof(dk), "%6.3f", disk);
     if (vs_mem > 0)
@@ -1112,8 +1118,8 @@ int bench_s3(int argc, char **argv)
                                       .clients = nc,
                                       .keys_max = keys_max,
                                       .written = written};
-                    struct cell c = {u->transport, size, nc, (enum row_op)op, {0}, {0},
-                                     disk_limit,   0,    0};
+                    struct cell c = {
+                        u->transport, size, nc, (enum row_op)op, {0}, {0}, disk_limit, 0, 0, 0};
                     rc = run_phase(&p, seconds, &c.s, err, sizeof(err));
                     if (rc == 0 && first) {
                         struct phase fp = p;
@@ -1150,7 +1156,12 @@ int bench_s3(int argc, char **argv)
                               .keys_max = l->keys_max,
                               .written = l->written};
             struct cell deg = {
-                u->transport, l->size, l->clients, ROW_GET_DEGR, {0}, l->f->s[ROW_GET], 0, 0, 0};
+                u->transport, l->size, l->clients, ROW_GET_DEGR, {0}, l->f->s[ROW_GET], 0, 0, 0, 0};
+            /* The same GETs with every node up right before: the machine's load
+             * then is the degraded phase's. */
+            struct stats healthy = {0};
+            if ((rc = run_phase(&p, seconds, &healthy, err, sizeof(err))) != 0)
+                break;
             struct gw_objects_stats before, after;
             char ids[MAX_CLIENTS][16], key[64];
             key_name(key, sizeof(key), l->size, 0, 0);
@@ -1172,6 +1183,7 @@ int bench_s3(int argc, char **argv)
             }
             gw_objects_counters(u->o, &after);
             deg.degraded_stripes = after.degraded_reads - before.degraded_reads;
+            deg.vs_get = healthy.mbps > 0 ? deg.s.mbps / healthy.mbps : 0;
             if (strcmp(u->transport, "mem") == 0)
                 l->f->mem_mbps[ROW_GET_DEGR] = deg.s.mbps;
             else

@@ -356,7 +356,7 @@ int deg_build(const struct codec *c, const struct deg_request *req, struct deg_g
         }
         bool available[CODEC_MAX_CHUNKS];
         for (int i = 0; i < n; i++)
-            available[i] = true;
+            available[i] = !req->unavailable[i];
         size_t off = (size_t)snprintf(x.g->desc, sizeof(x.g->desc), "%s decode lost=", prof_text);
         for (int e = 0; e < req->nerased; e++) {
             if (req->erased[e] < 0 || req->erased[e] >= n) {

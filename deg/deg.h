@@ -179,6 +179,9 @@ struct deg_request {
     enum deg_op op;
     int nerased; /* decode */
     int erased[CODEC_MAX_CHUNKS];
+    /* decode: chunks neither rebuilt nor read (lost, or left out so that
+     * stripe after stripe the same participants send) */
+    bool unavailable[CODEC_MAX_CHUNKS];
     struct deg_placement placement;
     size_t slice; /* ECPipe slice size; 0 = DEG_DEFAULT_SLICE */
     int updated;  /* update: the data chunk written */
@@ -267,6 +270,10 @@ int deg_vx_connect_out(struct deg_vx *x, int pos, const char *addr, uint32_t qpn
  * same vertex for another placement of its neighbours. */
 int deg_vx_rebind(struct deg_vx *x, size_t len, uint8_t *const *chunks, char *err, size_t errlen);
 int deg_vx_route_out(struct deg_vx *x, const int *route);
+/* After the caller rewrote the coefficients of x's vertex in the graph x was
+ * opened on (same rows and columns): the calculation uses them from the next
+ * run on. */
+void deg_vx_retable(struct deg_vx *x);
 /* Posts the vertex's primitive for every slice, waits (bounded) for its
  * inputs, calculation and sends, then hands its results to result() under
  * result_lock (may be NULL). */

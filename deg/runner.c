@@ -279,6 +279,13 @@ int deg_vx_route_out(struct deg_vx *x, const int *route)
     return 0;
 }
 
+void deg_vx_retable(struct deg_vx *x)
+{
+    const struct deg_vertex *v = x->v;
+    if (x->tables)
+        codec_gf_init_tables(v->nrows, v->nlocal + v->nin, v->coeffs, x->tables);
+}
+
 const char *deg_vx_addr(const struct deg_vx *x)
 {
     return inec_device_addr(x->dev);

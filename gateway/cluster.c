@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "deg/deg.h"
+#include "gateway/decode_sessions.h"
 #include "gateway/objects_internal.h"
 #include "gateway/repair.h"
 #include "gateway/stripe_fetch.h"
@@ -457,7 +458,8 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     pthread_mutex_init(&o->gc_lock, NULL);
     pthread_cond_init(&o->gc_cond, NULL);
     o->gc = json_array();
-    if ((rc = gw_fanout_create(FAN_THREADS, &o->fan)) || (rc = gw_fetcher_create(o)))
+    if ((rc = gw_fanout_create(FAN_THREADS, &o->fan)) || (rc = gw_fetcher_create(o)) ||
+        (rc = gw_decoder_create(o)))
         return snprintf(msg, msglen, "cannot start threads"), rc;
     if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
         o->gc_started = true;
@@ -647,6 +649,7 @@ void gw_objects_close(struct gw_objects *o)
     gw_fanout_destroy(o->fan);
     gw_fetcher_destroy(o); /* reads a GET left behind (late, not needed) */
     gw_sessions_close(o);
+    gw_decoder_destroy(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
         drop_clients(&o->nodes[i]);
     for (int i = 0; o->nodes && i < o->nnodes; i++) {
@@ -765,6 +768,7 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->degraded_writes = atomic_load(&o->degraded_writes);
     st->hedged_reads = atomic_load(&o->hedged_reads);
     st->read_retries = atomic_load(&o->read_retries);
+    gw_decoder_counters(o, &st->decode_sessions, &st->decode_runs);
     st->repair_queue = gw_repair_queue_length(o);
     return 0;
 }
@@ -796,6 +800,8 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
     if (*out) {
         json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
+        json_object_set_new(*out, "decode_sessions", json_integer((json_int_t)st.decode_sessions));
+        json_object_set_new(*out, "decode_runs", json_integer((json_int_t)st.decode_runs));
         json_object_set_new(*out, "clock_skew_warn_s", json_real(o->clock_skew_warn_ms / 1e3));
     }
     json_t *rep = NULL;
@@ -879,7 +885,7 @@ int gw_objects_deg(struct gw_objects *o, const char *pool, const char *op, const
                 return -EINVAL;
             erased[lost[i]] = true;
         }
-        rc = gw_decode_graph(p, erased, holder, &g, err, sizeof(err));
+        rc = gw_decode_graph(p, erased, NULL, holder, &g, err, sizeof(err));
     } else {
         return -EINVAL;
     }
@@ -898,8 +904,8 @@ int gw_objects_deg(struct gw_objects *o, const char *pool, const char *op, const
     return *json ? 0 : -ENOMEM;
 }
 
-int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *holder,
-                    struct deg_graph **out, char *err, size_t errlen)
+int gw_decode_graph(const struct gw_pool *p, const bool *erased, const bool *unavailable,
+                    const int *holder, struct deg_graph **out, char *err, size_t errlen)
 {
     /* The builders give a rebuilt chunk to a node (its new home, for repair);
      * a degraded read wants it at the gateway, so the homes of the erased
@@ -911,6 +917,7 @@ int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *hold
         req.placement.holder[c] = erased[c] ? home : holder[c];
         if (erased[c])
             req.erased[req.nerased++] = c;
+        req.unavailable[c] = unavailable && unavailable[c];
     }
     int rc = deg_build(p->codec, &req, out, err, errlen);
     for (int v = 0; rc == 0 && v < (*out)->nvertices; v++)

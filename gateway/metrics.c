@@ -135,6 +135,10 @@ static void write_counters(const json_t *cluster, FILE *f)
          "stripes that read other chunks because one was late (hedged reads)"},
         {"inec_read_retries_total", "read_retries", "counter",
          "stripes whose failed chunk reads were tried again"},
+        {"inec_decode_sessions_total", "decode_sessions", "counter",
+         "decode sessions set up for degraded reads (each serves many stripes)"},
+        {"inec_decode_runs_total", "decode_runs", "counter",
+         "stripes rebuilt through a run of a decode session"},
         {"inec_repair_queue_chunks", "repair_queue", "gauge", "chunks waiting for repair"},
         {"inec_cluster_map_epoch", "epoch", "gauge", "the epoch of the cluster map"},
     };

@@ -41,6 +41,7 @@
 #include <openssl/evp.h>
 
 #include "deg/deg.h"
+#include "gateway/decode_sessions.h"
 #include "gateway/objects_internal.h"
 #include "gateway/repair.h"
 #include "gateway/stripe_fetch.h"
@@ -1351,6 +1352,9 @@ struct gw_get {
     int64_t deadline_ms;    /* max_get_ms after the record was read: then its chunks may go */
     struct gw_fetch *ahead; /* decode ahead: reads of stripe ahead_s, in flight */
     size_t ahead_s;
+    struct decode *dec; /* or the decode of a stripe with lost chunks, into dec_buf */
+    uint8_t *dec_buf;
+    size_t dec_cap;
     uint64_t served; /* bytes handed out */
     int rc;
 };
@@ -1456,12 +1460,23 @@ static const char *loss_reason(int rc)
     }
 }
 
-struct rebuilt {
-    struct gw_get *g;
-    size_t L;
+/* A decode of stripe s through the DEG (decode_sessions.c), in flight from
+ * decode_start to decode_finish: the stripe being loaded, or the next one
+ * while this one streams (decode ahead). */
+struct decode {
+    struct gw_decode_job *job; /* NULL: none in flight */
+    int rc;                    /* of a decode run in the caller's thread */
+    char err[512];
+    size_t s, L;
+    int k;
     const json_t *stripe;
-    bool need[PLACE_MAX_CHUNKS];
-    bool got[PLACE_MAX_CHUNKS];
+    struct node_stripe ns;
+    uint8_t *out;                   /* chunk c goes to out + c * L */
+    bool need[PLACE_MAX_CHUNKS];    /* data chunks the read needs */
+    bool rebuild[PLACE_MAX_CHUNKS]; /* those lost */
+    bool lost[PLACE_MAX_CHUNKS];    /* known lost, why[c] says why */
+    int why[PLACE_MAX_CHUNKS];
+    bool got[PLACE_MAX_CHUNKS]; /* needed chunks in out: rebuilt, or sent by the graph's sources */
     bool bad;
 };
 
@@ -1470,86 +1485,93 @@ static void on_result(void *arg, const struct deg_graph *gr, int v, struct deg_l
 {
     (void)gr;
     (void)v;
-    struct rebuilt *r = arg;
+    struct decode *d = arg;
     int c = label.chunk;
-    if (label.partial || c < 0 || c >= r->g->k || !r->need[c] || len != r->L)
+    if (label.partial || c < 0 || c >= d->k || !d->need[c] || len != d->L)
         return;
-    json_t *crc = json_array_get(json_object_get(r->stripe, "crc"), (size_t)c);
+    json_t *crc = json_array_get(json_object_get(d->stripe, "crc"), (size_t)c);
     if ((json_int_t)node_crc32c(data, len) != json_integer_value(crc)) {
-        r->bad = true; /* never hand out bytes the record does not vouch for */
+        d->bad = true; /* never hand out bytes the record does not vouch for */
         return;
     }
-    memcpy(r->g->buf + (size_t)c * r->L, data, len);
-    r->got[c] = true;
+    memcpy(d->out + (size_t)c * d->L, data, len);
+    d->got[c] = true;
 }
 
-/* Rebuilds the data chunks `need` of stripe s through the decode DEG; lost[c]
- * (in/out) says which chunks are known lost, with why in why[c]. One try: a
- * failure hands the stripe to the direct reads (stripe_fetch.c), which route
- * around whatever made the graph fail. */
-static int degraded(struct gw_get *g, uint64_t s, size_t L, const json_t *stripe, const bool *need,
-                    bool *lost, int *why)
+/* Rebuilds the data chunks need[c] of stripe s (lost[c] known lost with
+ * why[c], as lost_before found them) into out: here, or started on the
+ * decoder's threads when ahead. */
+static int decode_start(struct gw_get *g, struct decode *d, size_t s, const bool *need,
+                        const bool *lost, const int *why, uint8_t *out, bool ahead)
 {
     struct gw_objects *o = g->o;
+    const json_t *stripe = json_array_get(g->stripes, s);
+    *d = (struct decode){.s = s, .k = g->k, .stripe = stripe, .out = out};
+    d->L = (size_t)json_integer_value(json_object_get(stripe, "len"));
+    memcpy(d->lost, lost, sizeof(d->lost));
+    memcpy(d->why, why, sizeof(d->why));
     int m = g->n - g->k;
     int holder[PLACE_MAX_CHUNKS], nerased = 0;
-    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
-    if (!cl)
-        return -ENOMEM;
     bool avoid[PLACE_MAX_CHUNKS];
-    route_around(o, stripe, g->n, m, lost, avoid);
+    route_around(o, stripe, g->n, m, d->lost, avoid);
     for (int c = 0; c < g->n; c++) {
         int node = node_of(o, stripe, c);
-        if (!lost[c] && avoid[c]) {
-            lost[c] = true;
-            why[c] = -EAGAIN;
+        if (!d->lost[c] && avoid[c]) {
+            d->lost[c] = true;
+            d->why[c] = -EAGAIN;
         }
-        if (!lost[c] && chunk_missing(stripe, c)) {
-            lost[c] = true;
-            why[c] = -ENOENT;
+        if (!d->lost[c] && chunk_missing(stripe, c)) {
+            d->lost[c] = true;
+            d->why[c] = -ENOENT;
         }
-        if (!lost[c] && (node < 0 || gw_node_is_down(o, node) ||
-                         (!cl[node] && gw_client_get(o, node, &cl[node])))) {
-            lost[c] = true;
-            why[c] = -EHOSTDOWN;
+        if (!d->lost[c] && (node < 0 || gw_node_is_down(o, node))) {
+            d->lost[c] = true;
+            d->why[c] = -EHOSTDOWN;
         }
         holder[c] = node;
-        nerased += lost[c];
+        nerased += d->lost[c];
     }
-    int rc = 0;
-    char err[512] = "";
-    struct rebuilt r = {.g = g, .L = L, .stripe = stripe};
-    memcpy(r.need, need, sizeof(r.need));
-    for (int c = 0; c < g->k; c++)
-        r.need[c] = need[c] && lost[c];
-    if (nerased > m) {
+    for (int c = 0; c < g->k; c++) {
+        d->need[c] = need[c];
+        d->rebuild[c] = need[c] && d->lost[c];
+    }
+    d->ns.version = GW_CHUNK_VERSION;
+    int rc = gw_layout_chunk(g->rec, s, d->ns.object, &d->ns.stripe) ? -EIO : 0;
+    if (rc == 0 && nerased > m) {
+        inec_log(INEC_LOG_INFO, "gateway",
+                 "decode graph failed, reading around it key=%s stripe=%zu err=%d of %d chunks "
+                 "lost, the code tolerates %d",
+                 g->key, s, nerased, g->n, m);
         rc = -EIO;
-        snprintf(err, sizeof(err), "%d of %d chunks lost, the code tolerates %d", nerased, g->n, m);
     }
-    struct deg_graph *gr = NULL;
-    if (rc == 0)
-        rc = gw_decode_graph(g->pool, lost, holder, &gr, err, sizeof(err));
-    if (rc == 0) {
-        uint8_t *none[PLACE_MAX_CHUNKS] = {0};
-        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-        struct node_stripe ns = {.stripe = g->cs, .version = GW_CHUNK_VERSION};
-        memcpy(ns.object, g->oid, sizeof(ns.object));
-        rc = node_deg_run(gr, L, none, cl, o->nnodes, &ns, &ro, on_result, &r, err, sizeof(err));
-    }
-    deg_graph_destroy(gr);
-    for (int i = 0; i < o->nnodes; i++)
-        if (cl[i])
-            gw_client_put(o, i, cl[i], 0);
-    free(cl);
+    if (rc == 0 && ahead)
+        rc = gw_decode_start(o, g->pool, holder, d->lost, d->rebuild, &d->ns, d->L, on_result, d,
+                             &d->job);
+    else if (rc == 0)
+        d->rc = gw_decode_stripe(o, g->pool, holder, d->lost, d->rebuild, &d->ns, d->L, on_result,
+                                 d, d->err, sizeof(d->err));
+    if (rc)
+        d->job = NULL;
+    return rc;
+}
+
+/* Waits for d's decode: 0 when every chunk to rebuild is in d->out. One
+ * try: a failure hands the stripe to the direct reads (stripe_fetch.c),
+ * which route around whatever made the graph fail. */
+static int decode_finish(struct gw_get *g, struct decode *d)
+{
+    char *err = d->err;
+    int rc = d->job ? gw_decode_finish(d->job, err, sizeof(d->err)) : d->rc;
+    d->job = NULL;
     for (int c = 0; rc == 0 && c < g->k; c++)
-        if (r.need[c] && !r.got[c])
+        if (d->rebuild[c] && !d->got[c])
             rc = -EIO;
-    if (rc == 0 && r.bad)
+    if (rc == 0 && d->bad)
         rc = -EIO;
     if (rc)
         inec_log(INEC_LOG_INFO, "gateway",
-                 "decode graph failed, reading around it key=%s stripe=%llu err=%s", g->key,
-                 (unsigned long long)s, err);
+                 "decode graph failed, reading around it key=%s stripe=%zu err=%s", g->key, d->s,
+                 err);
     return rc ? -EIO : 0;
 }
 
@@ -1612,11 +1634,11 @@ static bool lost_before(struct gw_get *g, const json_t *stripe, const bool *need
 }
 
 /* Decode ahead: the reads of the stripe after s go out now, while s streams
- * (not when a chunk it needs is known lost: the decode DEG reads those). */
+ * (its decode DEG when a chunk it needs is known lost). */
 static void fetch_ahead(struct gw_get *g, size_t s)
 {
     size_t ns = json_array_size(g->stripes);
-    if (g->ahead || s + 1 >= ns || g->start[s + 1] >= g->end)
+    if (g->ahead || (g->dec && g->dec->job) || s + 1 >= ns || g->start[s + 1] >= g->end)
         return;
     int first, last;
     stripe_span(g, s + 1, g->start[s + 1], &first, &last);
@@ -1625,8 +1647,24 @@ static void fetch_ahead(struct gw_get *g, size_t s)
     for (int c = first; c <= last; c++)
         need[c] = true;
     struct gw_fetch_stripe fs;
-    if (lost_before(g, json_array_get(g->stripes, s + 1), need, lost, why) ||
-        fetch_stripe(g, s + 1, &fs))
+    if (lost_before(g, json_array_get(g->stripes, s + 1), need, lost, why)) {
+        size_t L =
+            (size_t)json_integer_value(json_object_get(json_array_get(g->stripes, s + 1), "len"));
+        if (g->dec_cap < (size_t)g->k * L) {
+            free(g->dec_buf);
+            g->dec_cap = (size_t)g->k * L;
+            g->dec_buf = malloc(g->dec_cap);
+        }
+        if (!g->dec_buf || (!g->dec && !(g->dec = calloc(1, sizeof(*g->dec))))) {
+            free(g->dec_buf);
+            g->dec_buf = NULL;
+            g->dec_cap = 0;
+            return;
+        }
+        decode_start(g, g->dec, s + 1, need, lost, why, g->dec_buf, true);
+        return;
+    }
+    if (fetch_stripe(g, s + 1, &fs))
         return;
     if (gw_fetch_start(g->o, &fs, need, &g->ahead) == 0)
         g->ahead_s = s + 1;
@@ -1668,23 +1706,47 @@ static int load_stripe(struct gw_get *g)
     }
     gw_fetch_release(g->ahead); /* a stripe skipped */
     g->ahead = NULL;
-    bool any = false;
-    if (!f) {
-        /* The needed chunks not known lost are read directly meanwhile. */
-        any = lost_before(g, stripe, need, lost, why);
+    /* Known lost: rebuilt in the network through the pool's decode DEG,
+     * which brings the chunks it read too; its run for this stripe may have
+     * gone out while the stripe before streamed. */
+    bool rest[PLACE_MAX_CHUNKS], any = false;
+    memcpy(rest, need, sizeof(rest));
+    struct decode now, *d = NULL;
+    if (g->dec && g->dec->job && g->dec->s == s && first == 0) {
+        d = g->dec;
+        if (decode_finish(g, d) == 0) {
+            uint8_t *t = g->buf; /* its chunks are in dec_buf: swap */
+            size_t tc = g->cap;
+            g->buf = g->dec_buf;
+            g->cap = g->dec_cap;
+            g->dec_buf = t;
+            g->dec_cap = tc;
+        } else {
+            memset(d->got, 0, sizeof(d->got));
+        }
+    } else {
+        if (g->dec && g->dec->job) /* a stripe skipped */
+            decode_finish(g, g->dec);
+        if (!f && lost_before(g, stripe, need, lost, why)) {
+            d = &now;
+            if (decode_start(g, d, s, need, lost, why, g->buf, false) || decode_finish(g, d))
+                memset(d->got, 0, sizeof(d->got));
+        }
+    }
+    if (d) {
+        any = true;
+        memcpy(lost, d->lost, sizeof(d->lost));
+        memcpy(why, d->why, sizeof(d->why));
+        for (int c = first; c <= last; c++)
+            rest[c] = !d->got[c];
+    }
+    if (!f) { /* the rest read directly */
         bool want[PLACE_MAX_CHUNKS] = {0};
         for (int c = first; c <= last; c++)
-            want[c] = !lost[c];
+            want[c] = rest[c] && !lost[c];
         rc = gw_fetch_start(o, &fs, want, &f);
         if (rc)
             return rc;
-    }
-    bool rest[PLACE_MAX_CHUNKS];
-    memcpy(rest, need, sizeof(rest));
-    if (any && degraded(g, s, L, stripe, need, lost, why) == 0) {
-        /* Known lost: rebuilt in the network through the pool's decode DEG. */
-        for (int c = first; c <= last; c++)
-            rest[c] = !lost[c];
     }
     struct gw_fetch_result res = {0};
     char err[256] = "";
@@ -1808,6 +1870,10 @@ void gw_get_end(struct gw_get *g)
     if (!g)
         return;
     gw_fetch_release(g->ahead);
+    if (g->dec && g->dec->job) /* it writes into dec_buf */
+        decode_finish(g, g->dec);
+    free(g->dec);
+    free(g->dec_buf);
     json_decref(g->rec);
     free(g->key);
     free(g->start);

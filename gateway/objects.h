@@ -238,6 +238,8 @@ struct gw_objects_stats {
     uint64_t degraded_writes; /* stripes committed with missing chunks (below n, >= write quorum) */
     uint64_t hedged_reads;    /* GET stripes that read other chunks because one was late */
     uint64_t read_retries;    /* GET stripes whose failed chunk reads were tried again */
+    uint64_t decode_sessions; /* decode sessions set up (each then serves many stripes) */
+    uint64_t decode_runs;     /* stripes rebuilt by a run of a decode session */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
 /*

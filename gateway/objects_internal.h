@@ -65,6 +65,7 @@ struct gw_pool {
 struct gw_fanout;
 struct gw_fetcher;
 struct gw_session;
+struct gw_decoder;
 
 struct gw_objects {
     struct place_map *map; /* nodes never change after open; pools live in `pools` */
@@ -96,6 +97,7 @@ struct gw_objects {
 
     struct gw_fanout *fan;
     struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
+    struct gw_decoder *decoder; /* GET's decode graphs and sessions (decode_sessions.c) */
 
     /* The failure detector (detector.c): probes on their own threads. */
     struct gw_fanout *det_fan;
@@ -163,9 +165,10 @@ void gw_pools_usage_set(struct gw_objects *o, const struct gw_pool_usage *usage)
 const struct gw_pool *gw_pool_default(struct gw_objects *o);
 struct deg_graph;
 /* The pool's decode DEG for a degraded read: erased chunks rebuilt at the
- * gateway, chunk c read on participant holder[c]. */
-int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *holder,
-                    struct deg_graph **out, char *err, size_t errlen);
+ * gateway, chunk c read on participant holder[c], chunks unavailable[c]
+ * (NULL: none) not read. */
+int gw_decode_graph(const struct gw_pool *p, const bool *erased, const bool *unavailable,
+                    const int *holder, struct deg_graph **out, char *err, size_t errlen);
 
 /* objmeta.c: metadata records on the nodes, replicated by quorum. */
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */

@@ -921,14 +921,17 @@ struct node_deg_session {
     uint64_t gen;
     int pending;
     bool stop, broken;
+    bool unsettled; /* a decode returned before its workers' answers */
     /* the run in progress */
     char *run_head; /* JSON of the per-run fields, without the handles */
     int *chunk_of;  /* per vertex: the chunk its result is stored as */
 };
 
-/* Whether g fits a session: one gateway vertex, the only source, and every
- * other vertex a sink of one input from it on a node of its own. */
-bool node_deg_session_fits(const struct deg_graph *g)
+/* Whether g fits a session: one gateway vertex, and every other vertex on
+ * a node of its own, either (encode) a sink of one input from the gateway,
+ * the only source, or (decode) a source sending its one chunk to the
+ * gateway, the only sink (RS and LRC decodes). */
+static bool fits(const struct deg_graph *g, bool decode)
 {
     int gw = 0;
     bool seen[CODEC_MAX_CHUNKS * 4] = {false};
@@ -936,17 +939,27 @@ bool node_deg_session_fits(const struct deg_graph *g)
         const struct deg_vertex *vx = &g->vertices[v];
         if (vx->node == DEG_GATEWAY) {
             gw++;
-            if (vx->nin || vx->nresults)
+            if (decode ? vx->nout_edges || vx->nlocal || !vx->nresults : vx->nin || vx->nresults)
                 return false;
             continue;
         }
-        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node] || vx->nin != 1 ||
-            vx->nout_edges || vx->nlocal || vx->nresults != 1 ||
-            g->vertices[g->edges[vx->in[0]].from].node != DEG_GATEWAY)
+        if (vx->node < 0 || vx->node >= (int)sizeof(seen) || seen[vx->node])
+            return false;
+        bool ok = decode ? !vx->nin && vx->nlocal == 1 && vx->nout_edges == 1 && !vx->nrows &&
+                               !vx->nresults && g->edges[vx->out[0]].src.kind == DEG_LOCAL &&
+                               g->vertices[g->edges[vx->out[0]].to].node == DEG_GATEWAY
+                         : vx->nin == 1 && !vx->nout_edges && !vx->nlocal && vx->nresults == 1 &&
+                               g->vertices[g->edges[vx->in[0]].from].node == DEG_GATEWAY;
+        if (!ok)
             return false;
         seen[vx->node] = true;
     }
     return gw == 1;
+}
+
+bool node_deg_session_fits(const struct deg_graph *g)
+{
+    return fits(g, false) || fits(g, true);
 }
 
 static void *sess_main(void *p)
@@ -1013,7 +1026,8 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
     if (rc)
         return rc;
     if (!node_deg_session_fits(g)) {
-        snprintf(err, errlen, "graph %s: not a gateway source with node sinks", g->desc);
+        snprintf(err, errlen, "graph %s: neither a gateway source with node sinks nor the reverse",
+                 g->desc);
         return -EINVAL;
     }
     struct node_deg_session *s = calloc(1, sizeof(*s));
@@ -1050,6 +1064,7 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
             s->gv = v;
             continue;
         }
+        s->chunk_of[v] = g->vertices[v].nlocal ? g->vertices[v].local[0] : -1;
         struct sess_worker *w = &s->w[s->nworkers];
         *w = (struct sess_worker){.s = s, .v = v};
         if ((rc = -pthread_create(&w->thread, NULL, sess_main, w)))
@@ -1073,14 +1088,39 @@ int node_deg_session_sink_rc(const struct node_deg_session *s, int node)
     return -ENOENT;
 }
 
+static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
+                   deg_result_fn result, void *arg, bool early, char *err, size_t errlen);
+
+/* Waits for the workers of a run that returned before them: one that
+ * failed there breaks the session (its node dropped its vertex). */
+static bool settle(struct node_deg_session *s, char *err, size_t errlen)
+{
+    if (!s->unsettled)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    while (s->pending > 0)
+        pthread_cond_wait(&s->cv, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    s->unsettled = false;
+    for (int i = 0; i < s->nworkers && !s->broken; i++)
+        if (s->w[i].rc) {
+            s->broken = true;
+            snprintf(err, errlen, "%s", s->w[i].err);
+            return true;
+        }
+    return false;
+}
+
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
                          uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
                          size_t errlen)
 {
+    bool failed = settle(s, err, errlen);
     for (int i = 0; i < s->nworkers; i++) /* nothing stored until a worker says so */
         s->w[i].rc = -EIO;
     if (s->broken) {
-        snprintf(err, errlen, "an earlier run of this session failed");
+        if (!failed)
+            snprintf(err, errlen, "an earlier run of this session failed");
         return -EIO;
     }
     /* g's vertex on node N is the session's vertex on N; the gateway's
@@ -1123,6 +1163,18 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
         rc = deg_vx_route_out(x, route);
     if (rc)
         return rc;
+    return run_all(s, len, stripe, NULL, NULL, false, err, errlen);
+}
+
+/* One run of every vertex: the node ones by their workers' RUN messages,
+ * the gateway's here. early: back as soon as the gateway's vertex is done
+ * (a decode: it has every input then, so every source sent, and the RUN
+ * answers are waited for by the next run, settle()). */
+static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
+                   deg_result_fn result, void *arg, bool early, char *err, size_t errlen)
+{
+    struct deg_vx *x = s->ctx.vs[s->gv].x;
+    int rc;
     char obj[2 * NODE_OBJECT_ID_BYTES + 1];
     obj_hex(stripe, obj);
     json_t *head = json_pack("{s:I,s:s,s:I,s:I}", "len", (json_int_t)len, "object", obj, "stripe",
@@ -1137,7 +1189,14 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->lock);
     char gerr[512] = "";
-    int grc = deg_vx_run(x, NULL, NULL, NULL, gerr, sizeof(gerr));
+    int grc = deg_vx_run(x, result, arg, NULL, gerr, sizeof(gerr));
+    if (early && grc == 0) {
+        /* Every worker read run_head before its source could send. */
+        free(s->run_head);
+        s->run_head = NULL;
+        s->unsettled = true;
+        return 0;
+    }
     pthread_mutex_lock(&s->lock);
     /* Every worker's call is bounded, so this wait is too. */
     while (s->pending > 0)
@@ -1160,4 +1219,64 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
     }
     s->broken = rc != 0;
     return rc;
+}
+
+int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *g,
+                            const int *node_of, size_t len, const struct node_stripe *stripe,
+                            deg_result_fn result, void *arg, char *err, size_t errlen)
+{
+    bool failed = settle(s, err, errlen);
+    for (int i = 0; i < s->nworkers; i++)
+        s->w[i].rc = -EIO;
+    if (s->broken) {
+        if (!failed)
+            snprintf(err, errlen, "an earlier run of this session failed");
+        return -EIO;
+    }
+    /* g's source on node N is the session's source on N, reading g's chunk;
+     * the gateway's input from N is the session's input slot from N, so the
+     * coefficients of g's slot go to that slot. */
+    struct deg_vertex *sgv = &s->g->vertices[s->gv];
+    const struct deg_vertex *ggv = NULL;
+    bool same = fits(s->g, true) && fits(g, true) && g->nvertices == s->g->nvertices;
+    for (int v = 0; same && v < g->nvertices; v++)
+        if (g->vertices[v].node == DEG_GATEWAY)
+            ggv = &g->vertices[v];
+    same = same && ggv && ggv->nin == sgv->nin && ggv->nrows == sgv->nrows &&
+           ggv->nresults == sgv->nresults && deg_vertex_calc(ggv) == deg_vertex_calc(sgv) &&
+           !memcmp(ggv->results, sgv->results, (size_t)sgv->nresults * sizeof(*sgv->results));
+    int perm[CODEC_MAX_CHUNKS * 4];
+    same = same && sgv->nin <= (int)(sizeof(perm) / sizeof(perm[0]));
+    for (int q = 0; same && q < sgv->nin; q++) {
+        int sv = s->g->edges[sgv->in[q]].from, i = 0, node = -1;
+        for (; i < ggv->nin; i++) {
+            const struct deg_vertex *u = &g->vertices[g->edges[ggv->in[i]].from];
+            node = node_of ? node_of[u->node] : u->node;
+            if (node == s->g->vertices[sv].node)
+                break;
+        }
+        if (!(same = i < ggv->nin))
+            break;
+        perm[q] = i;
+        /* The session's graph says what its source sends this run: the
+         * labels of the gateway's results that are its inputs. */
+        s->chunk_of[sv] = s->g->vertices[sv].local[0] =
+            g->vertices[g->edges[ggv->in[i]].from].local[0];
+    }
+    if (!same) {
+        snprintf(err, errlen, "graph %s does not match the session's %s", g->desc, s->g->desc);
+        return -EINVAL;
+    }
+    int ncols = sgv->nin;
+    for (int r = 0; r < sgv->nrows; r++) {
+        for (int q = 0; q < ncols; q++)
+            sgv->coeffs[r * ncols + q] = ggv->coeffs[r * ncols + perm[q]];
+        sgv->labels[r] = ggv->labels[r];
+    }
+    struct deg_vx *x = s->ctx.vs[s->gv].x;
+    deg_vx_retable(x);
+    int rc = deg_vx_rebind(x, len, NULL, err, errlen);
+    if (rc)
+        return rc;
+    return run_all(s, len, stripe, result, arg, true, err, errlen);
 }

@@ -148,9 +148,12 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
  * A persistent session (INEC-Cache's shape: the write DEG is set up once,
  * then run stripe after stripe). Open sets up and connects every vertex of g
  * once, node vertices persistent on their nodes; each run then costs one RUN
- * message per node plus the data. Only graphs where the gateway is the one
- * source and every node vertex a sink fed by it fit (node_deg_session_fits:
- * the RS/LRC/PPR/ECPipe encodes); TriEC and decodes go through node_deg_run.
+ * message per node plus the data. Two shapes fit (node_deg_session_fits):
+ * the gateway the one source and every node vertex a sink fed by it (the
+ * RS/LRC/PPR/ECPipe encodes, run by node_deg_session_run), or the gateway
+ * the one sink and every node vertex a source sending it one chunk (the RS
+ * and LRC decodes, run by node_deg_session_decode); other graphs (TriEC,
+ * PPR and ECPipe decodes) go through node_deg_run.
  *
  * A run takes a graph of the same shape over the same nodes in any order of
  * chunks (the same encode for another placement of the stripe on those
@@ -169,6 +172,17 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
                          uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
                          size_t errlen);
+/* A decode run: g is a decode of the session's shape (the same number of
+ * sources and rows) whose sources are on the session's nodes in any order,
+ * reading any chunks of `stripe`; its node participants are node_of[p]
+ * (NULL: the ids themselves). The gateway's results (its rows as g labels
+ * them, and its inputs, labelled with the chunk each source read) go to
+ * result() before this returns 0. It returns once the gateway's vertex has
+ * them; the nodes' RUN answers are collected before the session's next run
+ * (or its close), and one that failed fails that run. */
+int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *g,
+                            const int *node_of, size_t len, const struct node_stripe *stripe,
+                            deg_result_fn result, void *arg, char *err, size_t errlen);
 void node_deg_session_close(struct node_deg_session *s); /* NULL is a no-op */
 /* After a run, failed ones too: 0 when the sink on node `node` stored its
  * chunk durably, else its error (-ENOENT: no sink there). Lets a writer

@@ -547,8 +547,9 @@ static void hosted_touch(struct hosted *h, int timeout_ms)
 
 /* {"graph":{...},"vertex":name,"len":N,"timeout_ms":T,"incoherent":b,
  *  "object":hex,"stripe":S,"version":V,"persist":b} -> {"handle","addr","in":[qpn],"out":[qpn]}
- * A persistent vertex (no local chunks: a sink) serves run after run; each
- * run names its stripe, length and chunk. */
+ * A persistent vertex serves run after run; each run names its stripe,
+ * length and chunk: the chunk a sink stores its result as, or the one chunk
+ * a source (one local, no results: a decode's survivor) reads and sends. */
 static void h_vertex_setup(struct req *r)
 {
     struct node_service *s = r->svc;
@@ -586,12 +587,14 @@ static void h_vertex_setup(struct req *r)
     h->v = v;
     h->chunk = -1;
     const struct deg_vertex *vx = &h->g->vertices[v];
-    if ((h->persist = json_is_true(json_object_get(j, "persist"))) && vx->nlocal > 0) {
+    if ((h->persist = json_is_true(json_object_get(j, "persist"))) && vx->nlocal > 0 &&
+        (vx->nlocal > 1 || vx->nresults > 0)) {
         rc = codec_errf(err, sizeof(err), -EINVAL,
-                        "vertex %s: a persistent vertex has no local chunks", vname);
+                        "vertex %s: a persistent vertex reads at most one chunk and keeps nothing",
+                        vname);
         goto out;
     }
-    for (int i = 0; i < vx->nlocal && rc == 0; i++) {
+    for (int i = 0; i < vx->nlocal && rc == 0 && !h->persist; i++) {
         int c = vx->local[i];
         struct node_chunk_id id = {.stripe = h->stripe.stripe, .index = (uint32_t)c};
         memcpy(id.object, h->stripe.object, NODE_OBJECT_ID_BYTES);
@@ -617,7 +620,9 @@ static void h_vertex_setup(struct req *r)
     };
     if (o.timeout_ms <= 0)
         o.timeout_ms = s->timeout_ms;
-    if ((rc = deg_vx_open(h->g, v, h->len, h->chunks, &o, &h->x, err, sizeof(err))))
+    /* A persistent source reads its chunk run by run (rebind). */
+    if ((rc = deg_vx_open(h->g, v, h->len, h->persist ? NULL : h->chunks, &o, &h->x, err,
+                          sizeof(err))))
         goto out;
     json_t *ins = json_array(), *outs = json_array();
     for (int i = 0; i < vx->nin; i++)
@@ -726,7 +731,8 @@ static void update_crash_hook(const struct hosted *h, const char *when)
 
 /* A persistent vertex's next run: {"len","object","stripe","version",
  * "chunks":[c per handle]} of the run request. */
-static int rebind(struct hosted *h, json_t *j, size_t i, char *err, size_t errlen)
+static int rebind(struct node_service *svc, struct hosted *h, json_t *j, size_t i, char *err,
+                  size_t errlen)
 {
     json_t *len = json_object_get(j, "len");
     const char *obj = json_string_value(json_object_get(j, "object"));
@@ -741,10 +747,41 @@ static int rebind(struct hosted *h, json_t *j, size_t i, char *err, size_t errle
     h->stripe.version = (uint64_t)json_integer_value(json_object_get(j, "version"));
     json_t *c = json_array_get(json_object_get(j, "chunks"), i);
     h->chunk = c ? (int)json_integer_value(c) : -1;
-    int rc = deg_vx_rebind(h->x, (size_t)json_integer_value(len), NULL, err, errlen);
-    if (rc == 0)
-        h->len = (size_t)json_integer_value(len);
-    return rc;
+    size_t n = (size_t)json_integer_value(len);
+    const struct deg_vertex *vx = &h->g->vertices[h->v];
+    if (vx->nlocal == 0) {
+        int rc = deg_vx_rebind(h->x, n, NULL, err, errlen);
+        if (rc == 0)
+            h->len = n;
+        return rc;
+    }
+    /* A source: this run's chunk, read now (the store checks its CRC). */
+    if (h->chunk < 0 || h->chunk >= h->g->n)
+        return codec_errf(err, errlen, -EPROTO, "vertex run: no chunk for source %s", vx->name);
+    struct node_chunk_id id = {.stripe = h->stripe.stripe, .index = (uint32_t)h->chunk};
+    memcpy(id.object, h->stripe.object, NODE_OBJECT_ID_BYTES);
+    void *buf = NULL;
+    size_t got = 0;
+    int rc = node_store_get_chunk_alloc(svc->store, &id, &buf, &got, NULL);
+    if (rc)
+        return codec_errf(err, errlen, rc, "vertex %s: local chunk %d: %s", vx->name, h->chunk,
+                          node_store_strerror(rc));
+    if (got != n) {
+        free(buf);
+        return codec_errf(err, errlen, -EINVAL, "vertex %s: local chunk %d has %zu bytes, not %zu",
+                          vx->name, h->chunk, got, n);
+    }
+    int slot = vx->local[0];
+    uint8_t *chunks[CODEC_MAX_CHUNKS] = {0};
+    chunks[slot] = buf;
+    if ((rc = deg_vx_rebind(h->x, n, chunks, err, errlen))) {
+        free(buf);
+        return rc;
+    }
+    free(h->chunks[slot]); /* the last run's, no longer registered */
+    h->chunks[slot] = buf;
+    h->len = n;
+    return 0;
 }
 
 /* {"handles":[H...]} (+ rebind's fields for persistent vertices): runs them
@@ -765,7 +802,7 @@ static void h_vertex_run(struct req *r)
         int handle = (int)json_integer_value(json_array_get(hs, i));
         if (!(v[i] = hosted_claim(s, handle)))
             rc = codec_errf(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
-        else if ((rc = rebind(v[i], j, i, err, sizeof(err))) == 0)
+        else if ((rc = rebind(s, v[i], j, i, err, sizeof(err))) == 0)
             v[i]->nres = 0;
         if (rc == 0)
             update_crash_hook(v[i], "run");

@@ -626,6 +626,110 @@ static int64_t node_chunks(struct gw_objects *o, const char *id)
     return chunks;
 }
 
+/* The node holding chunk c of stripe si of bucket/key (its index in the map: "n3" is 3). */
+static int chunk_node(struct gw_objects *o, const char *b, const char *k, size_t si, int c)
+{
+    json_t *j;
+    assert_int_equal(gw_objects_object_json(o, b, k, &j), 0);
+    json_t *ch = json_array_get(
+        json_object_get(json_array_get(json_object_get(j, "stripes"), si), "chunks"), (size_t)c);
+    int node = atoi(json_string_value(json_object_get(ch, "node")) + 1);
+    json_decref(j);
+    return node;
+}
+
+/* Degraded GETs run the decode DEG through sessions kept from stripe to
+ * stripe and object to object, whatever order a stripe's chunks sit on the
+ * nodes in: many stripes, few sessions. The bytes stay exact when the loss
+ * pattern changes in the middle of a GET (a node stopped, another
+ * restarted: a kept session must not be trusted) and when a chunk a session
+ * reads is corrupt (its run fails, the stripe is read around it). */
+static void test_decode_sessions(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    gw_bucket_create(o, "dec");
+    size_t n = 12 * STRIPE + 321;
+    uint8_t *d = malloc(n), *e = malloc(n), *buf = malloc(n);
+    fill(d, n, 21);
+    fill(e, n, 22);
+    assert_int_equal(put(o, "dec", "a", d, n), 0);
+    assert_int_equal(put(o, "dec", "b", e, n), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n2", false), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n5", false), 0);
+    struct gw_objects_stats st0, st;
+    gw_objects_counters(o, &st0);
+    assert_int_equal(get_check(o, "dec", "a", 0, UINT64_MAX, d, n), 0);
+    assert_int_equal(get_check(o, "dec", "b", 0, UINT64_MAX, e, n), 0);
+    gw_objects_counters(o, &st);
+    /* Most of the 26 stripes lose a data chunk; the same six nodes send for
+     * all of them, rebuilding one or two chunks: at most two sessions. */
+    assert_true(st.decode_runs - st0.decode_runs >= 15);
+    assert_true(st.decode_sessions - st0.decode_sessions >= 1);
+    assert_true(st.decode_sessions - st0.decode_sessions <= 2);
+    assert_int_equal(st.failed_reads, 0);
+
+    /* One GET; n7 stops after 3 stripes, n2 comes back after 7. */
+    struct gw_get *g;
+    assert_int_equal(gw_get_begin(o, "dec", "a", 0, UINT64_MAX, NULL, &g), 0);
+    size_t got = 0;
+    for (;;) {
+        if (got == 3 * STRIPE)
+            assert_int_equal(gw_objects_node_set_running(o, "n7", false), 0);
+        if (got == 7 * STRIPE)
+            assert_int_equal(gw_objects_node_set_running(o, "n2", true), 0);
+        ssize_t r = gw_get_read(g, buf + got, STRIPE - got % STRIPE);
+        assert_true(r >= 0);
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    gw_get_end(g);
+    assert_int_equal(got, n);
+    assert_memory_equal(buf, d, n);
+    assert_int_equal(get_check(o, "dec", "b", 0, UINT64_MAX, e, n), 0);
+    gw_objects_counters(o, &st0);
+    assert_true(st0.decode_runs > st.decode_runs);
+    assert_int_equal(st0.failed_reads, 0);
+
+    /* n5 and n7 down: in a stripe of b that lost a data chunk, the data
+     * chunk on the lowest node up is one the decode session reads; corrupt
+     * it. The run fails, and so does one on a fresh session; the direct
+     * reads route around it. */
+    int victim = -1, low = 99;
+    size_t si = 0;
+    for (; si < 12 && victim < 0; si++) {
+        bool hit = false;
+        int v = -1, lo = 99;
+        for (int c = 0; c < 6; c++) {
+            int node = chunk_node(o, "dec", "b", si, c);
+            hit |= node == 5 || node == 7;
+            if (node != 5 && node != 7 && node < lo) {
+                lo = node;
+                v = c;
+            }
+        }
+        if (hit) {
+            victim = v;
+            low = lo;
+        }
+    }
+    si--;
+    assert_true(victim >= 0 && low < 99);
+    /* Warm: every session this GET needs is kept, none is opened again. */
+    assert_int_equal(get_check(o, "dec", "b", 0, UINT64_MAX, e, n), 0);
+    gw_objects_counters(o, &st0);
+    assert_int_equal(flip_on_disk(e + si * STRIPE + (size_t)victim * CHUNK, 64), 0);
+    assert_int_equal(get_check(o, "dec", "b", 0, UINT64_MAX, e, n), 0);
+    gw_objects_counters(o, &st);
+    assert_true(st.decode_sessions > st0.decode_sessions);
+    assert_int_equal(st.failed_reads, 0);
+    free(d);
+    free(e);
+    free(buf);
+    gw_objects_close(o);
+}
+
 /* RS(4,2) on 9 nodes (spares for new homes), repair running, orphans collected at once:
  * a corrupt chunk a read found is rewritten in place; a draining node's chunks move and,
  * once it is back, what stayed there is collected as orphans; a node set out has its
@@ -1015,6 +1119,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_degraded_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decode_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),

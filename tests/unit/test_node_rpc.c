@@ -508,6 +508,119 @@ static void test_deg_encode_repair(void **state)
     cluster_stop(&cl);
 }
 
+struct rebuilt_chunk {
+    int chunk, calls;
+    uint8_t *data;
+};
+
+static void keep_result(void *arg, const struct deg_graph *g, int v, struct deg_label label,
+                        const uint8_t *data, size_t len)
+{
+    (void)g;
+    (void)v;
+    struct rebuilt_chunk *r = arg;
+    r->calls++;
+    r->chunk = label.chunk;
+    if (len == LEN)
+        memcpy(r->data, data, LEN);
+}
+
+/* A decode session: node sources set up once, run stripe after stripe. Node
+ * 0 is lost; stripe 1 has chunk i on node i, stripe 2 its chunks in another
+ * order on the same nodes. One compiled graph over abstract holders
+ * (participant c holds chunk c) serves both through node_of; a graph of
+ * another shape is refused, and a source whose chunk is corrupt fails the
+ * run at once (the gateway's input errors out, no timeout). */
+static void test_deg_decode_session(void **state)
+{
+    (void)state;
+    struct cluster cl = {0};
+    cluster_start(&cl);
+    char err[512] = "";
+    struct codec_profile p;
+    struct codec *codec;
+    assert_int_equal(codec_profile_parse("rs:k=3,m=2", &p, err, sizeof(err)), 0);
+    assert_int_equal(codec_create(&p, &codec, err, sizeof(err)), 0);
+    int n = codec_n(codec);
+    const int place[2][5] = {{0, 1, 2, 3, 4}, {3, 1, 0, 2, 4}}; /* node of chunk c */
+    uint8_t *chunks[2][CODEC_MAX_CHUNKS];
+    struct node_stripe st[2];
+    for (int si = 0; si < 2; si++) {
+        for (int i = 0; i < n; i++) {
+            chunks[si][i] = malloc(LEN);
+            fill(chunks[si][i], LEN, 50 + 10 * (unsigned)si + (unsigned)i);
+        }
+        assert_int_equal(codec_encode(codec, LEN, chunks[si]), 0);
+        st[si] = (struct node_stripe){.stripe = 1 + (uint64_t)si, .version = 1};
+        memset(st[si].object, 0xcd, sizeof(st[si].object));
+        for (int i = 0; i < n; i++) {
+            struct node_chunk_id id = {.stripe = st[si].stripe, .index = (uint32_t)i};
+            memcpy(id.object, st[si].object, sizeof(id.object));
+            assert_int_equal(node_client_put_chunk(cl.c[place[si][i]], &id, 1, chunks[si][i], LEN),
+                             0);
+        }
+    }
+    /* The chunk on node 0 is lost, the one on node 4 left out: nodes 1-3 send. */
+    struct deg_graph *g[2];
+    for (int si = 0; si < 2; si++) {
+        struct deg_request req = {.op = DEG_OP_DECODE, .nerased = 1};
+        deg_placement_default(&req.placement);
+        for (int c = 0; c < n; c++) {
+            req.placement.holder[c] = si == 0 ? place[0][c] : c; /* stripe 2's: abstract */
+            if (place[si][c] == 0)
+                req.erased[0] = c;
+            req.unavailable[c] = place[si][c] == 4;
+        }
+        assert_int_equal(deg_build(codec, &req, &g[si], err, sizeof(err)), 0);
+    }
+    struct deg_run_opts o = {.timeout_ms = 5000, .options = DEVOPTS};
+    assert_true(node_deg_session_fits(g[0]));
+    struct node_deg_session *sess;
+    assert_int_equal(node_deg_session_open(g[0], LEN, cl.c, NNODES, &o, &sess, err, sizeof(err)),
+                     0);
+    struct rebuilt_chunk r = {.chunk = -1, .data = malloc(LEN)};
+    for (int round = 0; round < 2; round++) {
+        for (int si = 0; si < 2; si++) {
+            r.calls = 0;
+            int rc = node_deg_session_decode(sess, g[si], si ? place[1] : NULL, LEN, &st[si],
+                                             keep_result, &r, err, sizeof(err));
+            if (rc)
+                fail_msg("decode stripe %d: %s", si + 1, err);
+            assert_int_equal(r.calls, 1);
+            assert_int_equal(r.chunk, si ? 2 : 0);
+            assert_memory_equal(r.data, chunks[si][r.chunk], LEN);
+        }
+    }
+    /* Two rows where the session has one: refused, the session still good. */
+    struct deg_request two = {.op = DEG_OP_DECODE, .nerased = 2, .erased = {0, 1}};
+    deg_placement_default(&two.placement);
+    struct deg_graph *g2;
+    assert_int_equal(deg_build(codec, &two, &g2, err, sizeof(err)), 0);
+    assert_int_equal(
+        node_deg_session_decode(sess, g2, NULL, LEN, &st[0], keep_result, &r, err, sizeof(err)),
+        -EINVAL);
+    assert_non_null(strstr(err, "does not match"));
+    deg_graph_destroy(g2);
+    /* Stripe 1's chunk 1 (node 1) overwritten by a corrupt copy... of another
+     * length: the source fails its run, and the gateway's input with it. */
+    struct node_chunk_id id = {.stripe = st[0].stripe, .index = 1};
+    memcpy(id.object, st[0].object, sizeof(id.object));
+    assert_int_equal(node_client_put_chunk(cl.c[1], &id, 2, chunks[0][1], LEN - 1), 0);
+    assert_int_not_equal(
+        node_deg_session_decode(sess, g[0], NULL, LEN, &st[0], keep_result, &r, err, sizeof(err)),
+        0);
+    assert_non_null(strstr(err, "c1"));
+    node_deg_session_close(sess);
+    free(r.data);
+    for (int si = 0; si < 2; si++) {
+        deg_graph_destroy(g[si]);
+        for (int i = 0; i < n; i++)
+            free(chunks[si][i]);
+    }
+    codec_destroy(codec);
+    cluster_stop(&cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +632,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_node, setup, teardown),
         cmocka_unit_test(test_deg_encode_repair),
+        cmocka_unit_test(test_deg_decode_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
