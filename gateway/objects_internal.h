@@ -170,13 +170,21 @@ int gw_decode_graph(const struct gw_pool *p, const bool *erased, const int *hold
 /* objmeta.c: metadata records on the nodes, replicated by quorum. */
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
-/* Commits rec on the key's metadata nodes; 0 once meta_wq copies are
- * durable. rec's version may be raised past a newer one a node holds.
- * -EHOSTDOWN (or a node's own error): no copy was sent, nothing of rec can
- * ever be read. GW_META_IN_DOUBT: fewer than meta_wq took it but some may
- * have; a later read may return it, so what it names must be kept. */
+/* Commits rec on the key's metadata nodes in one round; 0 once meta_wq copies
+ * are durable (or refused by meta_wq homes holding newer versions: superseded).
+ * rec's version may be raised past a newer one a node holds. -EHOSTDOWN (or a
+ * node's own error): no copy can have landed, nothing of rec can ever be read.
+ * GW_META_IN_DOUBT: fewer than meta_wq took it but some may have; a later
+ * read may return it, so what it names must be kept. */
 #define GW_META_IN_DOUBT (-ETIMEDOUT)
 int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, json_t *rec);
+/* gw_meta_write that also says what it did to the records it replaced:
+ * replaced (a JSON array) gets each distinct record a home answered it
+ * replaced (committed only: their chunks are garbage once readers are done);
+ * *lost: returned 0 but refused by W homes, so no read will ever return rec
+ * (what it names is garbage). */
+int gw_meta_commit(struct gw_objects *o, const char *bucket, const char *key, json_t *rec,
+                   json_t *replaced, bool *lost);
 /* As gw_meta_write at rec's own version: -ESTALE (nothing written) when a
  * node holds a newer one (a compare-and-set of a read record, e.g. repair's). */
 int gw_meta_write_at(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec);

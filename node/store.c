@@ -947,8 +947,19 @@ static MDB_val meta_blob(const MDB_val *v)
 int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
                         unsigned flags, const void *blob, size_t len, uint64_t *stored)
 {
+    return node_store_put_meta_old(s, bucket, key, version, flags, blob, len, stored, NULL, NULL);
+}
+
+int node_store_put_meta_old(struct node_store *s, const char *bucket, const char *key,
+                            uint64_t version, unsigned flags, const void *blob, size_t len,
+                            uint64_t *stored, void **old, size_t *old_len)
+{
     if (stored)
         *stored = 0;
+    if (old)
+        *old = NULL;
+    if (old_len)
+        *old_len = 0;
     if (!s || (!blob && len) || version == 0 || (flags & ~NODE_META_CHECK))
         return -EINVAL;
     if (len > NODE_META_MAX)
@@ -962,11 +973,11 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
         return rc;
     /* LMDB runs one write txn at a time: the compare and the put below are
      * atomic against every other writer of the store. */
-    MDB_val old;
-    rc = meta_index_get(txn, s->meta, bucket, key, &old);
+    MDB_val cur, ob = {0, NULL};
+    rc = meta_index_get(txn, s->meta, bucket, key, &cur);
     if (rc == 0) {
-        uint64_t have = meta_version(&old);
-        MDB_val ob = meta_blob(&old);
+        uint64_t have = meta_version(&cur);
+        ob = meta_blob(&cur);
         if (stored)
             *stored = have;
         if (have > version)
@@ -983,11 +994,17 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
         mdb_txn_abort(txn);
         return rc == 1 ? 0 : rc;
     }
+    /* Copied before the put: LMDB's pointer into the old page dies with it. */
+    void *prev = old && ob.mv_data ? malloc(ob.mv_size ? ob.mv_size : 1) : NULL;
     uint8_t *v = malloc(META_HEAD + len);
-    if (!v) {
+    if (!v || (old && ob.mv_data && !prev)) {
+        free(v);
+        free(prev);
         mdb_txn_abort(txn);
         return -ENOMEM;
     }
+    if (prev)
+        memcpy(prev, ob.mv_data, ob.mv_size);
     v[0] = META_FORMAT;
     for (int i = 1; i <= 8; i++)
         v[i] = (uint8_t)(version >> (8 * (i - 1)));
@@ -995,7 +1012,13 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
         memcpy(v + META_HEAD, blob, len);
     rc = meta_index_put(txn, s->meta, bucket, key, v, META_HEAD + len);
     free(v);
-    return commit_synced(s, txn, rc);
+    if ((rc = commit_synced(s, txn, rc)) || !prev) {
+        free(prev);
+        return rc;
+    }
+    *old = prev;
+    *old_len = ob.mv_size;
+    return 0;
 }
 
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
@@ -1086,8 +1109,8 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
     if (rc)
         return rc;
     struct unversioned u = {cb, arg};
-    rc = meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, unversioned_cb, &u,
-                         more);
+    rc =
+        meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, unversioned_cb, &u, more);
     mdb_txn_abort(txn);
     return rc;
 }
