@@ -288,6 +288,7 @@ int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char 
                             "deleted", 0, "created", (json_int_t)gw_realtime_ns(), "pool", pool);
     json_decref(prev);
     rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+    gw_bucket_cache_drop(o, name);
     json_decref(rec);
     return rc;
 }
@@ -320,6 +321,7 @@ int gw_bucket_delete(struct gw_objects *o, const char *name)
         json_t *rec =
             json_pack("{s:I,s:b}", "version", (json_int_t)next_version(o, prev), "deleted", 1);
         rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+        gw_bucket_cache_drop(o, name);
         json_decref(rec);
     }
     json_decref(prev);
@@ -349,6 +351,7 @@ int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *fiel
         rc = -ENOMEM;
     else
         rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+    gw_bucket_cache_drop(o, name);
     json_decref(rec);
     json_decref(prev);
     return rc;
@@ -612,7 +615,9 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     if (rc)
         return rc;
     json_t *brec;
-    if ((rc = bucket_rec(o, bucket, &brec)))
+    if (!valid_bucket(bucket))
+        return -EINVAL;
+    if ((rc = gw_bucket_cached(o, bucket, &brec)))
         return rc;
     const struct gw_pool *pool =
         gw_pool_find(o, json_string_value(json_object_get(brec, "pool")) ?: "");

@@ -28,6 +28,7 @@
 #define GW_GC_PENDING_STRIPES 200000  /* of replaced versions waiting for their delay, in memory */
 #define GW_MAX_GET_MS         3600000 /* default bound of one GET's stream (max_get_ms) */
 #define GW_GC_MARGIN_MS       10000   /* default gc_delay_ms = max_get_ms + this */
+#define GW_BUCKET_CACHE_MS    1000    /* default bucket_cache_ms (bucket_cache.c) */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -113,6 +114,11 @@ struct gw_objects {
     _Atomic uint64_t hedged_reads, read_retries; /* GET stripes (stripe_fetch.c) */
 
     struct gw_repair *rep; /* the repair service (repair.c), NULL when not running */
+
+    /* Bucket records read recently (bucket_cache.c). */
+    int bucket_cache_ms; /* how long an entry is trusted; 0: no cache */
+    pthread_mutex_t bucket_lock;
+    json_t *buckets; /* name -> {"rec": record, "until": gw_now_ms} */
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
@@ -241,6 +247,12 @@ void gw_rec_object_info(const json_t *rec, struct gw_object_info *out);
  * one record to another (an upload's to its object's); -ENOMEM. */
 int gw_rec_set_extras(json_t *rec, const struct gw_object_info *attrs);
 int gw_rec_copy_extras(json_t *dst, const json_t *src);
+
+/* bucket_cache.c: the live record of a bucket, from this gateway's cache
+ * when read less than bucket_cache_ms ago (-ENOENT: none, or deleted). */
+int gw_bucket_cached(struct gw_objects *o, const char *name, json_t **rec);
+/* Forgets the bucket (this gateway created, deleted or changed it). */
+void gw_bucket_cache_drop(struct gw_objects *o, const char *name);
 
 /* layout.c: where an object's bytes are. A record's "stripes" are in object
  * order; stripe s holds k * len bytes (its data chunks, the last one zero
