@@ -8,8 +8,8 @@
  *             and a node going down never moves them;
  *   versions  a hybrid logical clock per gateway (gw_hlc_next), no read first;
  *   write     a compare-and-set on every home (higher version wins, in the
- *             node's LMDB transaction), prepared first, done once W = C - M
- *             hold it (see "writes" below);
+ *             node's LMDB transaction), one round, done once W = C - M hold
+ *             it (see "writes" below);
  *   read      from all C in parallel, answered once R = M+1 have answered
  *             (R + W > C: some answer holds the newest acknowledged record),
  *             the highest version wins and homes that lack it are repaired;
@@ -120,8 +120,8 @@ static int meta_nodes_excl(struct gw_objects *o, const char *bucket, const char 
  * another was acknowledged is ordered after it). When the homes keep
  * refusing (a race), the outcome is read off the answers:
  *   held by W   committed; what the homes answered as replaced is garbage;
- *   refused by W  lost for good: every R homes include a refuser, so no read
- *               can return it (R + W > C);
+ *   refused by W homes holding newer versions: lost for good, every R homes
+ *               include one, so no read can return it (R + W > C);
  *   otherwise   in doubt (GW_META_IN_DOUBT) when any copy may have landed
  *               (a later read may return it, so what it names must be kept:
  *               the orphan scan frees it if it never wins), else failed with
@@ -150,6 +150,7 @@ struct round {
     int held;     /* homes that answered they hold this very record */
     int landed;   /* homes that may hold this very record (still out included) */
     int refused;  /* homes holding a newer version (or this one with other bytes) */
+    int newer;    /* homes holding a newer version: -ESTALE */
     uint64_t max; /* the newest version a refusal named */
     int err;      /* the most telling failure */
 };
@@ -270,6 +271,7 @@ static void round_run(struct meta_round *m, struct round *r, json_t *olds, int *
         if (rc == 0 || rc == -ESTALE)
             r->ok++;
         r->held += rc == 0;
+        r->newer += rc == -ESTALE;
         if (rc == 0 || (m->sent[i] && gw_transport_error(rc)))
             r->landed++;
         if (rc && rc != -ESTALE && (!r->err || !gw_transport_error(rc)))
@@ -343,8 +345,10 @@ static int commit(struct gw_objects *o, const char *bucket, const char *key, jso
             break;
         json_object_set_new(rec, "version", json_integer((json_int_t)gw_hlc_next(o)));
     }
-    if (rc == 0 && r.held < o->meta_wq) {
-        if (r.refused >= o->meta_wq)
+    if (rc && landed)
+        rc = GW_META_IN_DOUBT; /* an earlier attempt may have landed */
+    else if (rc == 0 && r.held < o->meta_wq) {
+        if (r.newer >= o->meta_wq)
             *lost = true; /* rc 0: superseded, as a later write would have done */
         else
             rc = landed ? GW_META_IN_DOUBT : failed(&r);
