@@ -18,30 +18,13 @@ import os
 import signal
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster  # noqa: E402
 
-try:
-    import boto3
-    from botocore.config import Config
-except ImportError:
-    sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
-
 PEER_TIMEOUT_MS = 20000
 
-srv = InecCluster(sys.argv[1], env={"INEC_CHUNK": "65536"})
-
-
-def client():
-    return boto3.client(
-        "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
-        aws_access_key_id=srv.access_key, aws_secret_access_key=srv.secret_key,
-        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
-                      read_timeout=120, s3={"addressing_style": "path"}))
-
-
+srv = InecCluster(sys.argv[1])
 path = os.path.join(srv.dir, "cluster.json")
 cfg = json.load(open(path))
 cfg["map"]["peer_timeout_ms"] = PEER_TIMEOUT_MS
@@ -50,7 +33,7 @@ json.dump(cfg, open(path, "w"), indent=2)
 srv.kill_gateway()
 srv.restart_gateway()
 
-s3 = client()
+s3 = srv.s3(read_timeout=120)
 s3.create_bucket(Bucket="frozen")
 keys = ["k%d" % i for i in range(12)]
 for key in keys:

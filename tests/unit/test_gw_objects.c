@@ -948,6 +948,9 @@ static void test_meta_versions(void **state)
 
     json_t *v1 = rec_of(gw_hlc_next(o), "v1");
     assert_int_equal(gw_meta_write(o, ".t", "k", v1), 0);
+    assert_true(holders(o, "k", gw_rec_version(v1)) >= o->meta_wq); /* done at W... */
+    for (int t = 0; t < 500 && holders(o, "k", gw_rec_version(v1)) < o->meta_copies; t++)
+        usleep(10000); /* ...the other homes in the background */
     assert_int_equal(holders(o, "k", gw_rec_version(v1)), o->meta_copies);
 
     /* A commit that cannot reach W homes (6 of 9 nodes stopped: at most 3 of
@@ -1042,7 +1045,9 @@ static void test_commit_replaced_and_in_doubt(void **state)
         fill(d, sizeof(d), 40 + (uint32_t)v);
         assert_int_equal(put(o, "one", "a", d, sizeof(d)), 0);
     }
-    gw_gc_run(o, true);                        /* gc_delay_ms 0: due now */
+    gw_gc_run(o, true); /* gc_delay_ms 0: due now (the gc thread may hold some) */
+    for (int t = 0; t < 500 && all_chunks(o) > base + 9; t++)
+        usleep(10000);
     assert_int_equal(all_chunks(o), base + 9); /* one stripe of 9 chunks left */
     assert_int_equal(get_check(o, "one", "a", 0, UINT64_MAX, d, sizeof(d)), 0);
 
@@ -1062,6 +1067,7 @@ static void test_commit_replaced_and_in_doubt(void **state)
     for (int i = 0; i < 6; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[i], true), 0);
     gw_gc_run(o, true);
+    usleep(300 * 1000);                        /* a discard would be due at once */
     assert_int_equal(all_chunks(o), base + 9); /* kept: readers may take the record */
     struct gw_object_info info;
     assert_int_equal(gw_object_head(o, "one", "a", &info), 0);
