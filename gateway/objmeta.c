@@ -398,8 +398,8 @@ int gw_meta_write_at(struct gw_objects *o, const char *bucket, const char *key, 
     if (r.ok < o->meta_wq)
         return failed(&r); /* nothing was sent: nothing can shadow */
     bool skip[PLACE_MAX_CHUNKS] = {false};
-    for (int i = 0; i < o->meta_copies; i++)
-        skip[i] = rcs[i] != 0;
+    for (int i = 0; i < o->meta_copies; i++) /* a home still silent may yet take it */
+        skip[i] = rcs[i] != 0 && rcs[i] != -EINPROGRESS;
     if ((rc = round_of(o, bucket, key, rec, 0, NULL, skip, &r, NULL, NULL)))
         return rc;
     if (r.ok >= o->meta_wq)
