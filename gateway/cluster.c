@@ -450,6 +450,9 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         inec_log(INEC_LOG_WARN, "gateway",
                  "gc_delay_ms=%d <= max_get_ms=%d: a slow GET may lose the chunks it reads",
                  o->gc_delay_ms, o->max_get_ms);
+    o->bucket_cache_ms = opt_int(opts, "bucket_cache_ms", GW_BUCKET_CACHE_MS);
+    if (o->bucket_cache_ms < 0)
+        return snprintf(msg, msglen, "gateway.bucket_cache_ms must be >= 0"), -EINVAL;
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r))
         r = (uint32_t)gw_realtime_ns() ^ (uint32_t)getpid();
@@ -458,6 +461,9 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     pthread_mutex_init(&o->gc_lock, NULL);
     pthread_cond_init(&o->gc_cond, NULL);
     o->gc = json_array();
+    pthread_mutex_init(&o->bucket_lock, NULL);
+    if (!(o->buckets = json_object()))
+        return snprintf(msg, msglen, "out of memory"), -ENOMEM;
     if ((rc = gw_fanout_create(FAN_THREADS, &o->fan)) || (rc = gw_fetcher_create(o)) ||
         (rc = gw_decoder_create(o)))
         return snprintf(msg, msglen, "cannot start threads"), rc;
@@ -661,6 +667,7 @@ void gw_objects_close(struct gw_objects *o)
     for (int i = 0; i < np; i++)
         codec_destroy(o->pools[i].codec);
     json_decref(o->gc);
+    json_decref(o->buckets);
     free(o->nodes);
     place_map_destroy(o->map);
     free(o);

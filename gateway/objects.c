@@ -289,6 +289,7 @@ int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char 
                             "deleted", 0, "created", (json_int_t)gw_realtime_ns(), "pool", pool);
     json_decref(prev);
     rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+    gw_bucket_cache_drop(o, name);
     json_decref(rec);
     return rc;
 }
@@ -321,6 +322,7 @@ int gw_bucket_delete(struct gw_objects *o, const char *name)
         json_t *rec =
             json_pack("{s:I,s:b}", "version", (json_int_t)next_version(o, prev), "deleted", 1);
         rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+        gw_bucket_cache_drop(o, name);
         json_decref(rec);
     }
     json_decref(prev);
@@ -350,6 +352,7 @@ int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *fiel
         rc = -ENOMEM;
     else
         rc = gw_meta_write(o, GW_META_BUCKET, name, rec);
+    gw_bucket_cache_drop(o, name);
     json_decref(rec);
     json_decref(prev);
     return rc;
@@ -613,7 +616,9 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     if (rc)
         return rc;
     json_t *brec;
-    if ((rc = bucket_rec(o, bucket, &brec)))
+    if (!valid_bucket(bucket))
+        return -EINVAL;
+    if ((rc = gw_bucket_cached(o, bucket, &brec)))
         return rc;
     const struct gw_pool *pool =
         gw_pool_find(o, json_string_value(json_object_get(brec, "pool")) ?: "");
@@ -1283,29 +1288,30 @@ int gw_put_seal(struct gw_put *p, json_t **rec)
     return rc;
 }
 
+/* One metadata round: the version comes from the clock (no read of the
+ * previous record), the homes answer the records the commit replaced (their
+ * chunks go after gc_delay_ms), and a commit refused by W homes learns from
+ * the refusals that it lost (no verify read). */
 int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
 {
     struct gw_objects *o = p->o;
     int k = p->pool->p.k;
     char etag[33] = "";
     int rc = put_flush(p, etag);
-    json_t *prev = NULL;
-    if (rc == 0 && (rc = gw_meta_read(o, p->bucket, p->key, &prev)) == -ENOENT)
-        rc = 0;
-    json_t *rec = NULL;
-    bool sent = false;
+    json_t *rec = NULL, *replaced = NULL;
+    bool sent = false, lost = false;
     if (rc == 0) {
-        uint64_t version = next_version(o, prev);
         rec = json_pack(
             "{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O}", "version",
-            (json_int_t)version, "deleted", 0, "key", p->key, "size", (json_int_t)p->size, "etag",
-            etag, "mtime", (json_int_t)gw_realtime_ns(), "content_type", p->content_type,
+            (json_int_t)gw_hlc_next(o), "deleted", 0, "key", p->key, "size", (json_int_t)p->size,
+            "etag", etag, "mtime", (json_int_t)gw_realtime_ns(), "content_type", p->content_type,
             "user_meta", p->user_meta ? json_incref(p->user_meta) : json_object(), "pool",
             p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n, "chunk_size",
             (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
-        rc = !rec ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
+        replaced = json_array();
+        rc = !rec || !replaced ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
         if (rc == 0) {
-            rc = gw_meta_write(o, p->bucket, p->key, rec);
+            rc = gw_meta_commit(o, p->bucket, p->key, rec, replaced, &lost);
             sent = true;
         }
     }
@@ -1314,21 +1320,19 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         inflight_drain(p);
     } else if (rc) {
         put_discard(p, 0);
+    } else if (lost) {
+        put_discard(p, o->gc_delay_ms); /* a newer commit of the key won */
     } else {
-        /* A concurrent commit with a higher version wins: then ours is garbage. */
-        json_t *now = NULL;
-        if (gw_meta_read(o, p->bucket, p->key, &now) == 0 &&
-            gw_rec_version(now) != gw_rec_version(rec))
-            put_discard(p, o->gc_delay_ms);
-        else if (prev && !gw_rec_deleted(prev))
+        size_t i;
+        json_t *prev;
+        json_array_foreach(replaced, i, prev) if (!gw_rec_deleted(prev))
             gw_gc_queue(o, prev, o->gc_delay_ms);
-        json_decref(now);
         queue_missing(p, p->bucket, p->key);
         if (out)
             object_info(rec, out);
     }
     json_decref(rec);
-    json_decref(prev);
+    json_decref(replaced);
     put_free(p);
     return rc;
 }

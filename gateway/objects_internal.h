@@ -28,6 +28,7 @@
 #define GW_GC_PENDING_STRIPES 200000  /* of replaced versions waiting for their delay, in memory */
 #define GW_MAX_GET_MS         3600000 /* default bound of one GET's stream (max_get_ms) */
 #define GW_GC_MARGIN_MS       10000   /* default gc_delay_ms = max_get_ms + this */
+#define GW_BUCKET_CACHE_MS    1000    /* default bucket_cache_ms (bucket_cache.c) */
 
 struct gw_node {
     char id[PLACE_ID_MAX];
@@ -116,6 +117,11 @@ struct gw_objects {
 
     struct gw_repair *rep; /* the repair service (repair.c), NULL when not running */
 
+    /* Bucket records read recently (bucket_cache.c). */
+    int bucket_cache_ms; /* how long an entry is trusted; 0: no cache */
+    pthread_mutex_t bucket_lock;
+    json_t *buckets; /* name -> {"rec": record, "until": gw_now_ms} */
+
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
     json_t *gc;                  /* array of {"due": ms, "rec": record} */
@@ -173,13 +179,21 @@ int gw_decode_graph(const struct gw_pool *p, const bool *erased, const bool *una
 /* objmeta.c: metadata records on the nodes, replicated by quorum. */
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
-/* Commits rec on the key's metadata nodes; 0 once meta_wq copies are
- * durable. rec's version may be raised past a newer one a node holds.
- * -EHOSTDOWN (or a node's own error): no copy was sent, nothing of rec can
- * ever be read. GW_META_IN_DOUBT: fewer than meta_wq took it but some may
- * have; a later read may return it, so what it names must be kept. */
+/* Commits rec on the key's metadata nodes in one round; 0 once meta_wq copies
+ * are durable (or refused by meta_wq homes holding newer versions: superseded).
+ * rec's version may be raised past a newer one a node holds. -EHOSTDOWN (or a
+ * node's own error): no copy can have landed, nothing of rec can ever be read.
+ * GW_META_IN_DOUBT: fewer than meta_wq took it but some may have; a later
+ * read may return it, so what it names must be kept. */
 #define GW_META_IN_DOUBT (-ETIMEDOUT)
 int gw_meta_write(struct gw_objects *o, const char *bucket, const char *key, json_t *rec);
+/* gw_meta_write that also says what it did to the records it replaced:
+ * replaced (a JSON array) gets each distinct record a home answered it
+ * replaced (committed only: their chunks are garbage once readers are done);
+ * *lost: returned 0 but refused by W homes, so no read will ever return rec
+ * (what it names is garbage). */
+int gw_meta_commit(struct gw_objects *o, const char *bucket, const char *key, json_t *rec,
+                   json_t *replaced, bool *lost);
 /* As gw_meta_write at rec's own version: -ESTALE (nothing written) when a
  * node holds a newer one (a compare-and-set of a read record, e.g. repair's). */
 int gw_meta_write_at(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec);
@@ -236,6 +250,12 @@ void gw_rec_object_info(const json_t *rec, struct gw_object_info *out);
  * one record to another (an upload's to its object's); -ENOMEM. */
 int gw_rec_set_extras(json_t *rec, const struct gw_object_info *attrs);
 int gw_rec_copy_extras(json_t *dst, const json_t *src);
+
+/* bucket_cache.c: the live record of a bucket, from this gateway's cache
+ * when read less than bucket_cache_ms ago (-ENOENT: none, or deleted). */
+int gw_bucket_cached(struct gw_objects *o, const char *name, json_t **rec);
+/* Forgets the bucket (this gateway created, deleted or changed it). */
+void gw_bucket_cache_drop(struct gw_objects *o, const char *name);
 
 /* layout.c: where an object's bytes are. A record's "stripes" are in object
  * order; stripe s holds k * len bytes (its data chunks, the last one zero

@@ -428,8 +428,26 @@ int node_client_put_meta(struct node_client *c, const char *bucket, const char *
                          uint64_t version, unsigned flags, const void *blob, size_t len,
                          uint64_t *stored)
 {
+    return node_client_put_meta_old(c, bucket, key, version, flags & ~NODE_META_OLD, blob, len,
+                                    stored, NULL, NULL);
+}
+
+int node_client_put_meta_old(struct node_client *c, const char *bucket, const char *key,
+                             uint64_t version, unsigned flags, const void *blob, size_t len,
+                             uint64_t *stored, void **old, size_t *old_len)
+{
     struct rpc_msg m = {0};
+    if (old) {
+        *old = NULL;
+        *old_len = 0;
+        flags |= NODE_META_OLD;
+    }
     int rc = meta_call(c, NODE_RPC_PUT_META, bucket, key, &version, flags, blob, len, &m);
+    if (rc == 0 && old && m.len) {
+        *old = m.data;
+        *old_len = m.len;
+        m.data = NULL;
+    }
     size_t n = strlen(RPC_META_STORED);
     if (stored) {
         *stored = 0;

@@ -76,6 +76,11 @@ int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *
 int node_client_put_meta(struct node_client *c, const char *bucket, const char *key,
                          uint64_t version, unsigned flags, const void *blob, size_t len,
                          uint64_t *stored);
+/* The same, answering in *old (malloc'ed, NULL when none) the record the
+ * write replaced (NODE_META_OLD). */
+int node_client_put_meta_old(struct node_client *c, const char *bucket, const char *key,
+                             uint64_t version, unsigned flags, const void *blob, size_t len,
+                             uint64_t *stored, void **old, size_t *old_len);
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);

@@ -103,7 +103,8 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
 
 /* A metadata write's head after "bucket\0key\0": version (u64), flags (u32,
  * NODE_META_*); the record follows. A refusal (-ESTALE, -EEXIST) answers
- * RPC_META_STORED and the version the node holds, in decimal. */
+ * RPC_META_STORED and the version the node holds, in decimal; with
+ * NODE_META_OLD a write that replaced a record answers that record's blob. */
 #define RPC_META_HEAD   12
 #define RPC_META_STORED "stored version "
 

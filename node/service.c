@@ -263,8 +263,14 @@ static void h_put_meta(struct req *r)
         return reply(r, -EPROTO);
     const uint8_t *p = r->msg.data + used;
     uint64_t stored = 0;
-    int rc = node_store_put_meta(r->svc->store, bucket, key, rpc_get64(p), rpc_get32(p + 8),
-                                 p + RPC_META_HEAD, r->msg.len - used - RPC_META_HEAD, &stored);
+    unsigned flags = rpc_get32(p + 8);
+    void *old = NULL;
+    size_t old_len = 0;
+    int rc = node_store_put_meta_old(
+        r->svc->store, bucket, key, rpc_get64(p), flags & ~NODE_META_OLD, p + RPC_META_HEAD,
+        r->msg.len - used - RPC_META_HEAD, &stored, flags & NODE_META_OLD ? &old : NULL, &old_len);
+    if (rc == 0 && old) /* the record this write replaced, for the writer's gc */
+        return reply_data(r, 0, NULL, 0, old, old_len, free, old);
     if (rc != -ESTALE && rc != -EEXIST)
         return reply(r, rc);
     char msg[64]; /* the version that refused it, for the writer's clock */

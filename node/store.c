@@ -106,6 +106,11 @@ struct node_store {
     uint64_t active_off;
     int broken; /* a failed batch could not be truncated away: refuse writes */
 
+    pthread_mutex_t mq_mu; /* metadata writes' group commit */
+    pthread_cond_t mq_cond;
+    struct meta_req *mq_head, *mq_tail;
+    bool mq_busy; /* a writer runs a batch */
+
     pthread_mutex_t q_mu; /* group commit queue */
     pthread_cond_t q_cond, done_cond;
     struct wreq *q_head, *q_tail;
@@ -947,8 +952,121 @@ static MDB_val meta_blob(const MDB_val *v)
 int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
                         unsigned flags, const void *blob, size_t len, uint64_t *stored)
 {
+    return node_store_put_meta_old(s, bucket, key, version, flags, blob, len, stored, NULL, NULL);
+}
+
+/* A metadata write waiting for its group commit (see node_store_put_meta_old). */
+struct meta_req {
+    const char *bucket, *key;
+    uint64_t version;
+    unsigned flags;
+    const void *blob;
+    size_t len;
+    uint64_t stored;
+    bool want_old;
+    void *old; /* want_old: the replaced blob (malloc'ed), once written */
+    size_t old_len;
+    int rc;
+    bool done, wrote;
+    struct meta_req *next;
+};
+
+/* r's compare-and-set inside txn (a child of the batch's): 0 written, 1
+ * nothing to write (a retry, or a check that would keep it), or -errno. */
+static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
+{
+    MDB_val cur, ob = {0, NULL};
+    int rc = meta_index_get(txn, s->meta, r->bucket, r->key, &cur);
+    if (rc == 0) {
+        uint64_t have = meta_version(&cur);
+        ob = meta_blob(&cur);
+        r->stored = have;
+        if (have > r->version)
+            rc = -ESTALE;
+        else if (have == r->version)
+            rc = !(r->flags & NODE_META_CHECK) && ob.mv_size == r->len &&
+                         (r->len == 0 || memcmp(ob.mv_data, r->blob, r->len) == 0)
+                     ? 1 /* the same record again: done, nothing to write */
+                     : -EEXIST;
+    } else if (rc == -ENOENT) {
+        rc = 0;
+    }
+    if (rc || (r->flags & NODE_META_CHECK))
+        return rc ? rc : 1;
+    /* Copied before the put: LMDB's pointer into the old page dies with it. */
+    void *prev = r->want_old && ob.mv_data ? malloc(ob.mv_size ? ob.mv_size : 1) : NULL;
+    uint8_t *v = malloc(META_HEAD + r->len);
+    if (!v || (r->want_old && ob.mv_data && !prev)) {
+        free(v);
+        free(prev);
+        return -ENOMEM;
+    }
+    if (prev)
+        memcpy(prev, ob.mv_data, ob.mv_size);
+    v[0] = META_FORMAT;
+    for (int i = 1; i <= 8; i++)
+        v[i] = (uint8_t)(r->version >> (8 * (i - 1)));
+    if (r->len)
+        memcpy(v + META_HEAD, r->blob, r->len);
+    rc = meta_index_put(txn, s->meta, r->bucket, r->key, v, META_HEAD + r->len);
+    free(v);
+    if (rc) {
+        free(prev);
+        return rc;
+    }
+    r->old = prev;
+    r->old_len = ob.mv_size;
+    return 0;
+}
+
+/* Every request of the batch in one LMDB txn, each in a child txn of its own
+ * (a failed one leaves the others), then one commit and one sync. */
+static void meta_batch(struct node_store *s, struct meta_req *batch)
+{
+    MDB_txn *txn;
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn)), wrote = 0;
+    for (struct meta_req *r = batch; r; r = r->next) {
+        MDB_txn *child = NULL;
+        r->rc = rc ? rc : mdb_err(mdb_txn_begin(s->env, txn, 0, &child));
+        if (r->rc == 0)
+            r->rc = meta_put_in(s, child, r);
+        if (r->rc == 0)
+            r->rc = mdb_err(mdb_txn_commit(child));
+        else if (child)
+            mdb_txn_abort(child);
+        r->wrote = r->rc == 0;
+        wrote += r->wrote;
+        if (r->rc == 1)
+            r->rc = 0;
+    }
+    if (rc)
+        return;
+    if (!wrote) {
+        mdb_txn_abort(txn);
+        return;
+    }
+    rc = commit_synced(s, txn, 0);
+    for (struct meta_req *r = batch; rc && r; r = r->next)
+        if (r->wrote) {
+            r->rc = rc;
+            r->wrote = false;
+        }
+}
+
+/* Group commit of metadata writes: a writer queues its request; one that
+ * finds no batch running runs every request queued so far as one batch
+ * (one txn, one sync) and wakes their writers, so concurrent writes share a
+ * sync instead of queueing for LMDB's write lock one sync each. */
+int node_store_put_meta_old(struct node_store *s, const char *bucket, const char *key,
+                            uint64_t version, unsigned flags, const void *blob, size_t len,
+                            uint64_t *stored, void **old, size_t *old_len)
+{
     if (stored)
         *stored = 0;
+    if (old)
+        *old = NULL;
+    if (old_len)
+        *old_len = 0;
     if (!s || (!blob && len) || version == 0 || (flags & ~NODE_META_CHECK))
         return -EINVAL;
     if (len > NODE_META_MAX)
@@ -956,46 +1074,47 @@ int node_store_put_meta(struct node_store *s, const char *bucket, const char *ke
     int rc = meta_key_check(bucket, key);
     if (rc)
         return rc;
-    MDB_txn *txn;
-    rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
-    if (rc)
-        return rc;
-    /* LMDB runs one write txn at a time: the compare and the put below are
-     * atomic against every other writer of the store. */
-    MDB_val old;
-    rc = meta_index_get(txn, s->meta, bucket, key, &old);
-    if (rc == 0) {
-        uint64_t have = meta_version(&old);
-        MDB_val ob = meta_blob(&old);
-        if (stored)
-            *stored = have;
-        if (have > version)
-            rc = -ESTALE;
-        else if (have == version)
-            rc = !(flags & NODE_META_CHECK) && ob.mv_size == len &&
-                         (len == 0 || memcmp(ob.mv_data, blob, len) == 0)
-                     ? 1 /* the same record again: done, nothing to write */
-                     : -EEXIST;
-    } else if (rc == -ENOENT) {
-        rc = 0;
+    struct meta_req r = {.bucket = bucket,
+                         .key = key,
+                         .version = version,
+                         .flags = flags,
+                         .blob = blob,
+                         .len = len,
+                         .want_old = old != NULL};
+    pthread_mutex_lock(&s->mq_mu);
+    if (s->mq_tail)
+        s->mq_tail->next = &r;
+    else
+        s->mq_head = &r;
+    s->mq_tail = &r;
+    while (!r.done) {
+        if (s->mq_busy) {
+            pthread_cond_wait(&s->mq_cond, &s->mq_mu);
+            continue;
+        }
+        struct meta_req *batch = s->mq_head;
+        s->mq_head = s->mq_tail = NULL;
+        s->mq_busy = true;
+        pthread_mutex_unlock(&s->mq_mu);
+        meta_batch(s, batch);
+        pthread_mutex_lock(&s->mq_mu);
+        for (struct meta_req *q = batch, *next; q; q = next) {
+            next = q->next; /* q belongs to its writer once done */
+            q->done = true;
+        }
+        s->mq_busy = false;
+        pthread_cond_broadcast(&s->mq_cond);
     }
-    if (rc || (flags & NODE_META_CHECK)) {
-        mdb_txn_abort(txn);
-        return rc == 1 ? 0 : rc;
+    pthread_mutex_unlock(&s->mq_mu);
+    if (stored)
+        *stored = r.stored;
+    if (r.rc == 0 && r.old) {
+        *old = r.old;
+        *old_len = r.old_len;
+    } else {
+        free(r.old);
     }
-    uint8_t *v = malloc(META_HEAD + len);
-    if (!v) {
-        mdb_txn_abort(txn);
-        return -ENOMEM;
-    }
-    v[0] = META_FORMAT;
-    for (int i = 1; i <= 8; i++)
-        v[i] = (uint8_t)(version >> (8 * (i - 1)));
-    if (len)
-        memcpy(v + META_HEAD, blob, len);
-    rc = meta_index_put(txn, s->meta, bucket, key, v, META_HEAD + len);
-    free(v);
-    return commit_synced(s, txn, rc);
+    return r.rc;
 }
 
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
@@ -1086,8 +1205,8 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
     if (rc)
         return rc;
     struct unversioned u = {cb, arg};
-    rc = meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, unversioned_cb, &u,
-                         more);
+    rc =
+        meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, unversioned_cb, &u, more);
     mdb_txn_abort(txn);
     return rc;
 }
@@ -1880,6 +1999,8 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     pthread_rwlock_init(&s->seg_lock, NULL);
     pthread_mutex_init(&s->write_mu, NULL);
     pthread_mutex_init(&s->q_mu, NULL);
+    pthread_mutex_init(&s->mq_mu, NULL);
+    pthread_cond_init(&s->mq_cond, NULL);
     pthread_mutex_init(&s->compact_mu, NULL);
     pthread_cond_init(&s->q_cond, NULL);
     pthread_cond_init(&s->done_cond, NULL);
@@ -1989,6 +2110,8 @@ void node_store_close(struct node_store *s)
     pthread_rwlock_destroy(&s->seg_lock);
     pthread_mutex_destroy(&s->write_mu);
     pthread_mutex_destroy(&s->q_mu);
+    pthread_mutex_destroy(&s->mq_mu);
+    pthread_cond_destroy(&s->mq_cond);
     pthread_mutex_destroy(&s->compact_mu);
     pthread_cond_destroy(&s->q_cond);
     pthread_cond_destroy(&s->done_cond);

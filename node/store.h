@@ -132,8 +132,16 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
  * version would (0, -ESTALE, or -EEXIST for an equal version).
  */
 #define NODE_META_CHECK 1u
+/* Of the RPC only (node/rpc.h): answer the record the write replaced. */
+#define NODE_META_OLD 2u
 int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
                         unsigned flags, const void *blob, size_t len, uint64_t *stored);
+/* The same, and when the write replaced a record, that record's blob in *old
+ * (malloc'ed; NULL when the key held none or nothing was written): a writer
+ * frees what its write replaced without reading the key first. */
+int node_store_put_meta_old(struct node_store *s, const char *bucket, const char *key,
+                            uint64_t version, unsigned flags, const void *blob, size_t len,
+                            uint64_t *stored, void **old, size_t *old_len);
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
                         size_t *len); /* malloc'ed; -ENOENT */
 int node_store_delete_meta(struct node_store *s, const char *bucket, const char *key);

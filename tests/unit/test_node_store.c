@@ -419,6 +419,37 @@ static void test_meta_cas(void **state)
     rmdir_all(dir);
 }
 
+/* A write answers the record it replaced (what the gateway frees without
+ * reading first): none for a new key, a refusal or a retry of the same record. */
+static void test_meta_old(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    void *old = (void *)1;
+    size_t olen = 99;
+    uint64_t stored;
+    assert_int_equal(node_store_put_meta_old(s, "bk", "k", 5, 0, "v5", 2, &stored, &old, &olen), 0);
+    assert_null(old);
+    assert_int_equal(olen, 0);
+    assert_int_equal(node_store_put_meta_old(s, "bk", "k", 7, 0, "v7!", 3, &stored, &old, &olen),
+                     0);
+    assert_non_null(old);
+    assert_int_equal(olen, 2);
+    assert_memory_equal(old, "v5", 2);
+    free(old);
+    assert_int_equal(node_store_put_meta_old(s, "bk", "k", 6, 0, "v6", 2, &stored, &old, &olen),
+                     -ESTALE);
+    assert_null(old);
+    assert_int_equal(stored, 7);
+    assert_int_equal(node_store_put_meta_old(s, "bk", "k", 7, 0, "v7!", 3, &stored, &old, &olen),
+                     0);
+    assert_null(old); /* a retry replaced nothing */
+    assert_string_equal(meta_str(s, "k"), "v7!");
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
 /* Writers racing on one key, each with its own versions: the key ends at the
  * highest version any of them sent, never a lower one that came later. */
 #define CAS_THREADS 4
@@ -502,7 +533,8 @@ static void test_meta_long_keys(void **state)
     };
     const int nk = (int)(sizeof(keys) / sizeof(keys[0]));
     for (int i = 0; i < nk; i++)
-        assert_int_equal(node_store_put_meta(s, "bk", keys[i], 1, 0, keys[i], strlen(keys[i]), NULL), 0);
+        assert_int_equal(
+            node_store_put_meta(s, "bk", keys[i], 1, 0, keys[i], strlen(keys[i]), NULL), 0);
     assert_int_equal(node_store_put_meta(s, "bk", keys[0], 2, 0, "new", 3, NULL), 0); /* replaced */
     void *blob;
     size_t len;
@@ -510,7 +542,8 @@ static void test_meta_long_keys(void **state)
     assert_int_equal(len, 3);
     assert_memory_equal(blob, "new", 3);
     free(blob);
-    assert_int_equal(node_store_put_meta(s, "bk", keys[0], 3, 0, keys[0], strlen(keys[0]), NULL), 0);
+    assert_int_equal(node_store_put_meta(s, "bk", keys[0], 3, 0, keys[0], strlen(keys[0]), NULL),
+                     0);
     for (int i = 0; i < nk; i++) {
         assert_int_equal(node_store_get_meta(s, "bk", keys[i], &blob, &len), 0);
         assert_int_equal(len, strlen(keys[i]));
@@ -1196,6 +1229,7 @@ int main(void)
         cmocka_unit_test(test_compaction_skips_corrupt),
         cmocka_unit_test(test_compaction_seal_active),
         cmocka_unit_test(test_meta_delete_if),
+        cmocka_unit_test(test_meta_old),
         cmocka_unit_test(test_compaction_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
