@@ -177,6 +177,9 @@ RENAMES = {
     'ADMIN_EVERY_MS': 'GW_REPAIR_ADMIN_EVERY_MS',
     'PENDING_MAX': 'GW_REPAIR_PENDING_MAX',
     'REMOVED_MAX': 'GW_REPAIR_REMOVED_MAX',
+    'FAN_THREADS': 'GW_FAN_THREADS',
+    'struct round': 'struct gw_meta_round',
+    'struct chunk_job': 'struct gw_chunk_job',
     'settings_apply': 'gw_repair_settings_apply',
     'silent_ms': 'gw_node_silent_ms',
     'scheme_names': 'gw_repair_scheme_names',
@@ -604,14 +607,15 @@ def section_home(split, section, where):
     die(f'{where}: section "{section}" has no home in the recipe (SPLITS)')
 
 
-def prototype(it, name):
+def prototype(it, name, text):
     """The declaration of a function definition (or an extern one of a
-    variable), under its new name."""
+    variable) whose text, renamed, is text, under its new name."""
     if it.kind == 'var':
-        head = it.text[:it.masked.index('=')] if '=' in it.masked else it.text.rstrip(';')
+        m = mask(text)
+        head = text[:m.index('=')] if '=' in m else text.rstrip(';')
         head = 'extern ' + re.sub(r'^static\s+', '', head.strip())
         return re.sub(r'\b' + re.escape(it.name) + r'\b', name, head, count=1) + ';'
-    head = it.text[:it.text.index('{')].rstrip()
+    head = text[:mask(text).index('{')].rstrip()
     head = re.sub(r'^(static\s+)?(inline\s+)?', '', head)
     head = re.sub(r'\b' + re.escape(it.name) + r'\b', name, head, count=1)
     return head + ';'
@@ -830,6 +834,8 @@ def shared(placed):
                 elif d.kind in ('struct', 'macro', 'typedef', 'fwd'):
                     if d not in to_header:
                         to_header.append(d)
+                        d.users = set()
+                    d.users.add(it.home)
     # a type or macro moved to the header takes along the private types it uses
     changed = True
     while changed:
@@ -839,6 +845,7 @@ def shared(placed):
                 for it in by_src[d.src]:
                     if r in it.names and it.kind in ('struct', 'macro', 'typedef') and it not in to_header:
                         to_header.append(it)
+                        it.users = set(d.users)
                         changed = True
     return publish, to_header
 
@@ -1021,14 +1028,20 @@ def apply():
     for d, new in publish.items():
         renames.setdefault(d.src, {})[d.name] = new
     for d in to_header:
-        if d.kind == 'macro' and d.name in RENAMES:
+        if d.kind in ('macro', 'struct') and d.name in RENAMES:
             renames.setdefault(d.src, {})[d.name] = RENAMES[d.name]
 
-    def text_of(it):
-        t = it.full()
+    def renamed(it, t):
         for old, new in renames.get(it.src, {}).items():
             if old in it.refs or old in it.names:
                 t = rename_in(t, old, new)
+        return t
+
+    def text_of(it):
+        t = renamed(it, it.full())
+        if it in to_header and not it.lead:
+            users = sorted(os.path.basename(u) for u in it.users | {it.home})
+            t = f'/* Used by {", ".join(users[:-1])} and {users[-1]}. */\n' + t
         if it.kind == 'macro' and len(t.split('\n')[-1]) > 100 and '/*' in t.split('\n')[-1]:
             line = t.split('\n')[-1]
             code, comment = line.split('/*', 1)
@@ -1142,7 +1155,7 @@ def apply():
             for r in sorted(it.refs):
                 j = defined_at.get(r)
                 if j is not None and j > idx and r not in [f[0] for f in fwd]:
-                    fwd.append((r, 'static ' + prototype(items[j], r)))
+                    fwd.append((r, 'static ' + prototype(items[j], r, renamed(items[j], items[j].text))))
         blocks = [b for b in ('\n'.join(sysinc), '\n'.join(libinc), '\n'.join(projinc)) if b]
         body = []
         cur = None
@@ -1184,13 +1197,14 @@ def apply():
         if h_old not in REGROUP:
             t = read(h_old)
             add = [text_of(d) for d in sorted(extra_types, key=lambda d: (d.src, d.line))]
-            add += [prototype(d, n) for d, n in extra_protos]
+            add += [prototype(d, n, renamed(d, d.text)) for d, n in extra_protos]
             if add:
                 at = t.rindex('#endif')
                 t = t[:at] + '\n\n'.join(add) + '\n\n' + t[at:]
             header_out[h_new] = t
             continue
-        header_out[h_new] = regroup(h_old, def_home, extra_types, extra_protos, text_of, titles)
+        header_out[h_new] = regroup(h_old, def_home, extra_types,
+                                    [(d, n, renamed(d, d.text)) for d, n in extra_protos], text_of, titles)
 
     # ---- write everything
     for src in layer_files():
@@ -1290,8 +1304,8 @@ def regroup(h_old, def_home, extra_types, extra_protos, text_of, desc):
         body.insert(last + 1, (body[last][0], f'#include "{DEFAULT_SHARED}"'))
     for d in sorted(extra_types, key=lambda d: (d.src, d.line)):
         body.append((d, text_of(d)))
-    for d, n in sorted(extra_protos, key=lambda x: rank(x[0].home)):
-        groups.setdefault(d.home, []).append([Item(kind='proto', name=n, text=prototype(d, n), lead=[])])
+    for d, n, text in sorted(extra_protos, key=lambda x: rank(x[0].home)):
+        groups.setdefault(d.home, []).append([Item(kind='proto', name=n, text=prototype(d, n, text), lead=[])])
     for home in sorted(groups, key=rank):
         title = os.path.basename(home)
         d = desc.get(home)
