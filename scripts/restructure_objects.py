@@ -5,23 +5,28 @@ Run once, from the top of a clean checkout whose object layer is still in
 gateway/ (issue 11, "the object layer's shape"); then build, test, commit, and
 delete this script (it has no use after it ran):
 
-    python3 scripts/restructure_objects.py --check   # file call graph of today's tree
-    python3 scripts/restructure_objects.py           # moves, splits, rewrites (git mv/add/rm)
-    meson setup --wipe build && meson compile -C build
+    python3 scripts/restructure_objects.py --check      # file call graph of today's tree
+    python3 scripts/restructure_objects.py --dry-run    # the graph the recipe would make
+    python3 scripts/restructure_objects.py              # moves, splits, rewrites (git mv/add/rm)
+    python3 scripts/restructure_objects.py --check-tree # the graph of object/ and volume/ after
+    meson compile -C build                              # meson reconfigures itself
 
-What it does, deterministically, from the RECIPE below:
-  - git mv of whole files (gateway/layout.c -> object/layout.c, ...);
+What it does, deterministically, from the recipe below (MOVES, SPLITS,
+FOLDS, RENAMES, FILES):
+  - git mv of whole files (gateway/layout.c -> object/layout.c, ...); a
+    gateway/*.c the recipe does not name but that includes a layer header (a
+    helper added it) moves whole too, and so does a header only such files use;
   - splits the big files by top-level definition (functions, structs, macros,
-    each with its leading comment): a definition goes where NAMES says, else
-    where its `/* --- section --- */` says (SECTIONS), so a function a helper
-    added after the recipe was written goes with its section; a definition it
-    cannot place stops the script, nothing is dropped;
-  - a static function (or struct, or macro) that another new file uses stops
-    being private: functions become non-static, renamed when RENAMES says so
-    (else given the gw_ prefix), with a prototype in the folder's internal
-    header; structs and macros move into that header;
+    each with its leading comment): a definition goes where its SPLITS 'names'
+    entry says, else where its `/* --- section --- */` says, so a function a
+    helper added after the recipe was written goes with its section; a
+    definition or section it cannot place stops the script, nothing is dropped;
+  - a private function (or variable) that another new file uses becomes
+    non-static, named as RENAMES says (else gw_ + its name), with a prototype
+    in the folder's internal header; structs and macros move into that
+    header; a public wrapper that only called a private function (FOLDS) goes;
   - regroups the internal headers' prototypes by the new file that defines
-    them, writes each new file's header comment (what its one idea is);
+    them, writes each new file's header comment (FILES: its one idea);
   - rewrites #include "gateway/x.h" everywhere, the meson lists, and the
     gateway/x.c mentions of moved files in comments and docs;
   - prints the file-level graph of the new folders and fails when it has a
@@ -953,6 +958,19 @@ def check_today():
     check_acyclic(g, 'today')
 
 
+def check_tree():
+    """The file graph of object/ and volume/ once the script ran."""
+    assign = []
+    for folder in (OBJ, VOL):
+        for f in sorted(os.listdir(folder)):
+            if f.endswith('.c'):
+                p = f'{folder}/{f}'
+                assign += [(p, it) for it in parse(read(p), p)[1]]
+    g = file_graph(assign)
+    print_graph(g, 'tree')
+    return check_acyclic(g, 'tree')
+
+
 def check_plan():
     placed = plan()
     g = file_graph([(it.home, it) for it in placed if it.home])
@@ -1392,6 +1410,8 @@ if __name__ == '__main__':
     if '--check' in sys.argv:
         check_today()
         sys.exit(0)
+    if '--check-tree' in sys.argv:
+        sys.exit(0 if check_tree() else 1)
     if '--dry-run' in sys.argv:
         sys.exit(0 if check_plan()[0] else 1)
     if subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], capture_output=True,
