@@ -1215,7 +1215,8 @@ def apply():
         if h_old not in REGROUP:
             t = read(h_old)
             add = [text_of(d) for d in sorted(extra_types, key=lambda d: (d.src, d.line))]
-            add += [prototype(d, n, renamed(d, d.text)) for d, n in extra_protos]
+            add += [prototype(d, n, renamed(d, d.text))
+                    for d, n in sorted(extra_protos, key=lambda x: (x[0].src, x[0].line))]
             if add:
                 at = t.rindex('#endif')
                 t = t[:at] + '\n\n'.join(add) + '\n\n' + t[at:]
@@ -1322,7 +1323,7 @@ def regroup(h_old, def_home, extra_types, extra_protos, text_of, desc):
         body.insert(last + 1, (body[last][0], f'#include "{DEFAULT_SHARED}"'))
     for d in sorted(extra_types, key=lambda d: (d.src, d.line)):
         body.append((d, text_of(d)))
-    for d, n, text in sorted(extra_protos, key=lambda x: rank(x[0].home)):
+    for d, n, text in sorted(extra_protos, key=lambda x: (rank(x[0].home), x[0].src, x[0].line)):
         groups.setdefault(d.home, []).append([Item(kind='proto', name=n, text=prototype(d, n, text), lead=[])])
     for home in sorted(groups, key=rank):
         title = os.path.basename(home)
