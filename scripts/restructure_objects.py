@@ -202,30 +202,39 @@ FILES = [
     ('object/fanout.c', 'The fan-out: threads that run batches of jobs, so the gateway calls\n'
      'several nodes at once; the pool grows (up to FAN_MAX) while calls hang on a\n'
      'node, so a hung node never stalls the calls to the others.'),
-    ('object/peer_state.c', 'What the gateway believes of each node: up, suspect or down, from the\n'
-     'evidence every call leaves (gw_peer_answered, gw_peer_failed) and the\n'
-     'probes of detector.c. Below the clients, which report to it, and the\n'
-     'detector, which probes through them.'),
+    ('object/peer_state.c', 'What the gateway believes of each node: one verdict per node (up,\n'
+     'suspect, down) from evidence, never from a timer alone. Below the clients,\n'
+     'which report to it, and the detector (detector.c), which probes through them.\n\n'
+     'Evidence: every call\'s outcome (gw_client_put) and a probe (a health call)\n'
+     'sent every heartbeat_ms to each node that has not answered anything within\n'
+     'the last heartbeat. An answer clears every doubt at once. A failed call or\n'
+     'a probe unanswered for 2 heartbeats makes the node *suspect*: reads route\n'
+     'around it while the code can do without it, writes still use it. It is\n'
+     '*down* (placement skips it, writes leave its chunk missing) only when it\n'
+     'has been silent for the map\'s peer_timeout_ms, or when a connection to it\n'
+     'is refused (nothing listens: a fact, not a guess). The tcp transport\'s own\n'
+     'heartbeats (inec/providers/soft/tcp.c) keep idle connections from being\n'
+     'taken for dead; this layer judges the node service itself.'),
     ('object/clients.c', 'RPC clients of the nodes: an idle one per call, or a new connection; every\n'
      'call\'s outcome is the failure detector\'s evidence (peer_state.c).'),
-    ('object/detector.c', None),
+    ('object/detector.c', 'The failure detector\'s probes: on their own threads, a health call every\n'
+     'heartbeat_ms to each node that has not answered anything within the last\n'
+     'heartbeat, and probes of chosen nodes for the PUT path. What the answers\n'
+     'mean (up, suspect, down) is peer_state.c\'s.'),
     ('object/pools.c', 'Pools: their codecs, the pool a bucket names, the usage the scanner\n'
      'counted, and pools added through the control API (saved with the\n'
      'embedded cluster\'s map).'),
-    ('object/version_clock.c', 'Record versions: a hybrid logical clock per gateway, the gateway id as\n'
-     'tiebreak, so versions grow across gateways without reading first.'),
+    ('object/version_clock.c', None),
     ('object/records.c', 'One record\'s fields: versions, tombstones, object ids, the names S3\n'
      'allows, the stored headers and ACL; pure helpers on JSON records, below\n'
      'every file that reads or writes records.'),
     ('object/layout.c', None),
-    ('object/meta_homes.c', 'Which nodes keep a record: its 2M+1 homes, chosen by rendezvous\n'
-     'hashing of bucket + key among the map\'s members.'),
-    ('object/meta_write.c', 'Writing metadata records: a compare-and-set on every home, done once W\n'
-     'homes hold it; copies, removals (objmeta\'s "writes").'),
-    ('object/meta_read.c', 'Reading a metadata record: from every home, answered once R answered,\n'
-     'the newest wins and stale homes are repaired (ABD).'),
-    ('object/meta_decide.c', 'Once-only decisions: a vote at one version that no node ever changes,\n'
-     'so at most one vote reaches a majority (multipart Complete or Abort).'),
+    ('object/meta_homes.c', '@gateway/objmeta.c\n'
+     'This file: which nodes are a record\'s homes. The others: meta_write.c,\n'
+     'meta_read.c, meta_decide.c, meta_list.c; versions: version_clock.c.'),
+    ('object/meta_write.c', None),
+    ('object/meta_read.c', None),
+    ('object/meta_decide.c', None),
     ('object/meta_list.c', 'Listing records: a k-way merge of every node\'s ordered index, each\n'
      'key\'s newest record, tombstones dropped.'),
     ('object/repair_queue.c', None),
@@ -240,8 +249,7 @@ FILES = [
      'empty, head, list, ACL and other fields.'),
     ('object/object_records.c', 'The object calls that touch only its record: HEAD, DELETE, the ACL,\n'
      'listing.'),
-    ('object/sessions.c', 'Encode sessions: a pool\'s encode DEG over one set of nodes, set up once\n'
-     'and run stripe after stripe (the PUT path\'s; see below).'),
+    ('object/sessions.c', None),
     ('object/put.c', 'PUT: an object streamed into stripes, written through the pool\'s encode\n'
      'DEG, then published by its metadata record.\n\n'
      'Layout. An object is cut into stripes of k data chunks. Full stripes use the\n'
@@ -297,6 +305,9 @@ FILES = [
     ('volume/volume_delta.c', None),
     ('volume/volume.c', None),
 ]
+
+# A file whose comment is its one section's: the words before the section's title.
+TITLE_PREFIX = {'gateway/objmeta.c': 'metadata records, '}
 
 # A private function with a public wrapper that only calls it: the wrapper
 # goes, the function takes the public name.
@@ -1005,7 +1016,8 @@ TREE_DIRS = ['bench', 'cli', 'codecs', 'contrib', 'deg', 'docs', 'examples', 'fu
 def first_clause(desc):
     one = re.sub(r'\s*\([^)]*\)', '', ' '.join(desc.split()))
     m = re.match(r"(.+?)(:|\. |\.$|;)", one)
-    return (m.group(1) if m else one)[:70]
+    one = (m.group(1) if m else one)[:70].strip()
+    return one[:1].upper() + one[1:]
 
 
 def c_comment(text, indent=''):
@@ -1029,6 +1041,8 @@ def apply():
         if d is None:
             src = [p for p in layer_files() if os.path.basename(p) == os.path.basename(f)]
             d = re.sub(r'^/\*+|\*/$|\n\s*\*', ' ', heads[src[0]]) if src and heads[src[0]] else None
+        if d and d.startswith('@'):
+            d = d.split('\n', 1)[1].replace('This file: ', '')
         titles[f] = first_clause(d) if d else None
 
     # new names must be free in the whole layer
@@ -1156,12 +1170,30 @@ def apply():
         libinc = sorted(x for x in incs if x.startswith('#include <') and x not in sysinc)
         projinc = sorted(x for x in incs if x.startswith('#include "'))
         # the file's comment
+        sec_of = {(it.src, it.section): it for it in parse_sections(srcs)}
         d = desc.get(home)
+        own_marker = None
         if d is None:
             same = [s for s in srcs if os.path.basename(s) == os.path.basename(home)]
-            if not same or not heads[same[0]]:
+            keys = {(it.src, it.section) for it in items if it.kind != 'macro'}
+            marker = sec_of.get(next(iter(keys))) if len(keys) == 1 else None
+            if same and heads[same[0]]:
+                head = heads[same[0]]
+            elif marker is not None and '\n' in marker.text.strip():
+                # one section with a description: it is the file's comment
+                own_marker = next(iter(keys))
+                lines = marker.text.strip()[:-2].rstrip().split('\n')[1:]
+                title = TITLE_PREFIX.get(marker.src, '') + marker.section
+                head = ('/*\n * ' + title[0].upper() + title[1:] + '.\n *\n' +
+                        '\n'.join(l.rstrip() for l in lines) + '\n */')
+            else:
                 die(f'{home}: FILES has no comment for it and no source of that name has one')
-            head = heads[same[0]]
+        elif d.startswith('@'):
+            src, rest = d[1:].split('\n', 1)
+            if not heads.get(src):
+                die(f'{home}: FILES names the comment of {src}, which has none')
+            head = heads[src][:-2].rstrip() + '\n *\n' + ''.join(f' * {l}'.rstrip() + '\n'
+                                                             for l in rest.split('\n')) + ' */'
         else:
             head = c_comment(d)
         # forward declarations of private functions used before their definition
@@ -1192,13 +1224,19 @@ def apply():
             if key != cur:
                 cur = key
                 marker = sec_items.get(key)
-                whole = sum(1 for x in items if (x.src, x.section) == key and x.kind != 'macro') * 2 >= \
+                whole = sum(1 for x in items if (x.src, x.section) == key and x.kind != 'macro') * 2 > \
                     section_size.get(key, 0)
-                if marker is not None and whole and ('\n' in marker.text.strip() or multi):
+                if marker is not None and key != own_marker and whole and \
+                        ('\n' in marker.text.strip() or multi):
                     body.append((None, marker.text))
             body.append((it, text_of(it)))
         text = head + '\n' + '\n\n'.join(blocks) + '\n\n' + join_items(body) + '\n'
         generated[home] = text
+
+    for home, text in generated.items():
+        if titles.get(home) is None:
+            c = text[:text.index('*/')]
+            titles[home] = first_clause(re.sub(r'^/\*+|\n\s*\*', ' ', c))
 
     # ---- headers: regroup prototypes, add the shared ones
     def_home = {}
