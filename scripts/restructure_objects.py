@@ -786,7 +786,7 @@ def plan():
         if src in MOVES:
             dst = MOVES[src]
             for it in items:
-                it.home = dst
+                it.home = None if it.kind in ('include', 'section') else dst
         else:
             sp = SPLITS[src]
             for it in items:
@@ -1165,6 +1165,22 @@ def apply():
             if line not in cands and h.endswith('_internal.h') and h.split('/')[0] == home.split('/')[0]:
                 cands.append(line)
         incs = used(cands, allrefs)
+        # a file that moves keeps its includes as they were (others it now needs after them)
+        kept = None
+        for src in srcs:
+            if MOVES.get(src) == home:
+                lines = read(src).split('\n')
+                at = [i for i, l in enumerate(lines) if l.startswith('#include')]
+                kept = [new_include(l) for l in lines[at[0]:at[-1] + 1]
+                        if l.startswith('#include') or not l.strip()] if at else []
+
+                def names_of(line):
+                    if line.startswith('#include <'):
+                        return {r for r in allrefs if include_used(line[9:], {r.split(' ')[-1]})}
+                    return (provides(line, False) or set()) & allrefs
+
+                have = set().union(*(names_of(x) for x in kept if x))
+                incs = [x for x in incs if x not in kept and names_of(x) - have]
         sysinc = sorted(x for x in incs if x.startswith('#include <') and '/' not in x[10:] or
                         x.startswith('#include <sys/'))
         libinc = sorted(x for x in incs if x.startswith('#include <') and x not in sysinc)
@@ -1230,6 +1246,8 @@ def apply():
                         ('\n' in marker.text.strip() or multi):
                     body.append((None, marker.text))
             body.append((it, text_of(it)))
+        if kept is not None:
+            blocks = ['\n'.join(kept)] + (['\n'.join(incs)] if incs else [])
         text = head + '\n' + '\n\n'.join(blocks) + '\n\n' + join_items(body) + '\n'
         generated[home] = text
 
