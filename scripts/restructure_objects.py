@@ -1005,7 +1005,7 @@ SPLIT_MENTIONS = {
     'gateway/cluster.c': 'object/open.c',
     'gateway/objmeta.c': 'object/meta_*.c',
     'gateway/repair.c': 'object/repair*.c',
-    'gateway/detector.c': 'object/detector.c',
+    'gateway/detector.c': 'object/peer_state.c, object/detector.c',
     'gateway/volume.c': 'volume/volume.c',
 }
 
