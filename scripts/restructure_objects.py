@@ -237,9 +237,9 @@ FILES = [
     ('object/meta_decide.c', None),
     ('object/meta_list.c', 'Listing records: a k-way merge of every node\'s ordered index, each\n'
      'key\'s newest record, tombstones dropped.'),
-    ('object/repair_queue.c', None),
     ('object/repair_state.c', 'The repair service\'s shared state: its settings, the node states that\n'
      'decide what counts as lost, and the questions the scanner asks it.'),
+    ('object/repair_queue.c', None),
     ('object/repair_note.c', 'Reports of degraded stripes (a read, a degraded write, the scanner):\n'
      'buffered for a moment, flushed to the durable queue by the worker.'),
     ('object/gc.c', 'Garbage: the chunks of a replaced or deleted version are deleted\n'
@@ -954,6 +954,10 @@ def check_acyclic(g, title):
                         print(f'   {a} -> {b}: {", ".join(sorted(g[a][b]))}')
         return False
     print(f'{title}: no cycles between files')
+    for f in sorted(g, key=rank):
+        for d in sorted(g[f], key=rank):
+            if rank(d) > rank(f):
+                print(f'note: FILES lists {f} before {d}, which it calls (keep FILES lowest first)')
     return True
 
 
