@@ -340,6 +340,7 @@ COMMENT_FIXES = [
  * tombstones.c; the put and get paths and open.c call in through these
  * functions).'''),
     ('object/stripe_fetch.h', "the GET path's reads (objects.c)", "the GET path's reads (get.c)"),
+    ('object/decode_sessions.h', "lost data chunks\n * (objects.c).", "lost data chunks\n * (get.c)."),
 ]
 
 # Files allowed to call each other (sorted tuple -> why they are one idea).
@@ -1306,7 +1307,7 @@ def apply():
         write(home, text)
     rewrite_tree(inc_map)
     for f, old, new in COMMENT_FIXES:
-        t = read(f)
+        t = read(f) if os.path.exists(f) else ''
         if old in t:
             write(f, t.replace(old, new))
         else:
