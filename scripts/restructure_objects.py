@@ -778,12 +778,12 @@ def layer_files():
 
 
 def plan():
-    """Every item of the layer's .c files with its new file, and the renames."""
+    """Every item of the layer's .c files, with its new file (.home, None: not written)."""
     srcs = layer_files()
     homes = {f for f, _ in FILES}
-    placed = []  # (new file, item)
+    placed = []
     for src in srcs:
-        head, items, tail = parse(read(src), src)
+        _, items, tail = parse(read(src), src)
         if src in MOVES:
             dst = MOVES[src]
             for it in items:
@@ -1025,7 +1025,7 @@ def first_clause(desc):
     return one[:1].upper() + one[1:]
 
 
-def c_comment(text, indent=''):
+def c_comment(text):
     lines = text.split('\n')
     if len(lines) == 1 and len(text) < 90:
         return f'/* {text} */'
@@ -1345,17 +1345,17 @@ def fix_guard(text, path):
     return text
 
 
-def regroup(h_old, def_home, extra_types, extra_protos, text_of, desc):
+def regroup(h_old, def_home, extra_types, extra_protos, text_of, titles):
     """The header with its prototypes grouped by the file that defines them."""
     text = read(h_old)
-    head, items, tail = parse(text, h_old)
+    head, items, _ = parse(text, h_old)
     first = next((i for i, it in enumerate(items) if it.kind == 'proto'), len(items))
     end = max(i for i, it in enumerate(items) if it.text.startswith('#endif'))
     pre, mid = items[:first], items[first:end]
     groups, riders = {}, []
     for it in mid:
         lead = []
-        for k, (c, blank) in enumerate(it.lead):
+        for c, blank in it.lead:
             flat = ' '.join(c.split())
             m = re.match(r'/\*\s*([a-z_]+\.c)\b[:,]?\s*(.*?)\s*\*/$', flat, re.S)
             if m:
@@ -1376,7 +1376,6 @@ def regroup(h_old, def_home, extra_types, extra_protos, text_of, desc):
         riders = []
     if riders:
         die(f'{h_old}: {riders} after the last prototype: place them by hand')
-    out = [head] if head else []
     body = [(it, new_inc(it.full())) for it in pre]
     if extra_types and not any(it.kind == 'include' and DEFAULT_SHARED in new_inc(it.text) for it in pre) \
             and not h_old.endswith(os.path.basename(DEFAULT_SHARED)):
@@ -1388,7 +1387,7 @@ def regroup(h_old, def_home, extra_types, extra_protos, text_of, desc):
         groups.setdefault(d.home, []).append([Item(kind='proto', name=n, text=prototype(d, n, text), lead=[])])
     for home in sorted(groups, key=rank):
         title = os.path.basename(home)
-        d = desc.get(home)
+        d = titles.get(home)
         body.append((None, f'/* {title}: {d} */' if d else f'/* {title} */'))
         protos, prev = '', None
         for group in groups[home]:
