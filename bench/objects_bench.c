@@ -16,7 +16,7 @@
 
 #include "bench/bench.h"
 #include "codecs/codec.h"
-#include "gateway/objects.h"
+#include "object/objects.h"
 
 static int cmp_double(const void *a, const void *b)
 {

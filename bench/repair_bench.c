@@ -25,7 +25,7 @@
 
 #include "bench/bench.h"
 #include "deg/deg.h"
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "node/service.h"
 
 #define NODES 10

@@ -41,7 +41,7 @@
 
 #include "bench/bench.h"
 #include "gateway/credentials.h"
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "gateway/s3_server.h"
 #include "gateway/sigv4.h"
 #include "inec/log.h"

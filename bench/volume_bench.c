@@ -32,8 +32,8 @@
 
 #include "bench/bench.h"
 #include "gateway/nbd_server.h"
-#include "gateway/objects.h"
-#include "gateway/volume.h"
+#include "object/objects.h"
+#include "volume/volume.h"
 
 struct job {
     const char *name, *rw, *bs;

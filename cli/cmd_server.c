@@ -22,7 +22,7 @@
 #include "gateway/credentials.h"
 #include "gateway/metrics.h"
 #include "gateway/nbd_server.h"
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "gateway/s3_request.h"
 #include "gateway/s3_server.h"
 #include "inec/log.h"

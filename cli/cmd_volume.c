@@ -1,5 +1,5 @@
 /*
- * `inec volume`: block volumes (gateway/volume.h) through the control API
+ * `inec volume`: block volumes (volume/volume.h) through the control API
  * (/admin/v1/volumes): create, list, info, resize (grow), delete. Every
  * command takes the options of cli/control.h (--json prints the API's answer
  * as it is). The volumes are served over NBD by the gateway.

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/objects_internal.h"
+#include "object/objects_internal.h"
 #include "node/store.h"
 
 static void store_record(const uint8_t *data, size_t size)

@@ -15,7 +15,7 @@
 #include "gateway/health.h"
 #include "gateway/rates.h"
 #include "gateway/s3_request.h"
-#include "gateway/volume.h"
+#include "volume/volume.h"
 #include "inec/log.h"
 
 #define BODY_MAX (64u << 10)

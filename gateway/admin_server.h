@@ -24,7 +24,7 @@
 
 #include "gateway/keys.h"
 #include "gateway/metrics.h"
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "gateway/tls.h"
 
 struct gw_admin_config {

@@ -28,7 +28,7 @@
 
 #include <jansson.h>
 
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "gateway/rates.h"
 
 #define GW_HEALTH_NEARFULL     0.85

@@ -35,7 +35,7 @@
 #include "gateway/tls.h"
 #include "gateway/nbd_server.h"
 #include "gateway/s3_request.h"
-#include "gateway/volume.h"
+#include "volume/volume.h"
 #include "inec/log.h"
 
 /* Handshake */

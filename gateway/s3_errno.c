@@ -3,7 +3,7 @@
 
 #include <errno.h>
 
-#include "gateway/objects.h"
+#include "object/objects.h"
 
 bool gw_s3_peer_failure(int rc)
 {

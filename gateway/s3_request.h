@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "gateway/s3_errors.h"
 #include "gateway/sigv4.h"
 

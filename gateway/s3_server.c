@@ -46,7 +46,7 @@
 #include "gateway/s3_xml.h"
 #include "gateway/s3_xml_parse.h"
 #include "gateway/sigv4.h"
-#include "gateway/volume.h"
+#include "volume/volume.h"
 #include "inec/log.h"
 
 #define MAX_OBJECT_SIZE  (5ull << 30) /* S3's single-PUT limit */

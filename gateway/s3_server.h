@@ -21,7 +21,7 @@
 
 #include "gateway/keys.h"
 #include "gateway/metrics.h"
-#include "gateway/objects.h"
+#include "object/objects.h"
 #include "gateway/tls.h"
 
 struct gw_s3_config {

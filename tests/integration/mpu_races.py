@@ -100,7 +100,7 @@ def together(calls):
 
 
 # 1. Complete, the gateway killed, Complete again. The gateway dies where
-# INEC_CRASH_AT says (gateway/multipart.c): once the vote is decided, once the
+# INEC_CRASH_AT says (object/multipart.c): once the vote is decided, once the
 # object record is written (the upload and its parts not ended yet), or is
 # SIGKILLed right after it answered.
 def crashed_complete(key, uid, done):

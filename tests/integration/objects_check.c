@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/objects.h"
+#include "object/objects.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -1,4 +1,4 @@
-/* Layout math of object records (gateway/layout.c): offsets to stripes and
+/* Layout math of object records (object/layout.c): offsets to stripes and
  * chunk identities, for single-PUT records and multipart ones. */
 #include <errno.h>
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "gateway/objects_internal.h"
+#include "object/objects_internal.h"
 
 #define OID_A "000102030405060708090a0b0c0d0e0f"
 #define OID_B "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "gateway/objects.h"
+#include "object/objects.h"
 
 #define CHUNK 65536
 #define P1    (5u << 20)          /* exactly the minimum part size */

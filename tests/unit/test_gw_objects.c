@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "gateway/objects.h"
-#include "gateway/objects_internal.h"
+#include "object/objects.h"
+#include "object/objects_internal.h"
 
 #define CHUNK  4096
 #define STRIPE (6 * CHUNK)

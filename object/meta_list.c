@@ -1,0 +1,178 @@
+/*
+ * Listing records: a k-way merge of every node's ordered index, each
+ * key's newest record, tombstones dropped.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "object/objects_internal.h"
+
+static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                     const char *start_after, bool tombstones,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg);
+
+#define PAGE 256
+
+struct entry {
+    char *key;
+    json_t *rec;
+};
+
+struct cursor {
+    int node;
+    struct entry *e; /* this page */
+    int n, pos;
+    bool more, failed;
+    char *after; /* last key fetched */
+};
+
+struct list_job {
+    struct gw_objects *o;
+    const char *bucket, *prefix;
+    struct cursor *cur;
+};
+
+static int page_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    struct cursor *c = arg;
+    json_t *rec = json_loadb(blob, len, 0, NULL);
+    char *k = strdup(key);
+    if (!rec || !k) {
+        json_decref(rec);
+        free(k);
+        return -ENOMEM;
+    }
+    c->e[c->n++] = (struct entry){k, rec};
+    return 0;
+}
+
+static void page_free(struct cursor *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        free(c->e[i].key);
+        json_decref(c->e[i].rec);
+    }
+    c->n = c->pos = 0;
+}
+
+static void fetch(struct list_job *lj, struct cursor *c)
+{
+    page_free(c);
+    if (c->failed || !c->more)
+        return;
+    struct gw_objects *o = lj->o;
+    struct node_client *cl = NULL;
+    int more = 0;
+    int rc = gw_node_is_down(o, c->node) ? -EHOSTDOWN : gw_client_get(o, c->node, &cl);
+    if (rc == 0)
+        rc = node_client_list_meta(cl, lj->bucket, lj->prefix, c->after, PAGE, page_cb, c, &more);
+    gw_client_put(o, c->node, cl, rc < 0 ? rc : 0);
+    if (rc < 0) {
+        page_free(c);
+        c->failed = true;
+        c->more = false;
+        return;
+    }
+    c->more = more != 0;
+    if (c->n > 0) {
+        free(c->after);
+        c->after = strdup(c->e[c->n - 1].key);
+        if (!c->after) {
+            c->failed = true;
+            c->more = false;
+        }
+    }
+}
+
+static void fetch_one(void *arg, int i)
+{
+    struct list_job *lj = arg;
+    fetch(lj, &lj->cur[i]);
+}
+
+int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                 const char *start_after, int (*cb)(const char *key, json_t *rec, void *arg),
+                 void *arg)
+{
+    return meta_list(o, bucket, prefix, start_after, false, cb, arg);
+}
+
+int gw_meta_list_all(struct gw_objects *o, const char *bucket,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
+{
+    return meta_list(o, bucket, NULL, NULL, true, cb, arg);
+}
+
+static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
+                     const char *start_after, bool tombstones,
+                     int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
+{
+    struct list_job lj = {o, bucket, prefix && *prefix ? prefix : NULL, NULL};
+    lj.cur = calloc((size_t)o->nnodes, sizeof(*lj.cur));
+    if (!lj.cur)
+        return -ENOMEM;
+    int rc = 0;
+    for (int i = 0; i < o->nnodes; i++) {
+        struct cursor *c = &lj.cur[i];
+        c->node = i;
+        c->more = o->map->nodes[i].state != PLACE_OUT &&
+                  !atomic_load(&o->nodes[i].meta_out); /* not a member: holds nothing live */
+        c->e = malloc(PAGE * sizeof(*c->e));
+        c->after = start_after && *start_after ? strdup(start_after) : NULL;
+        if (!c->e || (start_after && *start_after && !c->after))
+            rc = -ENOMEM;
+    }
+    if (rc == 0)
+        gw_fanout_run(o, o->nnodes, fetch_one, &lj);
+    int failed = 0;
+    for (int i = 0; i < o->nnodes; i++)
+        failed += lj.cur[i].failed;
+    int tolerate = o->meta_copies - o->meta_wq; /* a key is on W nodes at least */
+    if (rc == 0 && failed > tolerate)
+        rc = -EHOSTDOWN;
+    while (rc == 0) {
+        /* The smallest key at the heads; its newest record among them. */
+        const char *min = NULL;
+        for (int i = 0; i < o->nnodes; i++) {
+            struct cursor *c = &lj.cur[i];
+            if (c->pos == c->n && c->more) {
+                fetch(&lj, c);
+                if (c->failed && ++failed > tolerate) {
+                    rc = -EHOSTDOWN;
+                    break;
+                }
+            }
+            if (c->pos < c->n && (!min || strcmp(c->e[c->pos].key, min) < 0))
+                min = c->e[c->pos].key;
+        }
+        if (rc || !min)
+            break;
+        char *key = strdup(min);
+        json_t *best = NULL;
+        for (int i = 0; key && i < o->nnodes; i++) {
+            struct cursor *c = &lj.cur[i];
+            if (c->pos < c->n && strcmp(c->e[c->pos].key, key) == 0) {
+                json_t *r = c->e[c->pos].rec;
+                if (!best || gw_rec_version(r) > gw_rec_version(best)) {
+                    json_decref(best);
+                    best = json_incref(r);
+                }
+                c->pos++;
+            }
+        }
+        if (!key)
+            rc = -ENOMEM;
+        else if (best && (tombstones || !gw_rec_deleted(best)) && cb(key, best, arg))
+            rc = 1;
+        json_decref(best);
+        free(key);
+    }
+    for (int i = 0; i < o->nnodes; i++) {
+        page_free(&lj.cur[i]);
+        free(lj.cur[i].e);
+        free(lj.cur[i].after);
+    }
+    free(lj.cur);
+    return rc == 1 ? 0 : rc;
+}

@@ -1,0 +1,635 @@
+/*
+ * PUT: an object streamed into stripes, written through the pool's encode
+ * DEG, then published by its metadata record.
+ *
+ * Layout. An object is cut into stripes of k data chunks. Full stripes use the
+ * pool's chunk size; the last stripe, holding the rem < k * chunk_size bytes
+ * left, uses chunk length L = ceil(rem / k) rounded up to 64 bytes (zero
+ * padded), so a 1 KiB object costs n chunks of 192 bytes, not n full chunks;
+ * a 0-byte object has no stripe at all, only its metadata record. Every
+ * stripe is written by the pool's encode DEG (the gateway is the source
+ * vertex, each node sink stores its chunk durably before the run reports
+ * done) on the n nodes placement chose for (object id, stripe); with nodes
+ * down, on fewer (at least the pool's write quorum, see "degraded writes").
+ *
+ * Versions. Each upload gets a random 128-bit object id: its chunks are
+ * {object id, stripe, chunk index}, so two uploads of one key never share a
+ * chunk, and a reader that fetched version v's record reads only v's chunks.
+ * The record is written after every stripe is durable; its version comes
+ * from the gateway's hybrid logical clock (version_clock.c) and the nodes
+ * keep only the highest version, so the last acknowledged commit wins. The
+ * replaced version's chunks are deleted gc_delay_ms after the commit
+ * (gc.c: readers that started before it can finish); a commit that lost a
+ * race deletes its own chunks.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "deg/deg.h"
+#include "inec/log.h"
+#include "object/objects_internal.h"
+#include "object/repair.h"
+
+#define MAX_STRIPES 6000 /* keeps a record within NODE_META_MAX */
+
+/* --- PUT ------------------------------------------------------------------------ */
+
+/* Stripes of one PUT in flight at once: while one is encoded, sent and
+ * made durable, the next is filled (and the one after sent). */
+#define GW_PUT_WINDOW 3
+
+struct gw_put;
+
+struct inflight {
+    struct gw_put *p;
+    pthread_t thread;
+    bool busy;
+    uint8_t *buf; /* stripe_bytes, owned; swapped with gw_put.buf */
+    uint64_t s;
+    int rc;
+    json_t *rec;
+};
+
+struct gw_put {
+    struct gw_objects *o;
+    struct inflight fl[GW_PUT_WINDOW];
+    uint64_t submitted; /* stripes handed to fl[] */
+    char bucket[GW_BUCKET_MAX + 1];
+    char *key;
+    const struct gw_pool *pool;
+    uint8_t oid[NODE_OBJECT_ID_BYTES];
+    char oid_hex[2 * NODE_OBJECT_ID_BYTES + 1];
+    uint8_t *buf; /* the stripe being filled */
+    size_t cap, fill, stripe_bytes;
+    uint64_t size;
+    EVP_MD_CTX *md5;
+    json_t *stripes;
+    char content_type[256];
+    json_t *user_meta;
+    struct gw_object_info extras; /* headers and acl (gw_rec_set_extras) */
+    int rc;                       /* sticky: a failed write fails the commit */
+};
+
+int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
+                 const struct gw_object_info *attrs, struct gw_put **out)
+{
+    *out = NULL;
+    int rc = gw_check_key(bucket, key);
+    if (rc)
+        return rc;
+    json_t *brec;
+    if (!gw_valid_bucket(bucket))
+        return -EINVAL;
+    if ((rc = gw_bucket_cached(o, bucket, &brec)))
+        return rc;
+    const struct gw_pool *pool =
+        gw_pool_find(o, json_string_value(json_object_get(brec, "pool")) ?: "");
+    json_decref(brec);
+    if (!pool)
+        return -EIO; /* the bucket names a pool this gateway does not know */
+    struct gw_put *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->o = o;
+    p->pool = pool;
+    snprintf(p->bucket, sizeof(p->bucket), "%s", bucket);
+    p->key = strdup(key);
+    p->stripe_bytes = (size_t)pool->p.k * pool->p.chunk_size;
+    p->stripes = json_array();
+    p->md5 = EVP_MD_CTX_new();
+    if (getrandom(p->oid, sizeof(p->oid), 0) != sizeof(p->oid))
+        rc = -EIO;
+    gw_hex_encode(p->oid, sizeof(p->oid), p->oid_hex);
+    if (attrs) {
+        snprintf(p->content_type, sizeof(p->content_type), "%s", attrs->content_type);
+        if (attrs->user_meta)
+            p->user_meta = json_deep_copy(attrs->user_meta);
+        if (attrs->headers)
+            p->extras.headers = json_deep_copy(attrs->headers);
+        snprintf(p->extras.acl, sizeof(p->extras.acl), "%s", attrs->acl);
+    }
+    if (rc == 0 &&
+        (!p->key || !p->stripes || !p->md5 || !EVP_DigestInit_ex(p->md5, EVP_md5(), NULL)))
+        rc = -ENOMEM;
+    if (rc) {
+        gw_put_abort(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
+{
+    if (!p->extras.headers && !(p->extras.headers = json_object()))
+        return -ENOMEM;
+    return json_object_set_new(p->extras.headers, name, json_string(value)) ? -ENOMEM : 0;
+}
+
+/* --- degraded writes ------------------------------------------------------------
+ * A stripe whose node is down (and no spare node can stand in, see
+ * place_stripe_write) is written without that chunk: the encode DEG loses
+ * the sink, the record lists the chunk as missing, reads treat it as lost
+ * and it is queued for repair. A sink that fails during the run is missing
+ * too. The stripe is acknowledged only when at least write_quorum chunks are
+ * durable and the missing ones can be rebuilt from them. */
+
+/* 0 when the chunks not missing make a write quorum that can rebuild the rest. */
+static int quorum_check(const struct gw_pool *pool, const bool *missing, char *err, size_t errlen)
+{
+    int n = pool->p.n, erased[PLACE_MAX_CHUNKS], ne = 0;
+    bool avail[PLACE_MAX_CHUNKS];
+    for (int c = 0; c < n; c++) {
+        avail[c] = !missing[c];
+        if (missing[c])
+            erased[ne++] = c;
+    }
+    if (n - ne < pool->p.write_quorum) {
+        snprintf(err, errlen, "%d of %d chunks writable, the write quorum of pool %s is %d", n - ne,
+                 n, pool->p.name, pool->p.write_quorum);
+        return -EHOSTDOWN;
+    }
+    struct codec_plan *plan = NULL;
+    char why[256] = "";
+    if (ne && codec_plan_create(pool->codec, erased, ne, avail, &plan, why, sizeof(why))) {
+        snprintf(err, errlen, "the %d missing chunks could not be rebuilt: %s", ne, why);
+        return -EHOSTDOWN;
+    }
+    codec_plan_destroy(plan);
+    return 0;
+}
+
+/* The encode graph g without the sinks on the nodes of missing chunks;
+ * -EHOSTDOWN when such a node also feeds others (TriEC's layers: that encode
+ * needs all its nodes). */
+static int drop_sinks(const struct deg_graph *g, const int *place, const bool *missing,
+                      struct deg_graph **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct deg_graph *h = deg_graph_create(g->k, g->n);
+    int *map = calloc((size_t)g->nvertices, sizeof(int));
+    int rc = h && map ? 0 : -ENOMEM;
+    if (h) {
+        h->slice = g->slice;
+        snprintf(h->desc, sizeof(h->desc), "%s", g->desc);
+    }
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        bool gone = false;
+        for (int c = 0; c < g->n && vx->node != DEG_GATEWAY; c++)
+            gone |= missing[c] && place[c] == vx->node;
+        if (gone && vx->nout_edges) {
+            snprintf(err, errlen, "vertex %s: its node is down and the encode needs it", vx->name);
+            rc = -EHOSTDOWN;
+        } else if (gone) {
+            map[v] = -1;
+        } else if ((map[v] = rc = deg_add_vertex(h, vx->name, vx->node)) >= 0) {
+            rc = 0;
+            for (int i = 0; i < vx->nlocal && rc >= 0; i++)
+                rc = deg_add_local(h, map[v], vx->local[i]);
+            rc = rc < 0 ? rc : 0;
+        }
+    }
+    for (int e = 0; e < g->nedges && rc == 0; e++) {
+        const struct deg_edge *ed = &g->edges[e];
+        if (map[ed->from] >= 0 && map[ed->to] >= 0)
+            rc = deg_add_edge(h, map[ed->from], ed->src, map[ed->to]) < 0 ? -ENOMEM : 0;
+    }
+    for (int v = 0; v < g->nvertices && rc == 0; v++) {
+        const struct deg_vertex *vx = &g->vertices[v];
+        if (map[v] < 0)
+            continue;
+        if (vx->nrows)
+            rc = deg_set_calc(h, map[v], vx->nrows, vx->coeffs, vx->labels);
+        for (int r = 0; r < vx->nresults && rc == 0; r++)
+            rc = deg_add_result(h, map[v], vx->results[r]);
+    }
+    free(map);
+    if (rc) {
+        deg_graph_destroy(h);
+        return rc;
+    }
+    *out = h;
+    return 0;
+}
+
+/* One encode run of a stripe on place[c] for every chunk not missing (the
+ * buffer holds the k data chunks of L bytes). After a failed run on a new
+ * session the sinks that did not store their chunk are added to missing. */
+static int encode_once(struct gw_objects *o, const struct gw_pool *pool, const int *place,
+                       bool *missing, size_t L, uint8_t *const *chunks,
+                       const struct node_stripe *ns, bool fresh, bool *reused, char *err,
+                       size_t errlen)
+{
+    int n = pool->p.n;
+    *reused = false;
+    struct deg_request req = {.op = DEG_OP_ENCODE};
+    deg_placement_default(&req.placement);
+    for (int c = 0; c < n; c++)
+        req.placement.holder[c] = place[c];
+    struct deg_graph *full = NULL, *g = NULL;
+    int rc = deg_build(pool->codec, &req, &full, err, errlen);
+    if (rc == 0)
+        rc = drop_sinks(full, place, missing, &g, err, errlen);
+    deg_graph_destroy(full);
+    if (rc)
+        return rc;
+    if (node_deg_session_fits(g)) {
+        struct gw_session *ss;
+        rc = gw_session_get(o, pool, g, place, missing, fresh, &ss, reused, err, errlen);
+        if (rc == 0) {
+            rc = node_deg_session_run(ss->s, g, L, chunks, ns, err, errlen);
+            int sink[PLACE_MAX_CHUNKS] = {0};
+            for (int c = 0; rc && c < n; c++)
+                if (!missing[c])
+                    sink[c] = node_deg_session_sink_rc(ss->s, place[c]);
+            gw_session_put(o, ss, rc);
+            /* An idle session may only have outlived a node's restart: the
+             * caller tries again on a new one before giving up on a node. */
+            for (int c = 0; rc && !*reused && c < n; c++) {
+                if (!missing[c] && sink[c]) {
+                    missing[c] = true;
+                    gw_client_put(o, place[c], NULL, sink[c]); /* down when it is */
+                }
+            }
+        }
+    } else {
+        struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
+        rc = cl ? 0 : -ENOMEM;
+        for (int c = 0; c < n && rc == 0; c++) {
+            if (!missing[c] && (rc = gw_client_get(o, place[c], &cl[place[c]])))
+                snprintf(err, errlen, "node %s: %s", o->nodes[place[c]].id, strerror(-rc));
+        }
+        struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
+        if (rc == 0)
+            rc = node_deg_run(g, L, chunks, cl, o->nnodes, ns, &ro, NULL, NULL, err, errlen);
+        for (int c = 0; cl && c < n; c++)
+            if (cl[place[c]])
+                gw_client_put(o, place[c], cl[place[c]], 0);
+        free(cl);
+    }
+    deg_graph_destroy(g);
+    return rc;
+}
+
+/* Writes the buffered stripe, chunk length L (the buffer holds k * L bytes). */
+static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, size_t L,
+                        json_t **rec)
+{
+    struct gw_objects *o = p->o;
+    const struct place_pool *pp = &p->pool->p;
+    int place[PLACE_MAX_CHUNKS];
+    bool missing[PLACE_MAX_CHUNKS] = {false};
+    bool *down = calloc((size_t)o->nnodes, sizeof(bool));
+    if (!down)
+        return -ENOMEM;
+    for (int i = 0; i < o->nnodes; i++) /* set out or draining: no new chunks either */
+        down[i] = gw_node_is_down(o, i) || atomic_load(&o->nodes[i].admin) != PLACE_UP;
+    int rc = place_stripe_write(o->map, p->oid, sizeof(p->oid), s, pp->n, down, place, missing);
+    free(down);
+    if (rc)
+        return rc == -ENOSPC ? -EHOSTDOWN : rc;
+    uint8_t *chunks[PLACE_MAX_CHUNKS] = {0};
+    json_t *crcs = json_array();
+    for (int c = 0; c < pp->k; c++) {
+        chunks[c] = (uint8_t *)buf + (size_t)c * L;
+        json_array_append_new(crcs, json_integer(node_crc32c(chunks[c], L)));
+    }
+    struct node_stripe ns = {.stripe = s, .version = GW_CHUNK_VERSION};
+    memcpy(ns.object, p->oid, sizeof(ns.object));
+    char err[512] = "";
+    bool fresh = false, probed = false, retried = false;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        for (int c = 0; c < pp->n; c++) /* found down since (a failed connect marks them) */
+            missing[c] |=
+                gw_node_is_down(o, place[c]) || atomic_load(&o->nodes[place[c]].admin) != PLACE_UP;
+        if ((rc = quorum_check(p->pool, missing, err, sizeof(err)))) {
+            if (probed)
+                break;
+            /* Before refusing: a node marked down after one failure (a
+             * broken idle connection) may be up. */
+            probed = true;
+            gw_probe_nodes(o, place, missing, pp->n, true);
+            for (int c = 0; c < pp->n; c++)
+                missing[c] &= gw_node_is_down(o, place[c]) ||
+                              o->map->nodes[place[c]].state != PLACE_UP ||
+                              atomic_load(&o->nodes[place[c]].admin) != PLACE_UP;
+            continue;
+        }
+        bool was[PLACE_MAX_CHUNKS], reused;
+        memcpy(was, missing, sizeof(was));
+        rc = encode_once(o, p->pool, place, missing, L, chunks, &ns, fresh, &reused, err,
+                         sizeof(err));
+        if (rc == 0)
+            break;
+        inec_log(INEC_LOG_INFO, "gateway", "encode failed key=%s stripe=%llu attempt=%d err=%s",
+                 p->key, (unsigned long long)s, attempt, err);
+        if (reused) { /* again on a new session (the chunks are rewritten as they were) */
+            fresh = true;
+            continue;
+        }
+        /* The sinks that answered stored their chunks: enough of them? */
+        if (memcmp(was, missing, sizeof(was)) && quorum_check(p->pool, missing, err, 0) == 0) {
+            rc = 0;
+            break;
+        }
+        /* Which node failed it? Those that do not answer now are down. None:
+         * one more try (the probe replaced broken idle connections). */
+        gw_probe_nodes(o, place, missing, pp->n, false);
+        bool more = false;
+        for (int c = 0; c < pp->n; c++)
+            more |= !missing[c] && gw_node_is_down(o, place[c]);
+        if (!more && retried)
+            break;
+        retried |= !more;
+    }
+    if (rc == 0) {
+        json_t *nodes = json_array(), *miss = json_array();
+        for (int c = 0; c < pp->n; c++) {
+            json_array_append_new(nodes, json_string(o->nodes[place[c]].id));
+            if (missing[c])
+                json_array_append_new(miss, json_integer(c));
+        }
+        *rec = json_pack("{s:I,s:o,s:o}", "len", (json_int_t)L, "nodes", nodes, "crc", crcs);
+        if (json_array_size(miss))
+            json_object_set(*rec, "missing", miss);
+        json_decref(miss);
+    } else {
+        json_decref(crcs);
+        inec_log(INEC_LOG_WARN, "gateway", "stripe write failed key=%s stripe=%llu rc=%d err=%s",
+                 p->key, (unsigned long long)s, rc, err);
+        if (!gw_transport_error(rc) && rc != -ENOSPC && rc != -ENOMEM)
+            rc = -EIO;
+    }
+    return rc;
+}
+
+static void *inflight_main(void *arg)
+{
+    struct inflight *f = arg;
+    f->rc = write_stripe(f->p, f->buf, f->s, f->p->pool->p.chunk_size, &f->rec);
+    return NULL;
+}
+
+/* Appends a written stripe's record: in order, and none after a failed one
+ * (the upload then fails). */
+static int collect(struct gw_put *p, struct inflight *f)
+{
+    if (f->rc == 0 && json_array_size(p->stripes) == f->s)
+        json_array_append_new(p->stripes, f->rec);
+    else
+        json_decref(f->rec);
+    f->rec = NULL;
+    return f->rc;
+}
+
+/* Waits for the stripe in f (joined oldest first, so records stay in order). */
+static int inflight_join(struct gw_put *p, struct inflight *f)
+{
+    if (!f->busy)
+        return 0;
+    pthread_join(f->thread, NULL);
+    f->busy = false;
+    return collect(p, f);
+}
+
+/* Every stripe in flight, oldest first; the first failure. */
+static int inflight_drain(struct gw_put *p)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < GW_PUT_WINDOW; i++) {
+        uint64_t s = p->submitted + i; /* the oldest slot comes first */
+        int r = inflight_join(p, &p->fl[s % GW_PUT_WINDOW]);
+        rc = rc ? rc : r;
+    }
+    return rc;
+}
+
+/* Hands the full stripe buffer to a slot (after the stripe it held is done). */
+static int submit_stripe(struct gw_put *p)
+{
+    struct inflight *f = &p->fl[p->submitted % GW_PUT_WINDOW];
+    int rc = inflight_join(p, f);
+    if (rc)
+        return rc;
+    if (!f->buf && !(f->buf = malloc(p->stripe_bytes)))
+        return -ENOMEM;
+    uint8_t *t = f->buf;
+    f->buf = p->buf;
+    p->buf = t;
+    p->cap = p->stripe_bytes;
+    *f = (struct inflight){.p = p, .buf = f->buf, .s = p->submitted};
+    if (pthread_create(&f->thread, NULL, inflight_main, f) != 0) {
+        inflight_main(f); /* no thread: this one writes it */
+        p->submitted++;
+        return collect(p, f);
+    }
+    f->busy = true;
+    p->submitted++;
+    return 0;
+}
+
+int gw_put_write(struct gw_put *p, const void *buf, size_t len)
+{
+    if (p->rc)
+        return p->rc;
+    const uint8_t *b = buf;
+    EVP_DigestUpdate(p->md5, buf, len);
+    p->size += len;
+    while (len > 0) {
+        if (p->fill == p->cap) {
+            size_t cap = p->cap ? 2 * p->cap : 64 << 10;
+            if (cap > p->stripe_bytes)
+                cap = p->stripe_bytes;
+            uint8_t *nb = realloc(p->buf, cap);
+            if (!nb)
+                return p->rc = -ENOMEM;
+            p->buf = nb;
+            p->cap = cap;
+        }
+        size_t n = p->cap - p->fill < len ? p->cap - p->fill : len;
+        memcpy(p->buf + p->fill, b, n);
+        p->fill += n;
+        b += n;
+        len -= n;
+        if (p->fill == p->stripe_bytes) {
+            if (p->submitted >= MAX_STRIPES)
+                return p->rc = -EFBIG;
+            if ((p->rc = submit_stripe(p)))
+                return p->rc;
+            p->fill = 0;
+        }
+    }
+    return 0;
+}
+
+static void put_free(struct gw_put *p)
+{
+    inflight_drain(p);
+    for (int i = 0; i < GW_PUT_WINDOW; i++)
+        free(p->fl[i].buf);
+    free(p->key);
+    free(p->buf);
+    EVP_MD_CTX_free(p->md5);
+    json_decref(p->stripes);
+    json_decref(p->user_meta);
+    gw_object_info_clear(&p->extras);
+    free(p);
+}
+
+/* What the upload wrote so far, as a record gc_rec understands. */
+static void put_discard(struct gw_put *p, int delay_ms)
+{
+    inflight_drain(p); /* what is still in flight is written, and goes too */
+    json_t *rec = json_pack("{s:s,s:O}", "oid", p->oid_hex, "stripes", p->stripes);
+    gw_gc_queue(p->o, rec, delay_ms);
+    json_decref(rec);
+}
+
+void gw_put_abort(struct gw_put *p)
+{
+    if (!p)
+        return;
+    put_discard(p, 0);
+    put_free(p);
+}
+
+/* The chunks a committed upload could not write go on the repair queue, on
+ * the nodes before the commit is acknowledged (a degraded write stays known
+ * even if this gateway dies next). `key` names the record that holds them;
+ * NULL (a multipart part, whose record the caller writes): only counted, the
+ * scanner finds them in the part's record. */
+static void queue_missing(struct gw_put *p, const char *bucket, const char *key)
+{
+    size_t s, i;
+    json_t *st, *c;
+    json_array_foreach(p->stripes, s, st)
+    {
+        json_t *miss = json_object_get(st, "missing");
+        if (!json_array_size(miss))
+            continue;
+        atomic_fetch_add(&p->o->degraded_writes, 1);
+        int lost[PLACE_MAX_CHUNKS], n = 0;
+        const char *at[PLACE_MAX_CHUNKS], *reason[PLACE_MAX_CHUNKS];
+        json_array_foreach(miss, i, c)
+        {
+            if (n == PLACE_MAX_CHUNKS)
+                break;
+            lost[n] = (int)json_integer_value(c);
+            at[n] =
+                json_string_value(json_array_get(json_object_get(st, "nodes"), (size_t)lost[n]));
+            reason[n++] = "write-missing";
+        }
+        if (bucket)
+            gw_repair_note(p->o, bucket, key, p->oid_hex, s,
+                           (uint64_t)json_integer_value(json_object_get(st, "len")), lost, at,
+                           reason, n, true, false);
+    }
+}
+
+/* Every stripe durable (the short last one written now); the body's MD5 in etag. */
+static int put_flush(struct gw_put *p, char etag[33])
+{
+    int k = p->pool->p.k;
+    int rc = inflight_drain(p);
+    if (p->rc)
+        rc = p->rc;
+    if (rc == 0 && p->fill > 0) {
+        size_t L = (p->fill + (size_t)k - 1) / (size_t)k;
+        L = (L + GW_ALIGN - 1) / GW_ALIGN * GW_ALIGN;
+        if (L > p->pool->p.chunk_size)
+            L = p->pool->p.chunk_size;
+        if ((size_t)k * L > p->cap) {
+            uint8_t *nb = realloc(p->buf, (size_t)k * L);
+            if (!nb)
+                rc = -ENOMEM;
+            else
+                p->buf = nb, p->cap = (size_t)k * L;
+        }
+        if (rc == 0) {
+            memset(p->buf + p->fill, 0, (size_t)k * L - p->fill);
+            json_t *srec = NULL;
+            if ((rc = write_stripe(p, p->buf, p->submitted, L, &srec)) == 0)
+                json_array_append_new(p->stripes, srec);
+        }
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (rc == 0 && EVP_DigestFinal_ex(p->md5, md, &mdlen) && mdlen == 16)
+        gw_hex_encode(md, 16, etag);
+    return rc;
+}
+
+int gw_put_seal(struct gw_put *p, json_t **rec)
+{
+    char etag[33] = "";
+    int rc = put_flush(p, etag);
+    *rec = NULL;
+    if (rc == 0)
+        *rec = json_pack("{s:s,s:I,s:s,s:O,s:s,s:i,s:i,s:I}", "oid", p->oid_hex, "size",
+                         (json_int_t)p->size, "etag", etag, "stripes", p->stripes, "pool",
+                         p->pool->p.name, "k", p->pool->p.k, "n", p->pool->p.n, "chunk_size",
+                         (json_int_t)p->pool->p.chunk_size);
+    if (!*rec) {
+        rc = rc ? rc : -ENOMEM;
+        put_discard(p, 0);
+    } else {
+        queue_missing(p, NULL, NULL);
+    }
+    put_free(p);
+    return rc;
+}
+
+/* One metadata round: the version comes from the clock (no read of the
+ * previous record), the homes answer the records the commit replaced (their
+ * chunks go after gc_delay_ms), and a commit refused by W homes learns from
+ * the refusals that it lost (no verify read). */
+int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
+{
+    struct gw_objects *o = p->o;
+    int k = p->pool->p.k;
+    char etag[33] = "";
+    int rc = put_flush(p, etag);
+    json_t *rec = NULL, *replaced = NULL;
+    bool sent = false, lost = false;
+    if (rc == 0) {
+        rec = json_pack(
+            "{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O}", "version",
+            (json_int_t)gw_hlc_next(o), "deleted", 0, "key", p->key, "size", (json_int_t)p->size,
+            "etag", etag, "mtime", (json_int_t)gw_realtime_ns(), "content_type", p->content_type,
+            "user_meta", p->user_meta ? json_incref(p->user_meta) : json_object(), "pool",
+            p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n, "chunk_size",
+            (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
+        replaced = json_array();
+        rc = !rec || !replaced ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
+        if (rc == 0) {
+            rc = gw_meta_commit(o, p->bucket, p->key, rec, replaced, &lost);
+            sent = true;
+        }
+    }
+    if (rc == GW_META_IN_DOUBT && sent) {
+        /* Readers may yet take the record: its chunks stay (the scanner frees orphans). */
+        inflight_drain(p);
+    } else if (rc) {
+        put_discard(p, 0);
+    } else if (lost) {
+        put_discard(p, o->gc_delay_ms); /* a newer commit of the key won */
+    } else {
+        size_t i;
+        json_t *prev;
+        json_array_foreach(replaced, i, prev) if (!gw_rec_deleted(prev))
+            gw_gc_queue(o, prev, o->gc_delay_ms);
+        queue_missing(p, p->bucket, p->key);
+        if (out)
+            gw_rec_object_info(rec, out);
+    }
+    json_decref(rec);
+    json_decref(replaced);
+    put_free(p);
+    return rc;
+}

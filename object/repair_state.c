@@ -1,0 +1,144 @@
+/*
+ * The repair service's shared state: its settings, the node states that
+ * decide what counts as lost, and the questions the scanner asks it.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "object/objects_internal.h"
+#include "object/repair.h"
+
+const char *const gw_repair_scheme_names[NSCHEMES] = {"auto", "ppr", "ecpipe", "rs"};
+
+int64_t gw_repair_now_ms(void)
+{
+    return gw_now_ms();
+}
+
+enum scheme gw_repair_scheme_parse(const char *s)
+{
+    for (int i = 0; s && i < NSCHEMES; i++)
+        if (strcmp(s, gw_repair_scheme_names[i]) == 0)
+            return (enum scheme)i;
+    return NSCHEMES;
+}
+
+/* --- node states ------------------------------------------------------------------ */
+
+/* Silent for this long (the failure detector's last answer), a down node. */
+int64_t gw_node_silent_ms(struct gw_objects *o, int node)
+{
+    if (!gw_node_is_down(o, node))
+        return 0;
+    return gw_repair_now_ms() - atomic_load(&o->nodes[node].last_seen_ms);
+}
+
+bool gw_repair_node_lost(struct gw_objects *o, int node)
+{
+    if (atomic_load(&o->nodes[node].admin) == PLACE_OUT)
+        return true;
+    struct gw_repair *r = o->rep;
+    return r && r->down_out_ms >= 0 && gw_node_silent_ms(o, node) >= r->down_out_ms;
+}
+
+bool gw_repair_node_usable(struct gw_objects *o, int node)
+{
+    return atomic_load(&o->nodes[node].admin) == PLACE_UP &&
+           o->map->nodes[node].state == PLACE_UP && !gw_node_is_down(o, node) &&
+           !gw_repair_node_lost(o, node);
+}
+
+bool gw_node_draining(struct gw_objects *o, int node)
+{
+    return atomic_load(&o->nodes[node].admin) == PLACE_DRAINING ||
+           o->map->nodes[node].state == PLACE_DRAINING;
+}
+
+/* CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */
+struct timespec gw_repair_deadline(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
+/* --- start / stop --------------------------------------------------------------------- */
+
+/* The scanner's wake-up (interval, or a kick) and its view of the settings. */
+bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    struct timespec ts = gw_repair_deadline(r->scan_interval_ms);
+    while (!r->stop && !r->scan_now)
+        if (pthread_cond_timedwait(&r->cond, &r->lock, &ts))
+            break;
+    r->scan_now = false;
+    bool stop = r->stop;
+    r->scanning = !stop;
+    *grace_ms = r->orphan_grace_ms;
+    pthread_mutex_unlock(&r->lock);
+    return !stop;
+}
+
+bool gw_repair_removed_in_scan(struct gw_objects *o, const char *qkey)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    bool removed = json_object_get(r->removed, qkey) != NULL;
+    pthread_mutex_unlock(&r->lock);
+    return removed;
+}
+
+int64_t gw_repair_tombstones_due(struct gw_objects *o)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    int64_t now = gw_repair_now_ms(), grace = -1;
+    if (r->tombstones_last_ms == 0 || now - r->tombstones_last_ms >= r->tombstone_grace_ms / 24) {
+        r->tombstones_last_ms = now;
+        grace = r->tombstone_grace_ms;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return grace;
+}
+
+bool gw_repair_scrub_due(struct gw_objects *o)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    int64_t now = gw_repair_now_ms();
+    bool due = r->scrub_now ||
+               (r->scrub_interval_ms > 0 && now - r->last_scrub_ms >= r->scrub_interval_ms);
+    if (due) {
+        r->scrub_now = false;
+        r->last_scrub_ms = now;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return due;
+}
+
+bool gw_repair_stopping(struct gw_objects *o)
+{
+    pthread_mutex_lock(&o->rep->lock);
+    bool s = o->rep->stop;
+    pthread_mutex_unlock(&o->rep->lock);
+    return s;
+}
+
+void gw_scanner_kick(struct gw_objects *o)
+{
+    struct gw_repair *r = o->rep;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->scan_now = true;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}

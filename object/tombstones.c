@@ -1,0 +1,242 @@
+/*
+ * Collecting old tombstones (the scanner's step 6, repair.h).
+ *
+ * A delete writes a tombstone: a record with a higher version saying
+ * "deleted", because simply removing the record would let a stale copy on a
+ * node that missed the delete (it was down) win the next read and bring the
+ * object back. The tombstone has done its job once no node can hold an older
+ * copy any more; only then is it removed. A tombstone is removed when:
+ *
+ *  1. the scanner saw the same tombstone (same version) in scans at least
+ *     tombstone_grace_ms apart (default 1 day): any write of an older
+ *     version still in flight somewhere (RPCs are bounded by the peer
+ *     timeout, seconds) has long landed or failed, and read repair and
+ *     migration had their time;
+ *  2. EVERY node of the map answers for the key, not just its metadata homes:
+ *     homes are chosen among the nodes up when a record is written, so a copy
+ *     may sit on a node that was a home only while another was down. A node
+ *     that does not answer (down, out and gone) blocks the removal: the stale
+ *     copy it may hold would outlive the tombstone. Every copy found must be
+ *     this very tombstone; an older copy (a node that missed the delete) gets
+ *     the tombstone written over it first and the removal waits for the next
+ *     scan; a newer record means the key lives again: nothing is done;
+ *  3. each node removes its copy only if it is still byte for byte the
+ *     tombstone read (node_client_delete_meta_if): a PUT or delete landing
+ *     meanwhile is never lost.
+ *
+ * So a node that was down when the object was deleted and comes back later
+ * finds the tombstone still everywhere (it could not answer, so nothing was
+ * removed), or its stale copy was already overwritten by the tombstone before
+ * any copy went. What this does not cover: a node restored from an old backup,
+ * or one kept out of the map longer than the grace and added back with its
+ * old data (wipe such a node first, as with Cassandra's gc_grace_seconds).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "object/objects_internal.h"
+#include "object/repair.h"
+#include "inec/log.h"
+
+#define TOMBS_MAX (1u << 20) /* tombstones remembered between scans */
+
+struct node_copy {
+    int rc;
+    char *blob;
+    size_t len;
+};
+
+struct purge {
+    struct gw_objects *o;
+    const char *bucket, *key;
+    struct node_copy *c; /* per node */
+    uint64_t version;    /* the tombstone's: a stale copy is older, so the node keeps ours */
+    const char *tomb;    /* the blob to write over stale copies */
+    size_t tomb_len;
+    int *out; /* per node: the rc of the write or delete */
+    bool fix;
+};
+
+static void read_one(void *arg, int i)
+{
+    struct purge *p = arg;
+    struct node_client *cl = NULL;
+    void *blob = NULL;
+    size_t len = 0;
+    int rc = gw_client_get(p->o, i, &cl);
+    if (rc == 0)
+        rc = node_client_get_meta(cl, p->bucket, p->key, &blob, &len);
+    gw_client_put(p->o, i, cl, rc == -ENOENT ? 0 : rc);
+    p->c[i] = (struct node_copy){rc, blob, len};
+}
+
+/* On the nodes marked (out[i] == 1): the tombstone written over a stale copy
+ * (p->fix), or the node's copy removed if unchanged; out[i] = the result. */
+static void apply_one(void *arg, int i)
+{
+    struct purge *p = arg;
+    if (p->out[i] != 1)
+        return;
+    struct node_client *cl = NULL;
+    int rc = gw_client_get(p->o, i, &cl);
+    if (rc == 0)
+        rc = p->fix ? node_client_put_meta(cl, p->bucket, p->key, p->version, 0, p->tomb,
+                                           p->tomb_len, NULL)
+                    : node_client_delete_meta_if(cl, p->bucket, p->key, p->c[i].blob, p->c[i].len);
+    gw_client_put(p->o, i, cl, rc == -ESTALE || rc == -ENOENT ? 0 : rc);
+    p->out[i] = rc;
+}
+
+/* 1 when bucket/key's tombstone of `version` is gone from every node, 0 when
+ * it must wait (a node silent, a stale copy just fixed, a newer record). */
+static int purge(struct gw_objects *o, const char *bucket, const char *key, uint64_t version)
+{
+    int n = o->nnodes;
+    struct purge p = {.o = o,
+                      .bucket = bucket,
+                      .key = key,
+                      .version = version,
+                      .c = calloc((size_t)n, sizeof(struct node_copy)),
+                      .out = calloc((size_t)n, sizeof(int))};
+    if (!p.c || !p.out) {
+        free(p.c);
+        free(p.out);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        p.c[i].rc = -EHOSTDOWN;
+    gw_fanout_run(o, n, read_one, &p);
+    bool ok = true, stale = false;
+    for (int i = 0; i < n && ok; i++) {
+        if (p.c[i].rc == -ENOENT)
+            continue;
+        json_t *rec = p.c[i].rc == 0 ? json_loadb(p.c[i].blob, p.c[i].len, 0, NULL) : NULL;
+        uint64_t v = rec ? gw_rec_version(rec) : 0;
+        if (!rec || v > version || (v == version && !gw_rec_deleted(rec))) {
+            ok = false; /* silent, unreadable, or the key lives again */
+        } else if (v < version) {
+            p.out[i] = 1; /* missed the delete: gets the tombstone first */
+            stale = true;
+        } else if (!p.tomb) {
+            p.tomb = p.c[i].blob;
+            p.tomb_len = p.c[i].len;
+        }
+        json_decref(rec);
+    }
+    int done = 0;
+    if (ok && stale && p.tomb) {
+        p.fix = true;
+        gw_fanout_run(o, n, apply_one, &p);
+    } else if (ok && p.tomb) {
+        for (int i = 0; i < n; i++)
+            p.out[i] = p.c[i].rc == 0; /* the holders */
+        gw_fanout_run(o, n, apply_one, &p);
+        done = 1;
+        for (int i = 0; i < n; i++)
+            if (p.c[i].rc == 0 && p.out[i] != 0 && p.out[i] != -ENOENT)
+                done = 0; /* changed meanwhile (-ESTALE) or failed: seen again next scan */
+    }
+    for (int i = 0; i < n; i++)
+        free(p.c[i].blob);
+    free(p.c);
+    free(p.out);
+    return done;
+}
+
+struct walk {
+    struct gw_objects *o;
+    const char *bucket;
+    json_t *seen, *next; /* {"bucket/key": [version, first seen ms]} */
+    json_t *due;         /* [[bucket, key, version]] */
+    json_t *buckets;     /* every bucket name, deleted ones too */
+    int64_t now, grace;
+};
+
+static int walk_cb(const char *key, json_t *rec, void *arg)
+{
+    struct walk *w = arg;
+    if (w->buckets)
+        json_array_append_new(w->buckets, json_string(key));
+    if (!gw_rec_deleted(rec) || json_object_size(w->next) >= TOMBS_MAX)
+        return gw_repair_stopping(w->o);
+    size_t bl = strlen(w->bucket), kl = strlen(key);
+    char *name = malloc(bl + kl + 2); /* '/' is in no bucket name: unambiguous */
+    if (!name)
+        return 1;
+    memcpy(name, w->bucket, bl);
+    name[bl] = '/';
+    memcpy(name + bl + 1, key, kl + 1);
+    json_int_t v = (json_int_t)gw_rec_version(rec);
+    json_t *old = json_object_get(w->seen, name);
+    json_int_t first = old && json_integer_value(json_array_get(old, 0)) == v
+                           ? json_integer_value(json_array_get(old, 1))
+                           : (json_int_t)w->now;
+    if (w->now - first >= w->grace)
+        json_array_append_new(w->due, json_pack("[s,s,I,I]", w->bucket, key, v, first));
+    else
+        json_object_set_new(w->next, name, json_pack("[I,I]", v, first));
+    free(name);
+    return gw_repair_stopping(w->o);
+}
+
+uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grace_ms)
+{
+    struct walk w = {o,
+                     GW_META_BUCKET,
+                     *seen ? *seen : json_object(),
+                     json_object(),
+                     json_array(),
+                     json_array(),
+                     gw_now_ms(),
+                     grace_ms};
+    int rc = w.seen && w.next && w.due && w.buckets ? 0 : -ENOMEM;
+    if (rc == 0)
+        rc = gw_meta_list_all(o, GW_META_BUCKET, walk_cb, &w);
+    json_t *buckets = w.buckets;
+    w.buckets = NULL;
+    json_array_append_new(buckets, json_string(".mpu"));
+    json_array_append_new(buckets, json_string(GW_META_ACL));
+    size_t i;
+    json_t *b;
+    json_array_foreach(buckets, i, b)
+    {
+        if (rc || gw_repair_stopping(o))
+            break;
+        w.bucket = json_string_value(b);
+        rc = gw_meta_list_all(o, w.bucket, walk_cb, &w);
+    }
+    /* Every node must answer for every key: with one doubted, none is tried
+     * (each try would wait for it); they stay due for the next scan. */
+    bool all_up = true;
+    for (int n = 0; n < o->nnodes; n++)
+        all_up &= gw_peer_state(o, n) == GW_PEER_UP;
+    uint64_t removed = 0;
+    json_t *d;
+    json_array_foreach(w.due, i, d)
+    {
+        if (gw_repair_stopping(o))
+            break;
+        const char *bucket = json_string_value(json_array_get(d, 0));
+        const char *key = json_string_value(json_array_get(d, 1));
+        json_t *v = json_array_get(d, 2);
+        if (all_up && purge(o, bucket, key, (uint64_t)json_integer_value(v))) {
+            removed++;
+            continue;
+        }
+        char *name = malloc(strlen(bucket) + strlen(key) + 2);
+        if (name) { /* still due: tried again at the next scan */
+            sprintf(name, "%s/%s", bucket, key);
+            json_object_set_new(w.next, name, json_pack("[O,O]", v, json_array_get(d, 3)));
+            free(name);
+        }
+    }
+    json_decref(buckets);
+    json_decref(w.due);
+    json_decref(w.seen);
+    *seen = w.next;
+    if (removed)
+        inec_log(INEC_LOG_INFO, "repair", "scan: %llu tombstones collected",
+                 (unsigned long long)removed);
+    return removed;
+}
