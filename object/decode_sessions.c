@@ -22,21 +22,16 @@ struct compiled {
 };
 
 struct dsession {
-    struct dsession *next;
-    const struct gw_pool *pool;
+    struct gw_pooled_session base; /* over the source nodes */
     int rows;
-    int n, nodes[PLACE_MAX_CHUNKS];      /* the source nodes, sorted */
-    uint64_t failures[PLACE_MAX_CHUNKS]; /* of nodes[i] when it opened */
-    struct node_client *cl[PLACE_MAX_CHUNKS];
-    struct node_deg_session *s;
-    int64_t idle_since_ms;
+    uint64_t failures[PLACE_MAX_CHUNKS]; /* of base.nodes[i] when it opened */
 };
 
 struct gw_decoder {
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* graphs */
     struct compiled graphs[DECODE_GRAPHS];
     int ngraphs;
-    struct dsession *idle; /* newest first */
+    struct gw_session_pool sessions;
     struct gw_fanout *fan; /* runs gw_decode_start's jobs */
     _Atomic uint64_t opened, runs;
 };
@@ -52,23 +47,9 @@ int gw_decoder_create(struct gw_objects *o)
         return rc;
     }
     pthread_mutex_init(&d->lock, NULL);
+    gw_session_pool_init(&d->sessions, DECODE_SESSIONS_IDLE);
     o->decoder = d;
     return 0;
-}
-
-static void dsession_free(struct gw_objects *o, struct dsession *ss, int rc)
-{
-    node_deg_session_close(ss->s);
-    /* A client whose own call failed may be broken: closed, not kept. */
-    for (int i = 0; i < ss->n; i++) {
-        if (rc && ss->cl[i] && node_client_errmsg(ss->cl[i])[0]) {
-            node_client_close(ss->cl[i]);
-            ss->cl[i] = NULL;
-        }
-        if (ss->cl[i])
-            gw_client_put(o, ss->nodes[i], ss->cl[i], 0);
-    }
-    free(ss);
 }
 
 void gw_decoder_destroy(struct gw_objects *o)
@@ -77,11 +58,7 @@ void gw_decoder_destroy(struct gw_objects *o)
     if (!d)
         return;
     gw_fanout_destroy(d->fan); /* every GET finished its jobs: none is queued */
-    while (d->idle) {
-        struct dsession *ss = d->idle;
-        d->idle = ss->next;
-        dsession_free(o, ss, 0);
-    }
+    gw_session_pool_destroy(o, &d->sessions);
     for (int i = 0; i < d->ngraphs; i++)
         deg_graph_destroy(d->graphs[i].g);
     pthread_mutex_destroy(&d->lock);
@@ -162,14 +139,19 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* A session may only be kept while its nodes stayed up and failed no call. */
-static bool dsession_sound(struct gw_objects *o, const struct dsession *ss)
+/* Same rows (key), and kept only while its nodes stayed up and failed no
+ * call. */
+static enum gw_session_fit same_rows_sound(struct gw_objects *o, const struct gw_pooled_session *ss,
+                                           const void *key)
 {
+    const struct dsession *ds = (const struct dsession *)ss;
+    if (ds->rows != *(const int *)key)
+        return GW_SESSION_OTHER;
     for (int i = 0; i < ss->n; i++)
         if (gw_node_is_down(o, ss->nodes[i]) ||
-            atomic_load(&o->nodes[ss->nodes[i]].failures) != ss->failures[i])
-            return false;
-    return true;
+            atomic_load(&o->nodes[ss->nodes[i]].failures) != ds->failures[i])
+            return GW_SESSION_DROP;
+    return GW_SESSION_TAKE;
 }
 
 /* An idle session of (pool, nodes, rows) (*reused), or a new one set up
@@ -180,95 +162,32 @@ static int dsession_get(struct gw_objects *o, const struct gw_pool *pool, const 
                         size_t errlen)
 {
     struct gw_decoder *d = o->decoder;
-    int64_t now = gw_now_ms();
-    struct dsession *stale = NULL;
-    *out = NULL;
-    pthread_mutex_lock(&d->lock);
-    for (struct dsession **pp = &d->idle; *pp;) {
-        struct dsession *ss = *pp;
-        bool match = !fresh && !*out && ss->pool == pool && ss->rows == rows && ss->n == n &&
-                     !memcmp(ss->nodes, nodes, (size_t)n * sizeof(int));
-        if (now - ss->idle_since_ms > o->timeout_ms || (match && !dsession_sound(o, ss))) {
-            *pp = ss->next;
-            ss->next = stale;
-            stale = ss;
-        } else if (match) {
-            *pp = ss->next;
-            *out = ss;
-        } else {
-            pp = &ss->next;
-        }
-    }
-    pthread_mutex_unlock(&d->lock);
-    while (stale) {
-        struct dsession *ss = stale;
-        stale = ss->next;
-        dsession_free(o, ss, 0);
-    }
+    *out = (struct dsession *)gw_session_pool_take(o, &d->sessions, pool, nodes, n, fresh,
+                                                   same_rows_sound, &rows);
     if ((*reused = *out != NULL))
         return 0;
-    struct dsession *ss = calloc(1, sizeof(*ss));
-    struct node_client **cl = calloc((size_t)o->nnodes, sizeof(*cl));
     struct deg_graph *g = NULL;
-    int rc = ss && cl ? 0 : -ENOMEM;
-    if (rc == 0) {
-        ss->pool = pool;
-        ss->rows = rows;
-        ss->n = n;
-        memcpy(ss->nodes, nodes, (size_t)n * sizeof(int));
-        for (int i = 0; i < n; i++)
-            ss->failures[i] = atomic_load(&o->nodes[nodes[i]].failures);
-    }
-    for (int i = 0; i < n && rc == 0; i++) {
-        rc = gw_client_get(o, nodes[i], &ss->cl[i]);
-        if (rc)
-            snprintf(err, errlen, "node %s: %s", o->nodes[nodes[i]].id, strerror(-rc));
-        else
-            cl[nodes[i]] = ss->cl[i];
-    }
-    if (rc == 0)
-        rc = build_graph(pool, erased, unavailable, holder, &g, err, errlen);
-    struct deg_run_opts ro = {.timeout_ms = o->timeout_ms, .options = o->deg_options};
-    if (rc == 0)
-        rc = node_deg_session_open(g, pool->p.chunk_size, cl, o->nnodes, &ro, &ss->s, err, errlen);
-    deg_graph_destroy(g);
-    free(cl);
-    if (rc) {
-        if (ss)
-            dsession_free(o, ss, rc);
+    int rc = build_graph(pool, erased, unavailable, holder, &g, err, errlen);
+    if (rc)
         return rc;
+    struct dsession *ss = calloc(1, sizeof(*ss));
+    if (!ss) {
+        deg_graph_destroy(g);
+        return -ENOMEM;
     }
+    ss->base.pool = pool;
+    ss->base.n = n;
+    memcpy(ss->base.nodes, nodes, (size_t)n * sizeof(int));
+    ss->rows = rows;
+    for (int i = 0; i < n; i++)
+        ss->failures[i] = atomic_load(&o->nodes[nodes[i]].failures);
+    rc = gw_pooled_session_open(o, &ss->base, g, err, errlen);
+    deg_graph_destroy(g);
+    if (rc)
+        return rc;
     atomic_fetch_add(&d->opened, 1);
     *out = ss;
     return 0;
-}
-
-/* Back to the idle pool after a good run; closed after a failed one. */
-static void dsession_put(struct gw_objects *o, struct dsession *ss, int rc)
-{
-    struct gw_decoder *d = o->decoder;
-    if (rc) {
-        dsession_free(o, ss, rc);
-        return;
-    }
-    for (int i = 0; i < ss->n; i++) /* they answered: up (again) */
-        gw_client_put(o, ss->nodes[i], NULL, 0);
-    ss->idle_since_ms = gw_now_ms();
-    pthread_mutex_lock(&d->lock);
-    int n = 0;
-    struct dsession **pp = &d->idle;
-    while (*pp && ++n < DECODE_SESSIONS_IDLE)
-        pp = &(*pp)->next;
-    struct dsession *old = *pp; /* the oldest beyond the limit */
-    *pp = NULL;
-    ss->next = d->idle;
-    d->idle = ss;
-    pthread_mutex_unlock(&d->lock);
-    while (old) {
-        struct dsession *nx = old->next;
-        dsession_free(o, old, 0);
-        old = nx;
-    }
 }
 
 /* Graph g (abstract) through a session over its source nodes. */
@@ -293,8 +212,8 @@ static int run_session(struct gw_objects *o, const struct gw_pool *pool, const s
                           &reused, err, errlen);
         if (rc)
             return rc;
-        rc = node_deg_session_decode(ss->s, g, holder, len, ns, result, arg, err, errlen);
-        dsession_put(o, ss, rc);
+        rc = node_deg_session_decode(ss->base.s, g, holder, len, ns, result, arg, err, errlen);
+        gw_session_pool_release(o, &o->decoder->sessions, &ss->base, rc);
         if (rc == 0)
             atomic_fetch_add(&o->decoder->runs, 1);
         /* A kept session may only have outlived a node's restart. */

@@ -64,9 +64,26 @@ struct gw_fanout;
 
 struct gw_fetcher;
 
-struct gw_session;
-
 struct gw_decoder;
+
+/* Used by session_pool.c, sessions.c and decode_sessions.c: a DEG session
+ * kept open over its nodes' clients, the first member of an encode or
+ * decode session (whose own key follows). */
+struct gw_pooled_session {
+    struct gw_pooled_session *next;
+    const struct gw_pool *pool;
+    int n, nodes[PLACE_MAX_CHUNKS]; /* the nodes it runs on, sorted */
+    struct node_client *cl[PLACE_MAX_CHUNKS];
+    struct node_deg_session *s;
+    int64_t idle_since_ms;
+};
+
+/* Idle sessions, newest first, at most max_idle. */
+struct gw_session_pool {
+    pthread_mutex_t lock;
+    struct gw_pooled_session *idle;
+    int max_idle;
+};
 
 struct gw_objects {
     struct place_map *map; /* nodes never change after open; pools live in `pools` */
@@ -107,9 +124,7 @@ struct gw_objects {
     pthread_t det_thread;
     bool det_started, det_stop;
 
-    /* Idle encode sessions (sessions.c), newest first. */
-    pthread_mutex_t sess_lock;
-    struct gw_session *sessions;
+    struct gw_session_pool sessions; /* idle encode sessions (sessions.c) */
 
     _Atomic uint64_t degraded_reads, corrupt_chunks, missing_chunks, failed_reads;
     _Atomic uint64_t sessions_opened, degraded_writes;
@@ -135,15 +150,13 @@ struct gw_objects {
 /* Used by fanout.c and open.c. */
 #define GW_FAN_THREADS 16
 
+/* Used by open.c and sessions.c. */
+#define GW_SESSIONS_IDLE 12 /* idle encode sessions kept */
+
 /* Used by put.c and sessions.c. */
 struct gw_session {
-    struct gw_session *next;
-    const struct gw_pool *pool;
-    int n, nodes[PLACE_MAX_CHUNKS]; /* the nodes written to, sorted */
+    struct gw_pooled_session base;  /* over the nodes written to */
     bool missing[PLACE_MAX_CHUNKS]; /* chunk indices not written */
-    struct node_client *cl[PLACE_MAX_CHUNKS];
-    struct node_deg_session *s;
-    int64_t idle_since_ms;
 };
 
 /* Used by meta_decide.c and meta_write.c. */
@@ -376,10 +389,42 @@ int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *fiel
 
 int gw_object_rec(struct gw_objects *o, const char *bucket, const char *key, json_t **rec);
 
-/* sessions.c: Encode sessions */
+/* session_pool.c: Idle DEG sessions */
 
-/* Closes the idle encode sessions (before the clients and nodes go). */
-void gw_sessions_close(struct gw_objects *o);
+void gw_session_pool_init(struct gw_session_pool *sp, int max_idle);
+
+/* Closes the idle sessions (before the clients and nodes go). */
+void gw_session_pool_destroy(struct gw_objects *o, struct gw_session_pool *sp);
+
+/* What an idle session over the wanted pool and nodes is to its caller. */
+enum gw_session_fit {
+    GW_SESSION_OTHER, /* kept for another stripe */
+    GW_SESSION_TAKE,  /* this one */
+    GW_SESSION_DROP,  /* unsound: closed */
+};
+typedef enum gw_session_fit (*gw_session_fit_fn)(struct gw_objects *o,
+                                                 const struct gw_pooled_session *ss,
+                                                 const void *key);
+
+/* Takes the newest idle session over pool and nodes (n, sorted) that fit
+ * (o, ss, key) accepts, none when fresh; closes every idle one past the
+ * peer timeout and every one fit drops on the way. NULL: none. */
+struct gw_pooled_session *gw_session_pool_take(struct gw_objects *o, struct gw_session_pool *sp,
+                                               const struct gw_pool *pool, const int *nodes, int n,
+                                               bool fresh, gw_session_fit_fn fit, const void *key);
+
+/* Connects ss (pool, n and nodes set; the first member of a zeroed
+ * caller's session) to its nodes and opens g on them; on failure ss is
+ * freed. */
+int gw_pooled_session_open(struct gw_objects *o, struct gw_pooled_session *ss,
+                           const struct deg_graph *g, char *err, size_t errlen);
+
+/* Back to the idle list after a good run (the oldest beyond max_idle
+ * closed); closed after a failed one (rc), its clients that failed too. */
+void gw_session_pool_release(struct gw_objects *o, struct gw_session_pool *sp,
+                             struct gw_pooled_session *ss, int rc);
+
+/* sessions.c: Encode sessions */
 
 int gw_session_get(struct gw_objects *o, const struct gw_pool *pool, const struct deg_graph *g,
                    const int *place, const bool *missing, bool fresh, struct gw_session **out,

@@ -42,7 +42,7 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     char *text = json_dumps(map, JSON_COMPACT);
     if (!text)
         return snprintf(msg, msglen, "no cluster map"), -EINVAL;
-    pthread_mutex_init(&o->sess_lock, NULL);
+    gw_session_pool_init(&o->sessions, GW_SESSIONS_IDLE);
     int rc = place_map_parse(text, strlen(text), &o->map, msg, msglen);
     free(text);
     if (rc)
@@ -309,7 +309,7 @@ void gw_objects_close(struct gw_objects *o)
         gw_gc_run(o, true);
     gw_fanout_destroy(o->fan);
     gw_fetcher_destroy(o); /* reads a GET left behind (late, not needed) */
-    gw_sessions_close(o);
+    gw_session_pool_destroy(o, &o->sessions);
     gw_decoder_destroy(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)
         gw_drop_clients(&o->nodes[i]);

@@ -243,11 +243,11 @@ static int encode_once(struct gw_objects *o, const struct gw_pool *pool, const i
         struct gw_session *ss;
         rc = gw_session_get(o, pool, g, place, missing, fresh, &ss, reused, err, errlen);
         if (rc == 0) {
-            rc = node_deg_session_run(ss->s, g, L, chunks, ns, err, errlen);
+            rc = node_deg_session_run(ss->base.s, g, L, chunks, ns, err, errlen);
             int sink[PLACE_MAX_CHUNKS] = {0};
             for (int c = 0; rc && c < n; c++)
                 if (!missing[c])
-                    sink[c] = node_deg_session_sink_rc(ss->s, place[c]);
+                    sink[c] = node_deg_session_sink_rc(ss->base.s, place[c]);
             gw_session_put(o, ss, rc);
             /* An idle session may only have outlived a node's restart: the
              * caller tries again on a new one before giving up on a node. */
