@@ -639,19 +639,23 @@ static int set_nodes(struct gw_objects *o, struct bench_nodes *procs, char ids[]
 
 /* Until the gateway sees every node up again (its failure detector marks a
  * stopped node down; the next cell's stopped nodes must be the only ones). */
+/* Until the restarted nodes are up again and the repair their absence queued
+ * (the degraded GETs report what they read around) is done: the next cell
+ * then measures the steady state, not a cluster busy repairing. */
 static int wait_all_up(struct gw_objects *o, char *err, size_t errlen)
 {
-    for (double deadline = bench_now() + 30;;) {
+    for (double deadline = bench_now() + 60;;) {
         json_t *cl = NULL, *n;
         size_t i;
         bool all = gw_objects_cluster_json(o, &cl) == 0;
         json_array_foreach(json_object_get(cl, "nodes"), i, n) all &=
             json_is_true(json_object_get(n, "up")) && !json_is_true(json_object_get(n, "suspect"));
         json_decref(cl);
-        if (all)
+        struct gw_objects_stats st;
+        if (all && gw_objects_counters(o, &st) == 0 && st.repair_queue == 0)
             return 0;
         if (bench_now() > deadline) {
-            snprintf(err, errlen, "the restarted nodes were not up again within 30 s");
+            snprintf(err, errlen, "the restarted nodes were not up and repaired within 60 s");
             return -ETIMEDOUT;
         }
         usleep(50000);
