@@ -125,7 +125,7 @@ struct gw_objects {
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
     json_t *gc;                  /* array of {"due": ms, "rec": record} */
-    size_t gc_stripes;           /* theirs, at most GW_GC_PENDING_STRIPES */
+    size_t gc_stripes;           /* theirs and those being deleted, at most GW_GC_PENDING_STRIPES */
     _Atomic uint64_t gc_dropped; /* records left to the scanner (orphans) past that */
     bool gc_stop;
     pthread_t gc_thread;

@@ -423,6 +423,9 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->read_retries = atomic_load(&o->read_retries);
     gw_decoder_counters(o, &st->decode_sessions, &st->decode_runs);
     st->repair_queue = gw_repair_queue_length(o);
+    pthread_mutex_lock(&o->gc_lock);
+    st->gc_pending = o->gc_stripes;
+    pthread_mutex_unlock(&o->gc_lock);
     return 0;
 }
 
@@ -455,6 +458,7 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
         json_object_set_new(*out, "decode_sessions", json_integer((json_int_t)st.decode_sessions));
         json_object_set_new(*out, "decode_runs", json_integer((json_int_t)st.decode_runs));
+        json_object_set_new(*out, "gc_pending", json_integer((json_int_t)st.gc_pending));
         json_object_set_new(*out, "clock_skew_warn_s", json_real(o->clock_skew_warn_ms / 1e3));
     }
     json_t *rep = NULL;
