@@ -32,6 +32,8 @@ struct gw_node {
     char address[PLACE_ADDRESS_MAX];
     struct node_service *svc; /* embedded: the in-process service, NULL when stopped */
     pthread_mutex_t lock;
+    int opening;           /* embedded: connects to svc under way; a stop waits for them */
+    pthread_cond_t opened; /* opening went to 0 */
     struct node_client *idle[GW_NODE_CLIENTS];
     int nidle;
     /* The failure detector's evidence (detector.c). */
