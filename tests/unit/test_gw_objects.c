@@ -1018,6 +1018,35 @@ static void test_schemes(void **state)
     gw_objects_close(o);
 }
 
+/* gc_pending counts the replaced versions' stripes until their chunks are
+ * deleted, not only until they leave the queue. */
+static void test_gc_pending(void **state)
+{
+    (void)state;
+    json_t *opts = json_pack("{s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 600000,
+                             "repair", "paused", 1);
+    struct gw_objects *o = NULL;
+    char msg[256];
+    int rc = gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg));
+    json_decref(opts);
+    if (rc)
+        fail_msg("open: %s (%d)", msg, rc);
+    assert_int_equal(gw_bucket_create(o, "gcb"), 0);
+    uint8_t d[2 * STRIPE + 100];
+    fill(d, sizeof(d), 5);
+    struct gw_objects_stats st;
+    assert_int_equal(put(o, "gcb", "k", d, sizeof(d)), 0);
+    assert_int_equal(gw_objects_counters(o, &st), 0);
+    assert_int_equal(st.gc_pending, 0);
+    assert_int_equal(put(o, "gcb", "k", d, 100), 0); /* replaces 3 stripes, due in 10 min */
+    assert_int_equal(gw_objects_counters(o, &st), 0);
+    assert_int_equal(st.gc_pending, 3);
+    gw_gc_run(o, true);
+    assert_int_equal(gw_objects_counters(o, &st), 0);
+    assert_int_equal(st.gc_pending, 0);
+    gw_objects_close(o);
+}
+
 /* Stopping an embedded node while other threads open clients to it: a
  * connect that had read the node's service must not find it freed (a random
  * crash in a fan-out thread, exit status 255 with no message under cmocka). */
@@ -1286,6 +1315,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaced_and_in_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_connecting, setup, teardown),
     };
     if (argc > 1)
