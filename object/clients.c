@@ -25,6 +25,7 @@ int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_c
     struct gw_node *nd = &o->nodes[node];
     pthread_mutex_lock(&nd->lock);
     struct node_service *svc = nd->svc;
+    nd->opening += svc != NULL; /* svc is not stopped while we connect to it */
     pthread_mutex_unlock(&nd->lock);
     struct node_client_opts co = {.timeout_ms = timeout_ms,
                                   .secret_file = o->secret[0] ? o->secret : NULL,
@@ -36,6 +37,12 @@ int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_c
         rc = svc ? node_client_connect_local(o->dev, svc, &co, out, err, sizeof(err)) : -EHOSTDOWN;
     else
         rc = node_client_connect(o->dev, nd->address, &co, out, err, sizeof(err));
+    if (svc) {
+        pthread_mutex_lock(&nd->lock);
+        if (--nd->opening == 0)
+            pthread_cond_broadcast(&nd->opened);
+        pthread_mutex_unlock(&nd->lock);
+    }
     if (rc) {
         *out = NULL;
         gw_peer_failed(o, node, rc, true);

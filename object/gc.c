@@ -71,18 +71,24 @@ void gw_gc_run(struct gw_objects *o, bool all)
     for (size_t i = 0; i < json_array_size(o->gc);) {
         json_t *e = json_array_get(o->gc, i);
         if (all || json_integer_value(json_object_get(e, "due")) <= now) {
-            json_t *rec = json_object_get(e, "rec");
-            o->gc_stripes -= json_array_size(json_object_get(rec, "stripes"));
-            json_array_append(due, rec);
+            json_array_append(due, json_object_get(e, "rec"));
             json_array_remove(o->gc, i);
         } else {
             i++;
         }
     }
     pthread_mutex_unlock(&o->gc_lock);
+    /* Counted until its deletes are done, not only until it leaves the queue:
+     * gw_objects_counters' gc_pending says when the garbage is gone. */
     size_t i;
     json_t *rec;
-    json_array_foreach(due, i, rec) gc_rec(o, rec);
+    json_array_foreach(due, i, rec)
+    {
+        gc_rec(o, rec);
+        pthread_mutex_lock(&o->gc_lock);
+        o->gc_stripes -= json_array_size(json_object_get(rec, "stripes"));
+        pthread_mutex_unlock(&o->gc_lock);
+    }
     json_decref(due);
 }
 

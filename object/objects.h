@@ -241,6 +241,8 @@ struct gw_objects_stats {
     uint64_t read_retries;    /* GET stripes whose failed chunk reads were tried again */
     uint64_t decode_sessions; /* decode sessions set up (each then serves many stripes) */
     uint64_t decode_runs;     /* stripes rebuilt by a run of a decode session */
+    uint64_t gc_pending;      /* stripes of replaced versions whose chunks are not deleted yet
+                               * (waiting for gc_delay_ms or being deleted) */
 };
 int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
 /*

@@ -32,6 +32,8 @@ struct gw_node {
     char address[PLACE_ADDRESS_MAX];
     struct node_service *svc; /* embedded: the in-process service, NULL when stopped */
     pthread_mutex_t lock;
+    int opening;           /* embedded: connects to svc under way; a stop waits for them */
+    pthread_cond_t opened; /* opening went to 0 */
     struct node_client *idle[GW_NODE_CLIENTS];
     int nidle;
     /* The failure detector's evidence (detector.c). */
@@ -140,7 +142,7 @@ struct gw_objects {
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
     json_t *gc;                  /* array of {"due": ms, "rec": record} */
-    size_t gc_stripes;           /* theirs, at most GW_GC_PENDING_STRIPES */
+    size_t gc_stripes;           /* theirs and those being deleted, at most GW_GC_PENDING_STRIPES */
     _Atomic uint64_t gc_dropped; /* records left to the scanner (orphans) past that */
     bool gc_stop;
     pthread_t gc_thread;

@@ -57,6 +57,7 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         snprintf(o->nodes[i].id, sizeof(o->nodes[i].id), "%s", o->map->nodes[i].id);
         snprintf(o->nodes[i].address, sizeof(o->nodes[i].address), "%s", o->map->nodes[i].address);
         pthread_mutex_init(&o->nodes[i].lock, NULL);
+        pthread_cond_init(&o->nodes[i].opened, NULL);
     }
     if (o->map->npools == 0)
         return snprintf(msg, msglen, "the cluster map has no pools"), -EINVAL;
@@ -280,9 +281,14 @@ int gw_objects_node_set_running(struct gw_objects *o, const char *id, bool runni
         char msg[256];
         return start_node(o, i, msg, sizeof(msg));
     }
+    /* A connect that read svc before it went uses it until it returns: the
+     * service is freed only after (else a stop freed it under a fan-out
+     * thread opening a client, which crashed the process at random). */
     pthread_mutex_lock(&nd->lock);
     struct node_service *svc = nd->svc;
     nd->svc = NULL;
+    while (nd->opening > 0)
+        pthread_cond_wait(&nd->opened, &nd->lock);
     pthread_mutex_unlock(&nd->lock);
     gw_drop_clients(nd);
     node_service_stop(svc);
@@ -316,6 +322,7 @@ void gw_objects_close(struct gw_objects *o)
     for (int i = 0; o->nodes && i < o->nnodes; i++) {
         node_service_stop(o->nodes[i].svc);
         pthread_mutex_destroy(&o->nodes[i].lock);
+        pthread_cond_destroy(&o->nodes[i].opened);
     }
     inec_device_close(o->dev);
     int np = atomic_load(&o->npools);
@@ -423,6 +430,9 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st)
     st->read_retries = atomic_load(&o->read_retries);
     gw_decoder_counters(o, &st->decode_sessions, &st->decode_runs);
     st->repair_queue = gw_repair_queue_length(o);
+    pthread_mutex_lock(&o->gc_lock);
+    st->gc_pending = o->gc_stripes;
+    pthread_mutex_unlock(&o->gc_lock);
     return 0;
 }
 
@@ -455,6 +465,7 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
         json_object_set_new(*out, "decode_sessions", json_integer((json_int_t)st.decode_sessions));
         json_object_set_new(*out, "decode_runs", json_integer((json_int_t)st.decode_runs));
+        json_object_set_new(*out, "gc_pending", json_integer((json_int_t)st.gc_pending));
         json_object_set_new(*out, "clock_skew_warn_s", json_real(o->clock_skew_warn_ms / 1e3));
     }
     json_t *rep = NULL;
