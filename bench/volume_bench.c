@@ -16,7 +16,9 @@
  * (coherent primitives) and on one with "chains": "incoherent" too (the INEC
  * paper's baseline: the host advances every chain), so delta parity against
  * read-modify-write and coherent against incoherent are compared in the same
- * run. --plot draws those three against the queue depth (gnuplot).
+ * run, with the payload bytes the offload engine moved per write
+ * (inec_bytes_moved around each job). --plot draws those three against the
+ * queue depth (gnuplot).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -59,7 +61,8 @@ static void usage(FILE *f)
                "  --size     the volume and the floor file (256M; --quick 32M)\n"
                "  --seconds  per job (5; --quick 1)\n"
                "  Then 4K random writes by delta parity with coherent and with incoherent\n"
-               "  primitives against read-modify-write; --plot draws them per queue depth.\n");
+               "  primitives against read-modify-write, and the bytes moved per write;\n"
+               "  --plot draws their IOPS per queue depth.\n");
 }
 
 /* fio's JSON for one job, or NULL (the reason printed). */
