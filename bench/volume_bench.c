@@ -16,7 +16,9 @@
  * (coherent primitives) and on one with "chains": "incoherent" too (the INEC
  * paper's baseline: the host advances every chain), so delta parity against
  * read-modify-write and coherent against incoherent are compared in the same
- * run. --plot draws those three against the queue depth (gnuplot).
+ * run, with the payload bytes the offload engine moved per write
+ * (inec_bytes_moved around each job). --plot draws those three against the
+ * queue depth (gnuplot).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,6 +34,7 @@
 
 #include "bench/bench.h"
 #include "gateway/nbd_server.h"
+#include "inec/inec.h"
 #include "object/objects.h"
 #include "volume/volume.h"
 
@@ -58,7 +61,8 @@ static void usage(FILE *f)
                "  --size     the volume and the floor file (256M; --quick 32M)\n"
                "  --seconds  per job (5; --quick 1)\n"
                "  Then 4K random writes by delta parity with coherent and with incoherent\n"
-               "  primitives against read-modify-write; --plot draws them per queue depth.\n");
+               "  primitives against read-modify-write, and the bytes moved per write;\n"
+               "  --plot draws their IOPS per queue depth.\n");
 }
 
 /* fio's JSON for one job, or NULL (the reason printed). */
@@ -107,14 +111,31 @@ static json_t *run_fio(const struct job *j, const char *uri, const char *size, d
     return doc;
 }
 
-/* IOPS or MB/s (1e6 B/s) of fio's first job; -1 when it failed. */
-static double figure(const struct job *j, const char *uri, const char *size, double seconds)
+/* IOPS or MB/s (1e6 B/s) of fio's first job; -1 when it failed. With
+ * `moved`: the payload bytes the offload engine moved during the job (every
+ * node is in this process, so every transfer between gateway and nodes and
+ * between nodes) per I/O done, in KiB; a job that did I/O yet moved nothing
+ * fails (the counter would be broken). */
+static double figure(const struct job *j, const char *uri, const char *size, double seconds,
+                     double *moved)
 {
+    uint64_t before = inec_bytes_moved();
     json_t *doc = run_fio(j, uri, size, seconds);
+    uint64_t bytes = inec_bytes_moved() - before;
     if (!doc)
         return -1;
     json_t *side = json_object_get(json_array_get(json_object_get(doc, "jobs"), 0),
                                    strstr(j->rw, "write") ? "write" : "read");
+    if (moved) {
+        json_int_t ios = json_integer_value(json_object_get(side, "total_ios"));
+        *moved = ios > 0 ? (double)bytes / (double)ios / 1024 : -1;
+        if (ios > 0 && bytes == 0) {
+            fprintf(stderr, "inec bench volume: %lld I/Os moved no bytes (inec_bytes_moved)\n",
+                    (long long)ios);
+            json_decref(doc);
+            return -1;
+        }
+    }
     double v = j->iops ? json_number_value(json_object_get(side, "iops"))
                        : json_number_value(json_object_get(side, "bw_bytes")) / 1e6;
     int errors = (int)json_integer_value(
@@ -258,8 +279,8 @@ int bench_volume(int argc, char **argv)
                    "job", "QD", "unit", "inec", "qemu-nbd", "ratio");
         for (size_t i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
             const struct job *j = &jobs[i];
-            double ours = figure(j, uri, sizestr, seconds);
-            double fl = with_floor ? figure(j, floor_uri, sizestr, seconds) : -1;
+            double ours = figure(j, uri, sizestr, seconds, NULL);
+            double fl = with_floor ? figure(j, floor_uri, sizestr, seconds, NULL) : -1;
             double ratio = ours > 0 && fl > 0 ? ours / fl : -1;
             if (ours < 0)
                 rc = 1;
@@ -286,9 +307,15 @@ int bench_volume(int argc, char **argv)
                    "read-modify-write (IOPS)\n%3s %12s %12s %12s %10s %10s\n",
                    "QD", "coherent", "incoherent", "rmw", "delta/rmw", "coh/incoh");
         const struct job fill = {"fill", "write", "1M", 16, false};
-        if (figure(&fill, delta_uri, sizestr, seconds) < 0 ||
-            figure(&fill, incoh_uri, sizestr, seconds) < 0)
+        if (figure(&fill, delta_uri, sizestr, seconds, NULL) < 0 ||
+            figure(&fill, incoh_uri, sizestr, seconds, NULL) < 0)
             rc = 1;
+        /* KiB moved per write: coherent, incoherent, rmw. */
+        struct traffic {
+            int qd;
+            double kib[3];
+        } traffic[sizeof(jobs) / sizeof(jobs[0])];
+        int ntraffic = 0;
         struct bench_series curves[3] = {{"delta parity, coherent", .color = 1},
                                          {"delta parity, incoherent", .color = 2},
                                          {"read-modify-write", .dashed = true, .color = 3}};
@@ -296,9 +323,11 @@ int bench_volume(int argc, char **argv)
             const struct job *j = &jobs[i];
             if (strcmp(j->rw, "randwrite") != 0)
                 continue;
-            double d = figure(j, delta_uri, sizestr, seconds);
-            double di = figure(j, incoh_uri, sizestr, seconds);
-            double r = figure(j, uri, sizestr, seconds);
+            struct traffic *t = &traffic[ntraffic++];
+            *t = (struct traffic){j->qd, {-1, -1, -1}};
+            double d = figure(j, delta_uri, sizestr, seconds, &t->kib[0]);
+            double di = figure(j, incoh_uri, sizestr, seconds, &t->kib[1]);
+            double r = figure(j, uri, sizestr, seconds, &t->kib[2]);
             if (d < 0 || di < 0 || r < 0)
                 rc = 1;
             double dr = d > 0 && r > 0 ? d / r : -1, ci = d > 0 && di > 0 ? d / di : -1;
@@ -315,6 +344,33 @@ int bench_volume(int argc, char **argv)
                     rc = 1;
             if (!json)
                 printf("%3d %12.1f %12.1f %12.1f %10.3f %10.3f\n", j->qd, d, di, r, dr, ci);
+        }
+        /* Bytes moved per write, in KiB, in 4 KiB chunks and in chunks of the
+         * volume (its stripe over the k = 6 of RS(6,3)): issue 13 expects about
+         * k+m chunks by read-modify-write, 1+m by delta parity. */
+        double chunk_kib =
+            (double)json_integer_value(json_object_get(vol, "stripe_bytes")) / 6 / 1024;
+        if (!json)
+            printf("\nbytes the offload engine moved per 4K random write (gateway<->nodes, "
+                   "node<->node):\nKiB (in 4 KiB chunks, in chunks of the volume: %g KiB)\n"
+                   "%3s %23s %23s %23s\n",
+                   chunk_kib, "QD", "coherent", "incoherent", "rmw");
+        for (int i = 0; i < ntraffic; i++) {
+            const struct traffic *t = &traffic[i];
+            json_array_append_new(rows, json_pack("{s:s,s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+                                                  "job", "rand-write 4K bytes moved per write",
+                                                  "qd", t->qd, "unit", "KiB", "coherent", t->kib[0],
+                                                  "incoherent", t->kib[1], "rmw", t->kib[2],
+                                                  "coherent_chunks", t->kib[0] / 4,
+                                                  "incoherent_chunks", t->kib[1] / 4, "rmw_chunks",
+                                                  t->kib[2] / 4, "volume_chunk_kib", chunk_kib));
+            if (!json) {
+                printf("%3d", t->qd);
+                for (int c = 0; c < 3; c++)
+                    printf(" %9.1f (%5.1f, %5.2f)", t->kib[c], t->kib[c] / 4,
+                           t->kib[c] / chunk_kib);
+                printf("\n");
+            }
         }
         if (plot_file) {
             int prc = bench_plot(plot_file, "inec bench volume: 4K random writes", "queue depth",

@@ -221,6 +221,19 @@ void inec_device_stats(const struct inec_device *dev, struct inec_device_stats *
     dev->ops->device_stats(dev, stats);
 }
 
+/* One counter for the process: relaxed adds, no lock on the data path. */
+static _Atomic uint64_t bytes_moved;
+
+void inec_note_bytes_moved(uint64_t n)
+{
+    atomic_fetch_add_explicit(&bytes_moved, n, memory_order_relaxed);
+}
+
+uint64_t inec_bytes_moved(void)
+{
+    return atomic_load_explicit(&bytes_moved, memory_order_relaxed);
+}
+
 int inec_mr_reg(struct inec_device *dev, void *addr, size_t len, struct inec_mr **out)
 {
     if (!dev || !out || (!addr && len))

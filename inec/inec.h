@@ -145,6 +145,14 @@ bool inec_provider_built(const char *name);
  * "mem:N" or "tcp:HOST:PORT". */
 const char *inec_device_addr(const struct inec_device *dev);
 void inec_device_stats(const struct inec_device *dev, struct inec_device_stats *stats);
+/* Payload bytes of SEND/WRITE requests delivered from one device to another
+ * in this process since it started: process-wide, all devices, counted once
+ * where the payload lands (the receiving device; on the mem transport the
+ * sender's engine delivers). Failed deliveries and CALCs (local) do not count.
+ * The soft provider counts; verbs does not (its NIC moves the bytes): 0. For
+ * benchmarks: take the difference around a job (relaxed, so approximate while
+ * transfers run). */
+uint64_t inec_bytes_moved(void);
 
 /* ---- memory ---------------------------------------------------------- */
 

@@ -11,6 +11,9 @@
 
 #include "inec/inec.h"
 
+/* A provider reports `n` payload bytes delivered to a device (inec_bytes_moved). */
+void inec_note_bytes_moved(uint64_t n);
+
 struct inec_provider_ops {
     const char *name;
     int (*device_open)(const char *options, struct inec_device **out);

@@ -120,7 +120,10 @@ static enum inec_wc_status mem_write(struct soft_qp *peer, const struct wqe *e)
         soft_copy_sg(e->sge, e->nsge, &one, 1);
     }
     pthread_mutex_unlock(&pd->mr_lock);
-    return dst || e->len == 0 ? INEC_WC_SUCCESS : INEC_WC_PROT_ERR;
+    if (!dst && e->len)
+        return INEC_WC_PROT_ERR;
+    inec_note_bytes_moved(e->len); /* before any completion says it landed */
+    return INEC_WC_SUCCESS;
 }
 
 /* Called by the sender's engine during a pass (mem_lock held for reading). */
@@ -155,6 +158,7 @@ static enum exec_result mem_send(struct soft_qp *qp, struct wqe *e)
         e->status = INEC_WC_LEN_ERR;
     } else {
         soft_copy_sg(e->sge, e->nsge, recv->sge, recv->nsge);
+        inec_note_bytes_moved(e->len);
     }
     soft_rq_complete(peer, e->status, e->len, op, e->has_imm, e->imm);
     pthread_mutex_unlock(&peer->rq.lock);

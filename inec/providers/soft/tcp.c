@@ -463,6 +463,8 @@ static void rx_payload_done(struct tcp_conn *c)
     const struct frame *h = &c->cur;
     struct soft_qp *qp = soft_qp_lookup(c->dev, h->dst_qpn);
     enum inec_wc_status st = c->rx_status;
+    if (st == INEC_WC_SUCCESS && qp)
+        inec_note_bytes_moved(h->len); /* before the RECV's completion says it landed */
     if (c->rx_qp) {
         struct soft_qp *rq = c->rx_qp;
         pthread_mutex_lock(&rq->rq.lock);
