@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/prometheus.h"
+
 /* Latency bucket bounds in seconds: S3 requests range from sub-millisecond
  * HEADs to multi-second large PUTs. */
 const double gw_metrics_bounds[GW_METRICS_NBUCKETS - 1] = {
@@ -103,19 +105,6 @@ void gw_metrics_totals(const struct gw_metrics *m, struct gw_metrics_totals *t)
     }
 }
 
-/* Label values are escaped as the format requires: backslash, quote, newline. */
-static void label(FILE *f, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\' || *v == '"')
-            fprintf(f, "\\%c", *v);
-        else if (*v == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*v, f);
-    }
-}
-
 /* The object layer's counters and gauges of the cluster document. */
 static void write_counters(const json_t *cluster, FILE *f)
 {
@@ -163,7 +152,7 @@ static void write_counters(const json_t *cluster, FILE *f)
         if (!id || cap <= 0 || !json_is_true(json_object_get(n, "up")))
             continue;
         fputs("inec_node_free_bytes{node=\"", f);
-        label(f, id);
+        prometheus_label(f, id);
         fprintf(f, "\"} %.17g\n", cap > used ? cap - used : 0.0);
     }
 }
@@ -190,7 +179,7 @@ static void write_gauges(FILE *f, const json_t *items, const char *name, const c
                 continue;
             fprintf(f, "%s{%s=\"", gauges[g].metric, name);
             if (json_is_string(id))
-                label(f, json_string_value(id));
+                prometheus_label(f, json_string_value(id));
             else
                 fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
             fprintf(f, "\"} %.17g\n",
@@ -251,7 +240,7 @@ static void write_repair(const json_t *rep, FILE *f)
     json_object_foreach((json_t *)by, k, v)
     {
         fprintf(f, "inec_stripes_degraded{lost=\"");
-        label(f, k);
+        prometheus_label(f, k);
         fprintf(f, "\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(v));
     }
     const json_t *t = json_object_get(rep, "totals"), *q = json_object_get(rep, "queue");

@@ -12,6 +12,7 @@
 
 #include <microhttpd.h>
 
+#include "node/prometheus.h"
 #include "node/store.h"
 
 struct node_metrics_server {
@@ -20,19 +21,6 @@ struct node_metrics_server {
     struct timespec started;
     uint16_t port;
 };
-
-/* Node ids are map ids ([A-Za-z0-9._-]); escaped anyway, as the format wants. */
-static void label(FILE *f, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\' || *v == '"')
-            fprintf(f, "\\%c", *v);
-        else if (*v == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*v, f);
-    }
-}
 
 static int render(struct node_metrics_server *m, FILE *f)
 {
@@ -73,12 +61,12 @@ static int render(struct node_metrics_server *m, FILE *f)
     fputs("# HELP inec_node_uptime_seconds seconds since the node started serving metrics\n"
           "# TYPE inec_node_uptime_seconds gauge\ninec_node_uptime_seconds{node=\"",
           f);
-    label(f, id);
+    prometheus_label(f, id);
     fprintf(f, "\"} %.3f\n", up);
     for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
         fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n%s{node=\"", gauges[i].name, gauges[i].help,
                 gauges[i].name, gauges[i].name);
-        label(f, id);
+        prometheus_label(f, id);
         fprintf(f, "\"} %" PRIu64 "\n", *(const uint64_t *)((const char *)&st + gauges[i].off));
     }
     static const struct {
@@ -93,7 +81,7 @@ static int render(struct node_metrics_server *m, FILE *f)
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
         fprintf(f, "# HELP %s %s (since the node started)\n# TYPE %s counter\n%s{node=\"",
                 counters[i].name, counters[i].help, counters[i].name, counters[i].name);
-        label(f, id);
+        prometheus_label(f, id);
         fprintf(f, "\"} %" PRIu64 "\n", *(const uint64_t *)((const char *)&st + counters[i].off));
     }
     return ferror(f) ? -EIO : 0;
