@@ -14,15 +14,7 @@
 
 #include <openssl/evp.h>
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
+#include <openssl/crypto.h>
 
 /* Decodes src[0, len) into dst (at most dstlen - 1 bytes plus NUL).
  * Returns the decoded length, -EINVAL for a bad escape or a NUL byte,
@@ -34,7 +26,8 @@ static ssize_t pct_decode(const char *src, size_t len, char *dst, size_t dstlen,
         int c = (unsigned char)src[i];
         if (c == '%') {
             int h, l;
-            if (i + 2 >= len || (h = hexval(src[i + 1])) < 0 || (l = hexval(src[i + 2])) < 0)
+            if (i + 2 >= len || (h = OPENSSL_hexchar2int((unsigned char)src[i + 1])) < 0 ||
+                (l = OPENSSL_hexchar2int((unsigned char)src[i + 2])) < 0)
                 return -EINVAL;
             c = h * 16 + l;
             i += 2;

@@ -50,17 +50,6 @@ static void hex(const uint8_t *in, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* 64 lowercase hex digits, as AWS writes signatures and payload hashes. */
 static bool is_hex64(const char *s, size_t len)
 {
@@ -75,7 +64,8 @@ static bool is_hex64(const char *s, size_t len)
 static void unhex32(const char *s, uint8_t out[32])
 {
     for (int i = 0; i < 32; i++)
-        out[i] = (uint8_t)(hexval(s[2 * i]) << 4 | hexval(s[2 * i + 1]));
+        out[i] = (uint8_t)(OPENSSL_hexchar2int((unsigned char)s[2 * i]) << 4 |
+                           OPENSSL_hexchar2int((unsigned char)s[2 * i + 1]));
 }
 
 static bool same_signature(const char *a, const char *b)
@@ -137,8 +127,10 @@ static size_t decode(const char *s, size_t n, uint8_t *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[o++] = (uint8_t)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        if (s[i] == '%' && i + 2 < n && OPENSSL_hexchar2int((unsigned char)s[i + 1]) >= 0 &&
+            OPENSSL_hexchar2int((unsigned char)s[i + 2]) >= 0) {
+            out[o++] = (uint8_t)(OPENSSL_hexchar2int((unsigned char)s[i + 1]) << 4 |
+                                 OPENSSL_hexchar2int((unsigned char)s[i + 2]));
             i += 2;
         } else {
             out[o++] = (uint8_t)s[i];
@@ -969,10 +961,10 @@ static bool parse_chunk_header(struct gw_chunked *c)
     const char *h = c->line;
     uint64_t size = 0;
     int digits = 0;
-    for (; hexval(*h) >= 0; h++, digits++) {
+    for (; OPENSSL_hexchar2int((unsigned char)*h) >= 0; h++, digits++) {
         if (digits == 15)
             return false;
-        size = size << 4 | (uint64_t)hexval(*h);
+        size = size << 4 | (uint64_t)OPENSSL_hexchar2int((unsigned char)*h);
     }
     c->size = c->remaining = size;
     if (!c->sign)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 int verbs_addr_format(const struct verbs_addr *a, char *out, size_t len)
 {
     char gid[33];
@@ -14,17 +16,6 @@ int verbs_addr_format(const struct verbs_addr *a, char *out, size_t len)
     int n = snprintf(out, len, "verbs:%s:%u:%u:%u:%06x", gid, a->lid, a->port, a->mtu,
                      a->psn_seed & 0xffffffu);
     return n < 0 || (size_t)n >= len ? -ENOSPC : n;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* A decimal field up to max, ending at ':' or the end (*p moves past it). */
@@ -51,7 +42,8 @@ int verbs_addr_parse(const char *text, struct verbs_addr *a, char *err, size_t e
     }
     const char *p = text + 6;
     for (int i = 0; i < 16; i++) {
-        int hi = hexval(p[2 * i]), lo = hi < 0 ? -1 : hexval(p[2 * i + 1]);
+        int hi = OPENSSL_hexchar2int((unsigned char)p[2 * i]),
+            lo = hi < 0 ? -1 : OPENSSL_hexchar2int((unsigned char)p[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             snprintf(err, errlen, "verbs address: the GID must be 32 hex digits");
             return -EINVAL;
@@ -71,8 +63,8 @@ int verbs_addr_parse(const char *text, struct verbs_addr *a, char *err, size_t e
     }
     uint32_t seed = 0;
     int digits = 0;
-    for (; hexval(*p) >= 0 && digits < 7; p++, digits++)
-        seed = seed << 4 | (uint32_t)hexval(*p);
+    for (; OPENSSL_hexchar2int((unsigned char)*p) >= 0 && digits < 7; p++, digits++)
+        seed = seed << 4 | (uint32_t)OPENSSL_hexchar2int((unsigned char)*p);
     if (digits != 6 || *p != '\0') {
         snprintf(err, errlen, "verbs address: the PSN seed must be 6 hex digits at the end");
         return -EINVAL;
