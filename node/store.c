@@ -971,6 +971,22 @@ struct meta_req {
     struct meta_req *next;
 };
 
+/* The record part of a blob: up to its first NUL (after it, the gateway may
+ * keep a binary tail of its own, different on each node). */
+static size_t record_part(const void *blob, size_t len)
+{
+    const void *nul = len ? memchr(blob, 0, len) : NULL;
+    return nul ? (size_t)((const char *)nul - (const char *)blob) : len;
+}
+
+/* The same record with another tail: the tail is replaced (a repair of it),
+ * the version's record is not. */
+static bool same_record(const MDB_val *have, const void *blob, size_t len)
+{
+    size_t a = record_part(have->mv_data, have->mv_size), b = record_part(blob, len);
+    return a == b && a < len && memcmp(have->mv_data, blob, a) == 0;
+}
+
 /* r's compare-and-set inside txn (a child of the batch's): 0 written, 1
  * nothing to write (a retry, or a check that would keep it), or -errno. */
 static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
@@ -983,11 +999,11 @@ static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
         r->stored = have;
         if (have > r->version)
             rc = -ESTALE;
+        else if (have == r->version && !(r->flags & NODE_META_CHECK) && ob.mv_size == r->len &&
+                 (r->len == 0 || memcmp(ob.mv_data, r->blob, r->len) == 0))
+            rc = 1; /* the same record again: done, nothing to write */
         else if (have == r->version)
-            rc = !(r->flags & NODE_META_CHECK) && ob.mv_size == r->len &&
-                         (r->len == 0 || memcmp(ob.mv_data, r->blob, r->len) == 0)
-                     ? 1 /* the same record again: done, nothing to write */
-                     : -EEXIST;
+            rc = same_record(&ob, r->blob, r->len) ? 0 : -EEXIST;
     } else if (rc == -ENOENT) {
         rc = 0;
     }
@@ -1186,7 +1202,7 @@ static int unversioned_cb(const char *key, const void *value, size_t len, void *
 {
     struct unversioned *u = arg;
     MDB_val b = meta_blob(&(MDB_val){len, (void *)value});
-    return u->cb(key, b.mv_data, b.mv_size, u->arg);
+    return u->cb(key, b.mv_data, record_part(b.mv_data, b.mv_size), u->arg);
 }
 
 int node_store_list_meta(struct node_store *s, const char *bucket, const char *prefix,

@@ -128,7 +128,9 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
  * stored one's. The same version with the same bytes again is a success that
  * writes nothing (a retry); a lower version is -ESTALE, the same version with
  * other bytes -EEXIST, and either way *stored (may be NULL) is the version the
- * key holds. NODE_META_CHECK stores nothing and answers what a write of that
+ * key holds. A blob may end in a tail of the gateway's after a NUL (a shard of
+ * an inline object): the same version whose bytes before the NUL are the same
+ * replaces the tail (a repair), and listings hand out only the part before it. NODE_META_CHECK stores nothing and answers what a write of that
  * version would (0, -ESTALE, or -EEXIST for an equal version).
  */
 #define NODE_META_CHECK 1u

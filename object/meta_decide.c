@@ -34,7 +34,7 @@ static void get_one(void *arg, int i)
     if (rc == 0)
         rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
     gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
-    if (rc == 0 && !(j->rec[i] = json_loadb(blob, len, 0, NULL)))
+    if (rc == 0 && !(j->rec[i] = gw_rec_load(blob, len)))
         rc = -EBADMSG;
     free(blob);
     j->rc[i] = rc;

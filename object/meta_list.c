@@ -36,7 +36,7 @@ struct list_job {
 static int page_cb(const char *key, const void *blob, size_t len, void *arg)
 {
     struct cursor *c = arg;
-    json_t *rec = json_loadb(blob, len, 0, NULL);
+    json_t *rec = gw_rec_load(blob, len);
     char *k = strdup(key);
     if (!rec || !k) {
         json_decref(rec);

@@ -28,6 +28,16 @@ struct read_job {
     bool back[PLACE_MAX_CHUNKS]; /* home i's call ended: rc[i] and rec[i] are its answer */
     int rc[PLACE_MAX_CHUNKS];
     json_t *rec[PLACE_MAX_CHUNKS];
+    /* Inline records (inline.c): the shard each home answered (index -1:
+     * none, or one failing its crc), kept in its blob. */
+    void *blob[PLACE_MAX_CHUNKS];
+    int idx[PLACE_MAX_CHUNKS];
+    const uint8_t *shard[PLACE_MAX_CHUNKS];
+    /* Once best is decoded: its every shard (S bytes each), for the homes
+     * that lack theirs, and which shard indices a home holds or was given. */
+    uint8_t *shards;
+    size_t S;
+    bool held[PLACE_MAX_CHUNKS];
 };
 
 static void read_job_put(struct read_job *j)
@@ -37,9 +47,12 @@ static void read_job_put(struct read_job *j)
     pthread_mutex_unlock(&j->lock);
     if (!last)
         return;
-    for (int i = 0; i < j->n; i++)
+    for (int i = 0; i < j->n; i++) {
         json_decref(j->rec[i]);
+        free(j->blob[i]);
+    }
     json_decref(j->best);
+    free(j->shards);
     pthread_mutex_destroy(&j->lock);
     pthread_cond_destroy(&j->cond);
     free(j->bucket);
@@ -47,27 +60,58 @@ static void read_job_put(struct read_job *j)
     free(j);
 }
 
-/* Home i's call ended (back) with rc and rec: does it lack best? A home
- * still silent is not known to lack it, and writing to it could wait the
- * whole peer timeout (a hung node): if it answers late, read_one repairs it. */
-static bool stale(bool back, int rc, const json_t *rec, const json_t *best)
+/* Home i answered best itself, with a good shard of it when best is inline. */
+static bool holds(const struct read_job *j, int i, const json_t *best, bool inl)
 {
-    if (!back || !best || (rc != 0 && rc != -ENOENT))
-        return false;
-    return !rec || gw_rec_version(rec) < gw_rec_version(best) ||
-           (gw_rec_version(rec) == gw_rec_version(best) && !json_equal(rec, best));
+    return j->back[i] && j->rec[i] && gw_rec_version(j->rec[i]) == gw_rec_version(best) &&
+           json_equal(j->rec[i], best) && (!inl || (j->idx[i] >= 0 && j->idx[i] < j->n));
 }
 
-/* best to one home, as is (its compare-and-set keeps whatever is newer). */
-static int repair_one(struct gw_objects *o, int node, const char *bucket, const char *key,
-                      const json_t *best)
+/* Home i's call ended: does it lack best (or, inline, a shard no other home
+ * before it holds)? A home still silent is not known to lack it, and writing
+ * to it could wait the whole peer timeout (a hung node): if it answers late,
+ * read_one repairs it. */
+static bool stale(const struct read_job *j, int i, const json_t *best)
 {
-    char *blob = gw_rec_dump(best);
+    if (!j->back[i] || !best || (j->rc[i] != 0 && j->rc[i] != -ENOENT))
+        return false;
+    bool inl = gw_rec_inline(best, NULL, NULL, NULL);
+    if (!holds(j, i, best, inl))
+        return true;
+    for (int h = 0; inl && h < i; h++)
+        if (holds(j, h, best, inl) && j->idx[h] == j->idx[i])
+            return true; /* two homes with one shard (after a membership change) */
+    return false;
+}
+
+/* Home i's blob of best (lock held): inline, with a shard no home holds,
+ * its own position's when free (where a PUT put it). NULL: none to give. */
+static char *home_blob(struct read_job *j, int i, const json_t *best, size_t *len)
+{
+    char *json = gw_rec_dump(best);
+    if (!json || !gw_rec_inline(best, NULL, NULL, NULL)) {
+        *len = json ? strlen(json) : 0;
+        return json;
+    }
+    int s = j->shards && !j->held[i] ? i : -1;
+    for (int c = 0; j->shards && s < 0 && c < j->n; c++)
+        if (!j->held[c])
+            s = c;
+    char *blob = NULL;
+    if (s >= 0 && (blob = gw_inline_blob(json, s, j->shards + (size_t)s * j->S, j->S, len)))
+        j->held[s] = true;
+    free(json);
+    return blob;
+}
+
+/* A blob of best to one home (its compare-and-set keeps whatever is newer). */
+static int repair_one(struct gw_objects *o, int node, const char *bucket, const char *key,
+                      uint64_t version, char *blob, size_t len)
+{
     struct node_client *c = NULL;
     int rc = !blob ? -ENOMEM : gw_node_is_down(o, node) ? -EHOSTDOWN : gw_client_get(o, node, &c);
     if (rc == 0)
-        rc =
-            node_client_put_meta(c, bucket, key, gw_rec_version(best), 0, blob, strlen(blob), NULL);
+        rc = node_client_put_meta(c, bucket, key, version, 0, blob, len, NULL);
     if (blob)
         gw_client_put(o, node, c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
     free(blob);
@@ -84,42 +128,119 @@ static void read_one(void *arg, int i)
     struct node_client *c = NULL;
     int rc = gw_node_is_down(o, node) ? -EHOSTDOWN : gw_client_get(o, node, &c);
     void *blob = NULL;
-    size_t len = 0;
+    size_t len = 0, slen;
     json_t *rec = NULL;
+    int idx = -1;
+    const uint8_t *shard = NULL;
     if (rc == 0)
         rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
     gw_client_put(o, node, c, rc == -ENOENT ? 0 : rc);
-    if (rc == 0 && !(rec = json_loadb(blob, len, 0, NULL)))
+    if (rc == 0 && !(rec = gw_rec_load(blob, len)))
         rc = -EBADMSG;
-    free(blob);
+    int k, m;
+    size_t blen;
+    if (rc == 0 && gw_rec_inline(rec, &k, &m, &blen) &&
+        gw_inline_tail(blob, len, &idx, &shard, &slen) == 0 &&
+        slen == gw_inline_shard_len(blen, k) && idx < k + m) {
+        /* a good shard of this record */
+    } else {
+        idx = -1; /* none, or a corrupt one: repaired like a missing record */
+        shard = NULL;
+    }
     pthread_mutex_lock(&j->lock);
     j->rc[i] = rc;
     j->rec[i] = rec;
+    j->blob[i] = blob;
+    j->idx[i] = idx;
+    j->shard[i] = shard;
     j->back[i] = true;
     j->done++;
     j->answered += rc == 0 || rc == -ENOENT;
-    bool late = j->returned && stale(true, rc, rec, j->best);
-    json_t *best = late ? json_incref(j->best) : NULL;
+    bool late = j->returned && stale(j, i, j->best);
+    if (!late && j->returned && j->best && idx >= 0 && idx < j->n)
+        j->held[idx] = true;
+    char *rb = late ? home_blob(j, i, j->best, &len) : NULL;
+    uint64_t version = j->best ? gw_rec_version(j->best) : 0;
     pthread_cond_broadcast(&j->cond);
     pthread_mutex_unlock(&j->lock);
-    if (late)
-        repair_one(o, node, j->bucket, j->key, best);
-    json_decref(best);
+    if (rb)
+        repair_one(o, node, j->bucket, j->key, version, rb, len);
     read_job_put(j);
 }
 
 struct writeback {
     struct read_job *j;
-    const json_t *best;
-    bool want[PLACE_MAX_CHUNKS];
-    int rc[PLACE_MAX_CHUNKS];
+    uint64_t version;
+    char *blob[PLACE_MAX_CHUNKS]; /* NULL: home i is not written */
+    size_t len[PLACE_MAX_CHUNKS];
 };
 
 static void writeback_one(void *arg, int i)
 {
     struct writeback *w = arg;
-    w->rc[i] = w->want[i] ? repair_one(w->j->o, w->j->nodes[i], w->j->bucket, w->j->key, w->best)
-                          : -ECANCELED;
+    if (w->blob[i])
+        repair_one(w->j->o, w->j->nodes[i], w->j->bucket, w->j->key, w->version, w->blob[i],
+                   w->len[i]);
+}
+
+/* The newest record answered (lock held). */
+static json_t *newest(const struct read_job *j)
+{
+    json_t *best = NULL;
+    for (int i = 0; i < j->n; i++)
+        if (j->rec[i] && (!best || gw_rec_version(j->rec[i]) > gw_rec_version(best)))
+            best = j->rec[i];
+    return best;
+}
+
+/* Distinct good shards of best answered so far (lock held). */
+static int shards_of(const struct read_job *j, const json_t *best, const uint8_t **by_index)
+{
+    int have = 0;
+    for (int i = 0; i < j->n; i++) {
+        if (!holds(j, i, best, true) || by_index[j->idx[i]])
+            continue;
+        by_index[j->idx[i]] = j->shard[i];
+        have++;
+    }
+    return have;
+}
+
+/* Enough answered to return (lock held): R answers, and k distinct shards
+ * when the newest record is inline (more homes are waited for). */
+static bool answered_enough(const struct read_job *j)
+{
+    if (j->answered < j->o->meta_rq)
+        return false;
+    json_t *best = newest(j);
+    int k;
+    const uint8_t *by_index[PLACE_MAX_CHUNKS] = {0};
+    return !best || !gw_rec_inline(best, &k, NULL, NULL) || shards_of(j, best, by_index) >= k;
+}
+
+/* best's body from the shards answered, then every shard of it for the
+ * homes that lack theirs (lock held); the body into out. */
+static int decode_best(struct read_job *j, const json_t *best, json_t *out)
+{
+    int k, m;
+    size_t len;
+    gw_rec_inline(best, &k, &m, &len);
+    const uint8_t *by_index[PLACE_MAX_CHUNKS] = {0};
+    if (k + m > j->n || shards_of(j, best, by_index) < k)
+        return j->done < j->n ? -EHOSTDOWN : -EIO; /* homes silent, or shards lost */
+    uint8_t *body;
+    int rc = gw_inline_decode(k, m, len, by_index, &body);
+    if (rc == 0)
+        rc = gw_rec_set_inline_body(out, body, len);
+    if (rc == 0 && (rc = gw_inline_encode(k, m, body, len, &j->shards)) == 0) {
+        j->S = gw_inline_shard_len(len, k);
+        for (int c = 0; c < k + m; c++)
+            j->held[c] = by_index[c] != NULL;
+        for (int c = k + m; c < j->n; c++)
+            j->held[c] = true; /* more homes than shards: nothing for them */
+    }
+    free(body);
+    return rc;
 }
 
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
@@ -146,24 +267,34 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
         if (gw_fanout_post(o->fan, read_one, j, i))
             read_one(j, i);
     pthread_mutex_lock(&j->lock);
-    while (j->answered < o->meta_rq && j->done < j->n)
+    while (!answered_enough(j) && j->done < j->n)
         pthread_cond_wait(&j->cond, &j->lock);
-    json_t *best = NULL;
-    int err = 0;
-    for (int i = 0; i < j->n; i++) {
-        if (j->rec[i] && (!best || gw_rec_version(j->rec[i]) > gw_rec_version(best)))
-            best = j->rec[i];
+    json_t *best = newest(j), *ret = NULL;
+    int err = 0, derr = 0;
+    for (int i = 0; i < j->n; i++)
         if (j->rc[i] && j->rc[i] != -ENOENT && (!err || !gw_transport_error(j->rc[i])))
             err = j->rc[i];
-    }
     bool enough = j->answered >= o->meta_rq;
-    struct writeback w = {.j = j, .best = best};
+    if (enough && best && gw_rec_inline(best, NULL, NULL, NULL)) {
+        /* The caller gets the body with the record; no home is written
+         * without the shards to give it. */
+        if (!(ret = json_copy(best)))
+            derr = -ENOMEM;
+        else if ((derr = decode_best(j, best, ret)))
+            json_decref(ret), ret = NULL;
+        if (derr)
+            enough = false;
+    } else if (enough && best) {
+        ret = json_incref(best);
+    }
+    struct writeback w = {.j = j, .version = best ? gw_rec_version(best) : 0};
     int lacking = 0;
     for (int i = 0; enough && best && i < j->n; i++)
-        lacking += w.want[i] = stale(j->back[i], j->rc[i], j->rec[i], best);
+        if (stale(j, i, best))
+            lacking += (w.blob[i] = home_blob(j, i, best, &w.len[i])) != NULL;
     j->best = enough ? json_incref(best) : NULL;
     j->returned = true;
-    *out = json_incref(j->best);
+    *out = ret;
     pthread_mutex_unlock(&j->lock);
     if (lacking)
         gw_fanout_run(o, j->n, writeback_one, &w);
@@ -172,7 +303,7 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
         if (best)
             gw_hlc_observe(o, gw_rec_version(best));
     } else {
-        rc = err == -ENAMETOOLONG ? err : -EHOSTDOWN;
+        rc = derr ? derr : err == -ENAMETOOLONG ? err : -EHOSTDOWN;
     }
     read_job_put(j);
     return rc;

@@ -36,6 +36,8 @@ struct meta_round {
     struct gw_objects *o;
     char *bucket, *key, *blob;
     size_t len;
+    char *hblob[PLACE_MAX_CHUNKS]; /* an inline record's: home i's blob, with shard i */
+    size_t hlen[PLACE_MAX_CHUNKS];
     uint64_t version;
     unsigned flags; /* NODE_META_CHECK: a prepare; NODE_META_OLD: answer the replaced */
     int n, nodes[PLACE_MAX_CHUNKS];
@@ -57,8 +59,10 @@ static void round_put(struct meta_round *m)
     pthread_mutex_unlock(&m->lock);
     if (!last)
         return;
-    for (int i = 0; i < m->n; i++)
+    for (int i = 0; i < m->n; i++) {
         json_decref(m->old[i]);
+        free(m->hblob[i]);
+    }
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
     free(m->bucket);
@@ -81,12 +85,13 @@ static void write_one(void *arg, int i)
     if (rc == 0) {
         sent = true;
         rc = node_client_put_meta_old(c, m->bucket, m->key, m->version, m->flags & ~NODE_META_OLD,
-                                      m->blob, m->len, &stored,
+                                      m->hblob[i] ? m->hblob[i] : m->blob,
+                                      m->hblob[i] ? m->hlen[i] : m->len, &stored,
                                       m->flags & NODE_META_OLD ? &ob : NULL, &olen);
     }
     if (!m->skip[i])
         gw_client_put(o, node, c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
-    json_t *old = ob ? json_loadb(ob, olen, 0, NULL) : NULL;
+    json_t *old = ob ? gw_rec_load(ob, olen) : NULL;
     free(ob);
     pthread_mutex_lock(&m->lock);
     m->rc[i] = rc;
@@ -185,6 +190,25 @@ static int failed(const struct gw_meta_round *r)
     return r->err && !gw_transport_error(r->err) ? r->err : -EHOSTDOWN;
 }
 
+/* An inline record goes to home i with shard i of its body (inline.c): a
+ * whole round leaves every home that takes it holding a distinct shard. A
+ * record without its body (read from a listing) cannot be written: that
+ * would leave homes without shards. */
+static int inline_blobs(struct meta_round *m, const json_t *rec, int k, int mm, size_t len)
+{
+    size_t blen, S = gw_inline_shard_len(len, k);
+    const uint8_t *body = gw_rec_inline_body(rec, &blen);
+    if (!body || blen != len || k + mm != m->n)
+        return -EINVAL;
+    uint8_t *shards;
+    int rc = gw_inline_encode(k, mm, body, len, &shards);
+    for (int i = 0; i < m->n && rc == 0; i++)
+        if (!(m->hblob[i] = gw_inline_blob(m->blob, i, shards + (size_t)i * S, S, &m->hlen[i])))
+            rc = -ENOMEM;
+    free(shards);
+    return rc;
+}
+
 /* One round of rec at its version to the key's homes (not excl, not skip). */
 static int round_of(struct gw_objects *o, const char *bucket, const char *key, const json_t *rec,
                     unsigned flags, const bool *excl, const bool *skip, struct gw_meta_round *r,
@@ -203,6 +227,13 @@ static int round_of(struct gw_objects *o, const char *bucket, const char *key, c
             return -ENOMEM;
         }
         m->len = strlen(m->blob);
+        int k, mm;
+        size_t len;
+        if (gw_rec_inline(rec, &k, &mm, &len) && (rc = inline_blobs(m, rec, k, mm, len))) {
+            m->refs = 1;
+            round_put(m);
+            return rc;
+        }
     }
     if (skip)
         memcpy(m->skip, skip, sizeof(m->skip));

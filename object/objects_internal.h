@@ -113,7 +113,8 @@ struct gw_objects {
     _Atomic uint64_t hlc;     /* the version clock (version_clock.c), without gw_id */
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (meta_*.c) */
-    _Atomic uint64_t meta_repairs;     /* copies rewritten by read repair */
+    size_t inline_max; /* bodies up to this many bytes go inline in their records (inline.c) */
+    _Atomic uint64_t meta_repairs; /* copies rewritten by read repair */
 
     struct gw_fanout *fan;
     struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
@@ -273,6 +274,39 @@ int gw_rec_copy_extras(json_t *dst, const json_t *src);
 void gw_hex_encode(const uint8_t *b, size_t n, char *out);
 bool gw_valid_bucket(const char *b);
 char *gw_rec_dump(const json_t *rec);
+
+/* inline.c: Small objects inside their records (docs/DESIGN.md "Inline objects") */
+
+#define GW_INLINE_BODY "inline_body" /* in memory only: a read record's decoded body */
+#define GW_INLINE_MAX  16384         /* default inline_max */
+#define GW_INLINE_CAP  262144        /* the largest inline_max */
+
+/* The JSON part of a stored blob (a tail after a NUL is not JSON). */
+json_t *gw_rec_load(const void *blob, size_t len);
+
+/* True when rec is an inline object's: RS(k, m) shards of a len-byte body. */
+bool gw_rec_inline(const json_t *rec, int *k, int *m, size_t *len);
+
+/* The decoded body of an inline record as read (NULL: not carried). */
+const uint8_t *gw_rec_inline_body(const json_t *rec, size_t *len);
+int gw_rec_set_inline_body(json_t *rec, const uint8_t *body, size_t len);
+
+/* Bytes of one shard of a len-byte body (at least 1). */
+size_t gw_inline_shard_len(size_t len, int k);
+
+/* *shards: k + m shards of gw_inline_shard_len bytes each, contiguous (free()). */
+int gw_inline_encode(int k, int m, const uint8_t *body, size_t len, uint8_t **shards);
+
+/* shards[i] (NULL: absent) for i < k + m; *body holds the len bytes (free()).
+ * -EIO with fewer than k shards. */
+int gw_inline_decode(int k, int m, size_t len, const uint8_t *const *shards, uint8_t **body);
+
+/* A home's blob: json, NUL, the tail holding shard `index` (free()). */
+char *gw_inline_blob(const char *json, int index, const uint8_t *shard, size_t slen, size_t *len);
+
+/* The tail of a stored blob: -ENODATA none, -EBADMSG malformed, -EILSEQ the
+ * shard fails its crc32c (index and shard are set then too). */
+int gw_inline_tail(const void *blob, size_t len, int *index, const uint8_t **shard, size_t *slen);
 
 /* layout.c: Where an object's bytes are */
 

@@ -106,6 +106,12 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         inec_log(INEC_LOG_WARN, "gateway",
                  "gc_delay_ms=%d <= max_get_ms=%d: a slow GET may lose the chunks it reads",
                  o->gc_delay_ms, o->max_get_ms);
+    /* Inline needs a parity among the homes: RS(W, C - W). */
+    int inline_max = opt_int(opts, "inline_max", GW_INLINE_MAX);
+    if (inline_max < 0 || inline_max > GW_INLINE_CAP)
+        return snprintf(msg, msglen, "gateway.inline_max must be in [0, %d]", GW_INLINE_CAP),
+               -EINVAL;
+    o->inline_max = o->meta_copies > o->meta_wq ? (size_t)inline_max : 0;
     o->bucket_cache_ms = opt_int(opts, "bucket_cache_ms", GW_BUCKET_CACHE_MS);
     if (o->bucket_cache_ms < 0)
         return snprintf(msg, msglen, "gateway.bucket_cache_ms must be >= 0"), -EINVAL;

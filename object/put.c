@@ -532,14 +532,22 @@ static void queue_missing(struct gw_put *p, const char *bucket, const char *key)
     }
 }
 
-/* Every stripe durable (the short last one written now); the body's MD5 in etag. */
-static int put_flush(struct gw_put *p, char etag[33])
+/* The whole body is in the buffer and small enough to go inline in its
+ * record (inline.c) rather than into a stripe. */
+static bool put_inline(const struct gw_put *p)
+{
+    return p->submitted == 0 && p->size > 0 && p->size == p->fill && p->size <= p->o->inline_max;
+}
+
+/* Every stripe durable (the short last one written now, unless the body goes
+ * inline: may_inline, put_inline); the body's MD5 in etag. */
+static int put_flush(struct gw_put *p, char etag[33], bool may_inline)
 {
     int k = p->pool->p.k;
     int rc = inflight_drain(p);
     if (p->rc)
         rc = p->rc;
-    if (rc == 0 && p->fill > 0) {
+    if (rc == 0 && p->fill > 0 && !(may_inline && put_inline(p))) {
         size_t L = (p->fill + (size_t)k - 1) / (size_t)k;
         L = (L + GW_ALIGN - 1) / GW_ALIGN * GW_ALIGN;
         if (L > p->pool->p.chunk_size)
@@ -568,7 +576,7 @@ static int put_flush(struct gw_put *p, char etag[33])
 int gw_put_seal(struct gw_put *p, json_t **rec)
 {
     char etag[33] = "";
-    int rc = put_flush(p, etag);
+    int rc = put_flush(p, etag, false); /* a part is never inline */
     *rec = NULL;
     if (rc == 0)
         *rec = json_pack("{s:s,s:I,s:s,s:O,s:s,s:i,s:i,s:I}", "oid", p->oid_hex, "size",
@@ -585,6 +593,18 @@ int gw_put_seal(struct gw_put *p, json_t **rec)
     return rc;
 }
 
+/* rec as an inline object's: its body goes with it as shards, one per home,
+ * in the commit's one metadata round (meta_write.c). */
+static int commit_inline(struct gw_put *p, json_t *rec)
+{
+    int k = p->o->meta_wq, m = p->o->meta_copies - p->o->meta_wq;
+    json_object_del(rec, "stripes");
+    json_t *in = json_pack("{s:i,s:i,s:I}", "k", k, "m", m, "len", (json_int_t)p->size);
+    if (!in || json_object_set_new(rec, "inline", in))
+        return -ENOMEM;
+    return gw_rec_set_inline_body(rec, p->buf, p->fill);
+}
+
 /* One metadata round: the version comes from the clock (no read of the
  * previous record), the homes answer the records the commit replaced (their
  * chunks go after gc_delay_ms), and a commit refused by W homes learns from
@@ -594,7 +614,7 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     struct gw_objects *o = p->o;
     int k = p->pool->p.k;
     char etag[33] = "";
-    int rc = put_flush(p, etag);
+    int rc = put_flush(p, etag, true);
     json_t *rec = NULL, *replaced = NULL;
     bool sent = false, lost = false;
     if (rc == 0) {
@@ -607,6 +627,8 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
             (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
         replaced = json_array();
         rc = !rec || !replaced ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
+        if (rc == 0 && put_inline(p))
+            rc = commit_inline(p, rec);
         if (rc == 0) {
             rc = gw_meta_commit(o, p->bucket, p->key, rec, replaced, &lost);
             sent = true;

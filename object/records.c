@@ -22,7 +22,14 @@ bool gw_rec_deleted(const json_t *rec)
 /* Byte-stable: a record sent twice is the same bytes (a retry is idempotent). */
 char *gw_rec_dump(const json_t *rec)
 {
-    return json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!json_object_get(rec, GW_INLINE_BODY))
+        return json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    json_t *plain = json_copy((json_t *)rec); /* the body travels as shards, never as JSON */
+    if (plain)
+        json_object_del(plain, GW_INLINE_BODY);
+    char *s = plain ? json_dumps(plain, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(plain);
+    return s;
 }
 
 /* --- small helpers ---------------------------------------------------------- */

@@ -35,7 +35,7 @@ static void admin_get_one(void *arg, int i)
     if (rc == 0)
         rc = node_client_get_meta(c, GW_ADMIN_BUCKET, GW_ADMIN_KEY, &blob, &len);
     gw_client_put(j->o, i, c, rc == -ENOENT ? 0 : rc);
-    if (rc == 0 && !(j->rec[i] = json_loadb(blob, len, 0, NULL)))
+    if (rc == 0 && !(j->rec[i] = gw_rec_load(blob, len)))
         rc = -EBADMSG;
     free(blob);
     j->rc[i] = rc;

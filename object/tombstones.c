@@ -111,7 +111,7 @@ static int purge(struct gw_objects *o, const char *bucket, const char *key, uint
     for (int i = 0; i < n && ok; i++) {
         if (p.c[i].rc == -ENOENT)
             continue;
-        json_t *rec = p.c[i].rc == 0 ? json_loadb(p.c[i].blob, p.c[i].len, 0, NULL) : NULL;
+        json_t *rec = p.c[i].rc == 0 ? gw_rec_load(p.c[i].blob, p.c[i].len) : NULL;
         uint64_t v = rec ? gw_rec_version(rec) : 0;
         if (!rec || v > version || (v == version && !gw_rec_deleted(rec))) {
             ok = false; /* silent, unreadable, or the key lives again */
