@@ -614,6 +614,56 @@ void gw_get_end(struct gw_get *g)
 
 /* --- control API: one object ------------------------------------------------------ */
 
+/* An inline object's homes: which shard each holds (inline.c), as each answers now. */
+struct homes_job {
+    struct gw_objects *o;
+    const char *bucket, *key;
+    const json_t *rec;
+    int nodes[PLACE_MAX_CHUNKS];
+    json_t *out[PLACE_MAX_CHUNKS];
+};
+
+static void home_shard(void *arg, int i)
+{
+    struct homes_job *j = arg;
+    int node = j->nodes[i], idx = -1;
+    struct node_client *c = NULL;
+    void *blob = NULL;
+    size_t len = 0, slen;
+    const uint8_t *shard;
+    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
+    if (rc == 0)
+        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
+    gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
+    json_t *rec = rc == 0 ? gw_rec_load(blob, len) : NULL;
+    const char *state = rc == -ENOENT                                           ? "missing"
+                        : rc                                                    ? "node-down"
+                        : !rec || gw_rec_version(rec) != gw_rec_version(j->rec) ? "stale"
+                                                                                : NULL;
+    if (!state) {
+        int trc = gw_inline_tail(blob, len, &idx, &shard, &slen);
+        state = trc == 0 ? "ok" : trc == -ENODATA ? "missing" : "corrupt";
+    }
+    json_decref(rec);
+    free(blob);
+    j->out[i] = json_pack("{s:s,s:s}", "node", j->o->nodes[node].id, "state", state);
+    if (j->out[i] && idx >= 0)
+        json_object_set_new(j->out[i], "shard", json_integer(idx));
+}
+
+static json_t *inline_homes(struct gw_objects *o, const char *bucket, const char *key,
+                            const json_t *rec)
+{
+    struct homes_job j = {.o = o, .bucket = bucket, .key = key, .rec = rec};
+    json_t *homes = json_array();
+    if (!homes || gw_meta_homes(o, bucket, key, j.nodes))
+        return homes;
+    gw_fanout_run(o, o->meta_copies, home_shard, &j);
+    for (int i = 0; i < o->meta_copies; i++)
+        json_array_append_new(homes, j.out[i]);
+    return homes;
+}
+
 int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
 {
     json_t *rec;
@@ -664,8 +714,11 @@ int gw_objects_object_json(struct gw_objects *o, const char *bucket, const char 
                      "profile", json_object_get(rec, "profile"), "chunk_size",
                      json_object_get(rec, "chunk_size"), "object_id", json_object_get(rec, "oid"),
                      "user_meta", json_object_get(rec, "user_meta"), "stripes", stripes);
-    if (*out && gw_rec_inline(rec, NULL, NULL, NULL))
-        json_object_set(*out, "inline", json_object_get(rec, "inline"));
+    if (*out && gw_rec_inline(rec, NULL, NULL, NULL)) {
+        json_t *in = json_deep_copy(json_object_get(rec, "inline"));
+        json_object_set_new(in, "homes", inline_homes(o, bucket, key, rec));
+        json_object_set_new(*out, "inline", in);
+    }
     json_decref(rec);
     return *out ? 0 : -ENOMEM;
 }

@@ -176,8 +176,13 @@ struct migrate {
 static int migrate_cb(const char *key, json_t *rec, void *arg)
 {
     struct migrate *m = arg;
+    json_t *whole = NULL; /* an inline record moves with its body: listings carry no shards */
+    if (gw_rec_inline(rec, NULL, NULL, NULL) && gw_meta_read(m->o, m->bucket, key, &whole) == 0 &&
+        gw_rec_version(whole) == gw_rec_version(rec))
+        rec = whole;
     if (gw_meta_copy(m->o, m->bucket, key, rec, m->excl))
         m->failed++;
+    json_decref(whole);
     if (m->buckets && !gw_rec_deleted(rec))
         json_array_append_new(m->buckets, json_string(key));
     return gw_repair_stopping(m->o);
@@ -240,6 +245,19 @@ static int walk_cb(const char *key, json_t *rec, void *arg)
     if (pool && strcmp(sc->bucket, ".mpu") != 0) { /* parts are not objects yet */
         sc->usage[pi].objects++;
         sc->usage[pi].logical_bytes += (uint64_t)json_integer_value(json_object_get(rec, "size"));
+    }
+    int ik, im;
+    size_t ilen;
+    if (gw_rec_inline(rec, &ik, &im, &ilen)) {
+        /* Its shards live in its records: a read gives every home that lacks
+         * its shard (a missing or corrupt one) a new one (meta_read.c). */
+        if (pool)
+            sc->usage[pi].stored_bytes += gw_inline_shard_len(ilen, ik) * (uint64_t)(ik + im);
+        json_t *whole = NULL;
+        if (gw_meta_read(o, sc->bucket, key, &whole) != 0 && !gw_rec_deleted(rec))
+            sc->incomplete = true;
+        json_decref(whole);
+        return gw_repair_stopping(o);
     }
     if (!ns)
         return gw_repair_stopping(o);
