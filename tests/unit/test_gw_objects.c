@@ -29,10 +29,11 @@
 
 static char dir[256];
 
-static struct gw_objects *open_cluster(void)
+/* inline_max: 0 for the tests of stripes (their small objects would go inline). */
+static struct gw_objects *open_cluster_inline(int inline_max)
 {
-    json_t *opts = json_pack("{s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
-                             "timeout_ms", 3000, "repair", "paused", 1);
+    json_t *opts = json_pack("{s:i,s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
+                             "timeout_ms", 3000, "inline_max", inline_max, "repair", "paused", 1);
     struct gw_objects *o = NULL;
     char msg[256];
     int rc = gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg));
@@ -40,6 +41,11 @@ static struct gw_objects *open_cluster(void)
     if (rc)
         fail_msg("open: %s (%d)", msg, rc);
     return o;
+}
+
+static struct gw_objects *open_cluster(void)
+{
+    return open_cluster_inline(0);
 }
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
@@ -126,6 +132,81 @@ static int teardown(void **state)
 static const size_t sizes[] = {
     0, 1, 4095, 4096, STRIPE - 1, STRIPE, STRIPE + 1, 3 * STRIPE + 100, 1 << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* Small objects inline in their records (object/inline.c): no stripes, a
+ * shard on each of the 7 homes, readable with 3 homes stopped, written with
+ * them stopped and made whole again by a read; the default inline_max
+ * (16 KiB) is the bound; DELETE and listing. */
+static void inline_homes(struct gw_objects *o, const char *key, char ids[7][16], int *ok)
+{
+    json_t *j;
+    assert_int_equal(gw_objects_object_json(o, "inl", key, &j), 0);
+    json_t *homes = json_object_get(json_object_get(j, "inline"), "homes");
+    assert_int_equal(json_array_size(homes), 7);
+    assert_int_equal(json_array_size(json_object_get(j, "stripes")), 0);
+    bool seen[7] = {false};
+    *ok = 0;
+    for (size_t i = 0; i < 7; i++) {
+        json_t *h = json_array_get(homes, i);
+        snprintf(ids[i], 16, "%s", json_string_value(json_object_get(h, "node")));
+        json_int_t s = json_integer_value(json_object_get(h, "shard"));
+        if (strcmp(json_string_value(json_object_get(h, "state")), "ok") == 0 && s >= 0 && s < 7 &&
+            !seen[s])
+            seen[s] = true, (*ok)++;
+    }
+    json_decref(j);
+}
+
+static void test_inline_objects(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster_inline(GW_INLINE_MAX);
+    assert_int_equal(gw_bucket_create(o, "inl"), 0);
+    uint8_t d[GW_INLINE_MAX + 1], e[3000];
+    fill(d, sizeof(d), 7);
+    fill(e, sizeof(e), 8);
+    assert_int_equal(put(o, "inl", "a", d, 1000), 0);
+    assert_int_equal(put(o, "inl", "max", d, GW_INLINE_MAX), 0);
+    assert_int_equal(put(o, "inl", "over", d, sizeof(d)), 0);
+    char ids[7][16];
+    int ok;
+    inline_homes(o, "a", ids, &ok);
+    assert_int_equal(ok, 7);
+    inline_homes(o, "max", ids, &ok);
+    assert_int_equal(ok, 7);
+    json_t *j;
+    assert_int_equal(gw_objects_object_json(o, "inl", "over", &j), 0);
+    assert_null(json_object_get(j, "inline"));
+    assert_int_equal(json_array_size(json_object_get(j, "stripes")), 1);
+    json_decref(j);
+    assert_int_equal(get_check(o, "inl", "max", 100, 200, d, GW_INLINE_MAX), 0);
+    assert_int_equal(get_check(o, "inl", "over", 0, UINT64_MAX, d, sizeof(d)), 0);
+    /* 3 of a's homes stopped: read, then overwritten. */
+    inline_homes(o, "a", ids, &ok);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[2 * i], false), 0);
+    assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, d, 1000), 0);
+    assert_int_equal(put(o, "inl", "a", e, sizeof(e)), 0);
+    assert_int_equal(get_check(o, "inl", "a", 10, 2000, e, sizeof(e)), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[2 * i], true), 0);
+    /* A read gives the restarted homes their shards (late answers too). */
+    for (int t = 0; t < 200; t++) {
+        assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, e, sizeof(e)), 0);
+        inline_homes(o, "a", ids, &ok);
+        if (ok == 7)
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(ok, 7);
+    struct gw_object_info info;
+    assert_int_equal(gw_object_head(o, "inl", "a", &info), 0);
+    assert_int_equal(info.size, sizeof(e));
+    gw_object_info_clear(&info);
+    assert_int_equal(gw_object_delete(o, "inl", "a"), 0);
+    assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, e, 0), -ENOENT);
+    gw_objects_close(o);
+}
 
 static void test_roundtrip(void **state)
 {
@@ -1300,6 +1381,7 @@ static void test_bucket_cache(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_inline_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overwrite_delete_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_nodes, setup, teardown),
