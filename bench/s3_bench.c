@@ -530,6 +530,7 @@ static void usage(FILE *f)
             "usage: inec bench s3 [--size S,S,...] [--clients N,N,...] [--seconds SEC]\n"
             "                     [--transport mem,tcp] [--payload unsigned,signed]\n"
             "                     [--quick] [--json] [--plot FILE.png] [--profile P] [--dir DIR]\n"
+            "                     [--inline-max BYTES]\n"
             "                     [--cluster cluster.json | --endpoint HOST:PORT]\n\n"
             "S3 PUT, GET and degraded GET over HTTP/1.1 keep-alive connections from client\n"
             "threads (SigV4; every GET body checked byte for byte), against ceilings\n"
@@ -554,6 +555,8 @@ static void usage(FILE *f)
             "              rs:k=6,m=3 (--profile); degraded GET stops m nodes (degr:\n"
             "              stripes decoded per GET; vs GET: MB/s over the same GETs with\n"
             "              every node up, measured right before)\n"
+            "  --inline-max the embedded gateway's inline_max: bodies up to it go inline\n"
+            "              in their metadata records (default 16384; 0: every body in stripes)\n"
             "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
             "              cluster.json, else its data dir's credentials.json)\n"
             "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
@@ -811,18 +814,28 @@ struct under_test {
     char mode[512];
 };
 
-static int open_embedded(struct under_test *u, const char *dir, const char *profile, char *keys[2],
-                         char *err, size_t errlen)
+/* inline_max < 0: the gateway's default. */
+static int open_embedded(struct under_test *u, const char *dir, const char *profile, int inline_max,
+                         char *keys[2], char *err, size_t errlen)
 {
     int rc;
     json_t *cfg = NULL;
     if (strcmp(u->transport, "mem") == 0) {
-        json_t *opts = profile ? json_pack("{s:s}", "profile", profile) : NULL;
+        json_t *opts = json_object();
+        if (profile)
+            json_object_set_new(opts, "profile", json_string(profile));
+        if (inline_max >= 0)
+            json_object_set_new(opts, "inline_max", json_integer(inline_max));
         rc = gw_objects_open_embedded_opts(dir, opts, &u->o, err, errlen);
         json_decref(opts);
     } else {
         rc = bench_nodes_start(dir, 9, profile ? profile : "rs:k=6,m=3", &cfg, &u->procs, err,
                                errlen);
+        json_t *gw = json_object_get(cfg, "gateway");
+        if (rc == 0 && inline_max >= 0 && !gw)
+            json_object_set_new(cfg, "gateway", gw = json_object());
+        if (rc == 0 && inline_max >= 0)
+            json_object_set_new(gw, "inline_max", json_integer(inline_max));
         if (rc == 0)
             rc = gw_objects_open(cfg, &u->o, err, errlen);
         json_decref(cfg);
@@ -865,6 +878,7 @@ int bench_s3(int argc, char **argv)
     double seconds = 0;
     bool json = false, quick = false;
     const char *cluster = NULL, *endpoint = NULL, *dir = NULL, *profile = NULL, *plot_file = NULL;
+    int inline_max = -1;
     const char *transports = NULL, *payloads = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -899,6 +913,16 @@ int bench_s3(int argc, char **argv)
             dir = argv[++i];
         } else if (strcmp(a, "--profile") == 0 && v) {
             profile = argv[++i];
+        } else if (strcmp(a, "--inline-max") == 0 && v) {
+            char *end;
+            long x = strtol(v, &end, 10);
+            if (*end || end == v || x < 0 || x > 262144) {
+                fprintf(stderr,
+                        "inec bench s3: --inline-max wants bytes in [0, 262144], not '%s'\n", v);
+                return 2;
+            }
+            inline_max = (int)x;
+            i++;
         } else if (strcmp(a, "--transport") == 0 && v) {
             transports = argv[++i];
         } else if (strcmp(a, "--payload") == 0 && v) {
@@ -927,9 +951,9 @@ int bench_s3(int argc, char **argv)
         fprintf(stderr, "inec bench s3: --cluster or --endpoint, not both\n");
         return 2;
     }
-    if ((cluster || endpoint) && (dir || profile || transports)) {
-        fprintf(stderr,
-                "inec bench s3: --dir, --profile and --transport are for the embedded gateway\n");
+    if ((cluster || endpoint) && (dir || profile || transports || inline_max >= 0)) {
+        fprintf(stderr, "inec bench s3: --dir, --profile, --transport and --inline-max are for "
+                        "the embedded gateway\n");
         return 2;
     }
     if (!nsizes) {
@@ -1067,7 +1091,7 @@ int bench_s3(int argc, char **argv)
         if (embedded) {
             char sub[4300];
             snprintf(sub, sizeof(sub), "%s/%s", tmpdir, u->transport);
-            rc = open_embedded(u, sub, profile, keys, err, sizeof(err));
+            rc = open_embedded(u, sub, profile, inline_max, keys, err, sizeof(err));
         }
         u->t.access_key = keys[0];
         u->t.secret_key = keys[1];
