@@ -197,10 +197,12 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * scripts/cluster.sh), over tcp. cfg is cluster.json:
  *   {"map": <cluster map, placement/placement.h>, "nodes": {...per-node data dirs...},
  *    "gateway": {"max_get_ms": 3600000, "gc_delay_ms": max_get_ms + 10000,
- *                "bucket_cache_ms": 1000,
+ *                "bucket_cache_ms": 1000, "inline_max": 16384,
  *                "multipart_expire_ms": 604800000, "lifecycle_day_ms": 86400000,
  *                "deg_listen": "127.0.0.1", "repair": {...}, ...}}
  * (other "gateway" fields belong to the S3 front end and are ignored here).
+ * A PUT of at most inline_max bytes (0..262144, 0: never) goes inline in its
+ * record instead of stripes (inline.c).
  * No GET streams longer than max_get_ms (it is cut), and a replaced or
  * deleted version's chunks go gc_delay_ms after the change: so never under a
  * GET that began before it, on any gateway that shares this configuration.
