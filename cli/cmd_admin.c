@@ -261,6 +261,20 @@ static void object_layout(const json_t *o)
         }
         printf("\n");
     }
+    const json_t *in = json_object_get(o, "inline"), *homes = json_object_get(in, "homes");
+    if (in) /* shard@home, as for chunks; a home without a good shard says why */
+        printf("  inline RS(%.0f,%.0f) in its records:", ctl_num(in, "k"), ctl_num(in, "m"));
+    for (size_t i = 0; i < json_array_size(homes); i++) {
+        const json_t *h = json_array_get(homes, i);
+        const char *st = str(h, "state");
+        if (json_object_get(h, "shard"))
+            printf(" %.0f@%s", ctl_num(h, "shard"), str(h, "node"));
+        else
+            printf(" -@%s", str(h, "node"));
+        printf("%s%s", strcmp(st, "ok") ? ":" : "", strcmp(st, "ok") ? st : "");
+    }
+    if (in)
+        printf("\n");
 }
 
 static int object(struct ctl *c, int argc, char **argv)

@@ -183,16 +183,6 @@ static void writeback_one(void *arg, int i)
                    w->len[i]);
 }
 
-/* The newest record answered (lock held). */
-static json_t *newest(const struct read_job *j)
-{
-    json_t *best = NULL;
-    for (int i = 0; i < j->n; i++)
-        if (j->rec[i] && (!best || gw_rec_version(j->rec[i]) > gw_rec_version(best)))
-            best = j->rec[i];
-    return best;
-}
-
 /* Distinct good shards of best answered so far (lock held). */
 static int shards_of(const struct read_job *j, const json_t *best, const uint8_t **by_index)
 {
@@ -206,16 +196,44 @@ static int shards_of(const struct read_job *j, const json_t *best, const uint8_t
     return have;
 }
 
+/* The record a read returns (lock held) in *out (NULL: none): the newest
+ * answered, unless it is inline without k good shards answered: then
+ * -EAGAIN (more homes may answer), or, with fallback (every home answered),
+ * the one before it when fewer than k homes hold it at all (never
+ * acknowledged: a commit holds W = k homes; an in-doubt or unfinished write)
+ * and -EIO when k homes hold it but not k good shards (lost). */
+static int readable(const struct read_job *j, bool fallback, json_t **out)
+{
+    uint64_t below = UINT64_MAX;
+    for (;;) {
+        json_t *best = NULL;
+        for (int i = 0; i < j->n; i++)
+            if (j->rec[i] && gw_rec_version(j->rec[i]) < below &&
+                (!best || gw_rec_version(j->rec[i]) > gw_rec_version(best)))
+                best = j->rec[i];
+        *out = best;
+        int k;
+        const uint8_t *by_index[PLACE_MAX_CHUNKS] = {0};
+        if (!best || !gw_rec_inline(best, &k, NULL, NULL) || shards_of(j, best, by_index) >= k)
+            return 0;
+        *out = NULL;
+        if (!fallback)
+            return -EAGAIN;
+        int copies = 0;
+        for (int i = 0; i < j->n; i++)
+            copies += holds(j, i, best, false);
+        if (copies >= k)
+            return -EIO;
+        below = gw_rec_version(best);
+    }
+}
+
 /* Enough answered to return (lock held): R answers, and k distinct shards
  * when the newest record is inline (more homes are waited for). */
 static bool answered_enough(const struct read_job *j)
 {
-    if (j->answered < j->o->meta_rq)
-        return false;
-    json_t *best = newest(j);
-    int k;
-    const uint8_t *by_index[PLACE_MAX_CHUNKS] = {0};
-    return !best || !gw_rec_inline(best, &k, NULL, NULL) || shards_of(j, best, by_index) >= k;
+    json_t *best;
+    return j->answered >= j->o->meta_rq && readable(j, false, &best) == 0;
 }
 
 /* best's body from the shards answered, then every shard of it for the
@@ -269,12 +287,12 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
     pthread_mutex_lock(&j->lock);
     while (!answered_enough(j) && j->done < j->n)
         pthread_cond_wait(&j->cond, &j->lock);
-    json_t *best = newest(j), *ret = NULL;
-    int err = 0, derr = 0;
+    json_t *best = NULL, *ret = NULL;
+    int err = 0, derr = readable(j, j->done == j->n, &best);
     for (int i = 0; i < j->n; i++)
         if (j->rc[i] && j->rc[i] != -ENOENT && (!err || !gw_transport_error(j->rc[i])))
             err = j->rc[i];
-    bool enough = j->answered >= o->meta_rq;
+    bool enough = j->answered >= o->meta_rq && !derr;
     if (enough && best && gw_rec_inline(best, NULL, NULL, NULL)) {
         /* The caller gets the body with the record; no home is written
          * without the shards to give it. */
@@ -303,7 +321,7 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
         if (best)
             gw_hlc_observe(o, gw_rec_version(best));
     } else {
-        rc = derr ? derr : err == -ENAMETOOLONG ? err : -EHOSTDOWN;
+        rc = derr && j->answered >= o->meta_rq ? derr : err == -ENAMETOOLONG ? err : -EHOSTDOWN;
     }
     read_job_put(j);
     return rc;

@@ -76,6 +76,11 @@ r = ok("object", "admin-test", "dir/obj")
 expect("admin-test/dir/obj: 3.0 MiB" in r.stdout and "stripe 0:" in r.stdout, "object", r)
 lay = json.loads(ok("object", "admin-test", "dir/obj", "--json").stdout)
 expect(lay["size"] == 3 << 20 and len(lay["stripes"]) >= 1, "object --json")
+s3.put_object(Bucket="admin-test", Key="small", Body=b"y" * 1000)
+r = ok("object", "admin-test", "small")
+line = [x for x in r.stdout.splitlines() if "inline RS(4,3) in its records:" in x]
+expect(len(line) == 1 and sorted(int(x.split("@")[0]) for x in line[0].split(":")[1].split())
+       == list(range(7)), "an inline object's shards on its 7 homes", r)
 
 # Keys survive a restart; then revoke.
 srv.stop(keep=True)
