@@ -600,6 +600,8 @@ static int pick_nodes(struct gw_objects *o, const char *bucket, const char *key,
     json_t *obj = NULL;
     int rc = gw_objects_object_json(o, bucket, key, &obj);
     json_t *chunks = json_object_get(json_array_get(json_object_get(obj, "stripes"), 0), "chunks");
+    if (!chunks) /* an inline object: m of its metadata homes */
+        chunks = json_object_get(json_object_get(obj, "inline"), "homes");
     for (int i = 0; rc == 0 && i < m; i++) {
         const char *id =
             json_string_value(json_object_get(json_array_get(chunks, (size_t)i), "node"));

@@ -248,6 +248,11 @@ static int decode_best(struct read_job *j, const json_t *best, json_t *out)
         return j->done < j->n ? -EHOSTDOWN : -EIO; /* homes silent, or shards lost */
     uint8_t *body;
     int rc = gw_inline_decode(k, m, len, by_index, &body);
+    bool degraded = false;
+    for (int c = 0; c < k; c++)
+        degraded |= !by_index[c];
+    if (rc == 0 && degraded) /* rebuilt from parity, like a stripe's degraded read */
+        atomic_fetch_add(&j->o->degraded_reads, 1);
     if (rc == 0)
         rc = gw_rec_set_inline_body(out, body, len);
     if (rc == 0 && (rc = gw_inline_encode(k, m, body, len, &j->shards)) == 0) {
