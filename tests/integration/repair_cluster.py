@@ -33,8 +33,11 @@ except ImportError:
     sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
 
 NOBJ = 240
+# inline_max 0: every object in stripes, the repair of stripes under test
+# (inline objects through a removal: inline_objects.py).
 srv = InecCluster(sys.argv[1], env={"INEC_PROFILE": "rs:k=5,m=3"},
-                  gateway={"repair": {"scan_interval_ms": 1000, "orphan_grace_ms": 600000}})
+                  gateway={"inline_max": 0,
+                           "repair": {"scan_interval_ms": 1000, "orphan_grace_ms": 600000}})
 
 
 def fail(msg):

@@ -35,7 +35,8 @@ PER_OBJECT = 9 * (CHUNK + 64)
 srv = InecCluster(sys.argv[1],
                   env={"INEC_NODE_CONFIG": json.dumps(
                       {"compaction": {"interval_ms": 500, "seal_bytes": 65536}})},
-                  gateway={"max_get_ms": 1000, "gc_delay_ms": 1500})
+                  # inline_max 0: 4 KiB objects in stripes, whose chunks' space is under test
+                  gateway={"max_get_ms": 1000, "gc_delay_ms": 1500, "inline_max": 0})
 
 
 def fail(msg):

@@ -419,6 +419,47 @@ static void test_meta_cas(void **state)
     rmdir_all(dir);
 }
 
+static int len_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    (void)key;
+    (void)blob;
+    *(size_t *)arg = len;
+    return 0;
+}
+
+/* A blob's tail after a NUL (an inline object's shard): the same version with
+ * the same record part replaces the tail, other record bytes are still
+ * EEXIST, and listings hand out the record part only. */
+static void test_meta_tail(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    uint64_t stored;
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, 0, "rec\0AB", 6, &stored), 0);
+    void *blob;
+    size_t len;
+    assert_int_equal(node_store_get_meta(s, "bk", "k", &blob, &len), 0);
+    assert_int_equal(len, 6);
+    assert_memory_equal(blob, "rec\0AB", 6);
+    free(blob);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, 0, "rec\0AB", 6, &stored), 0); /* retry */
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, 0, "rec\0XYZ", 7, &stored), 0);
+    assert_int_equal(node_store_get_meta(s, "bk", "k", &blob, &len), 0);
+    assert_int_equal(len, 7);
+    assert_memory_equal(blob, "rec\0XYZ", 7);
+    free(blob);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, 0, "reX\0XYZ", 7, &stored), -EEXIST);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, 0, "rec", 3, &stored), -EEXIST);
+    assert_int_equal(node_store_put_meta(s, "bk", "k", 5, NODE_META_CHECK, NULL, 0, &stored),
+                     -EEXIST);
+    size_t listed = 0;
+    assert_int_equal(node_store_list_meta(s, "bk", NULL, NULL, 0, len_cb, &listed, NULL), 1);
+    assert_int_equal(listed, 3); /* "rec", not its tail */
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
 /* A write answers the record it replaced (what the gateway frees without
  * reading first): none for a new key, a refusal or a retry of the same record. */
 static void test_meta_old(void **state)
@@ -1218,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_meta_long_keys),
         cmocka_unit_test(test_meta_cas),
+        cmocka_unit_test(test_meta_tail),
         cmocka_unit_test(test_meta_cas_concurrent),
         cmocka_unit_test(test_list_chunks),
         cmocka_unit_test(test_corruption),
