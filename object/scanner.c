@@ -176,15 +176,17 @@ struct migrate {
 static int migrate_cb(const char *key, json_t *rec, void *arg)
 {
     struct migrate *m = arg;
-    json_t *whole = NULL; /* an inline record moves with its body: listings carry no shards */
-    if (gw_rec_inline(rec, NULL, NULL, NULL) && gw_meta_read(m->o, m->bucket, key, &whole) == 0 &&
-        gw_rec_version(whole) == gw_rec_version(rec))
+    /* An inline record moves with its body (listings carry no shards): the
+     * key's record as read, this one or a newer one (each copy is a
+     * compare-and-set). */
+    json_t *whole = NULL;
+    if (gw_rec_inline(rec, NULL, NULL, NULL) && gw_meta_read(m->o, m->bucket, key, &whole) == 0)
         rec = whole;
     if (gw_meta_copy(m->o, m->bucket, key, rec, m->excl))
         m->failed++;
-    json_decref(whole);
     if (m->buckets && !gw_rec_deleted(rec))
         json_array_append_new(m->buckets, json_string(key));
+    json_decref(whole);
     return gw_repair_stopping(m->o);
 }
 
@@ -254,8 +256,8 @@ static int walk_cb(const char *key, json_t *rec, void *arg)
         if (pool)
             sc->usage[pi].stored_bytes += gw_inline_shard_len(ilen, ik) * (uint64_t)(ik + im);
         json_t *whole = NULL;
-        if (gw_meta_read(o, sc->bucket, key, &whole) != 0 && !gw_rec_deleted(rec))
-            sc->incomplete = true;
+        if (gw_meta_read(o, sc->bucket, key, &whole) != 0)
+            sc->incomplete = true; /* its homes were not all repaired */
         json_decref(whole);
         return gw_repair_stopping(o);
     }
