@@ -109,6 +109,8 @@ int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint
         g->body = gw_rec_inline_body(rec, &blen);
         if (!g->body || blen != g->size)
             rc = -EIO; /* read decodes it: a record without it is damaged */
+        else if (json_is_true(json_object_get(rec, GW_INLINE_REBUILT)))
+            atomic_fetch_add(&o->degraded_reads, 1); /* rebuilt from parity shards */
     } else if (rc == 0) {
         rc = gw_layout_starts(rec, &g->start);
     }

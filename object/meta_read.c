@@ -251,8 +251,8 @@ static int decode_best(struct read_job *j, const json_t *best, json_t *out)
     bool degraded = false;
     for (int c = 0; c < k; c++)
         degraded |= !by_index[c];
-    if (rc == 0 && degraded) /* rebuilt from parity, like a stripe's degraded read */
-        atomic_fetch_add(&j->o->degraded_reads, 1);
+    if (rc == 0 && degraded && json_object_set_new(out, GW_INLINE_REBUILT, json_true()))
+        rc = -ENOMEM; /* a GET of it counts a degraded read (get.c) */
     if (rc == 0)
         rc = gw_rec_set_inline_body(out, body, len);
     if (rc == 0 && (rc = gw_inline_encode(k, m, body, len, &j->shards)) == 0) {

@@ -232,8 +232,8 @@ int gw_objects_node_set_running(struct gw_objects *o, const char *id, bool runni
 int gw_bucket_create_in_pool(struct gw_objects *o, const char *name, const char *pool);
 
 struct gw_objects_stats {
-    uint64_t degraded_reads;  /* stripes read through a decode DEG, and inline bodies
-                               * rebuilt from parity shards */
+    uint64_t degraded_reads;  /* stripes read through a decode DEG, and GETs of inline
+                               * bodies rebuilt from parity shards */
     uint64_t corrupt_chunks;  /* chunks that failed a CRC check (node or gateway) */
     uint64_t missing_chunks;  /* chunks not found, or on a node that did not answer */
     uint64_t failed_reads;    /* stripes that could not be rebuilt (-EIO) */

@@ -277,9 +277,10 @@ char *gw_rec_dump(const json_t *rec);
 
 /* inline.c: Small objects inside their records (docs/DESIGN.md "Inline objects") */
 
-#define GW_INLINE_BODY "inline_body" /* in memory only: a read record's decoded body */
-#define GW_INLINE_MAX  16384         /* default inline_max */
-#define GW_INLINE_CAP  262144        /* the largest inline_max */
+#define GW_INLINE_BODY    "inline_body"    /* in memory only: a read record's decoded body */
+#define GW_INLINE_REBUILT "inline_rebuilt" /* in memory only: true when it needed parity */
+#define GW_INLINE_MAX     16384            /* default inline_max */
+#define GW_INLINE_CAP     262144           /* the largest inline_max */
 
 /* The JSON part of a stored blob (a tail after a NUL is not JSON). */
 json_t *gw_rec_load(const void *blob, size_t len);

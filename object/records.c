@@ -22,11 +22,13 @@ bool gw_rec_deleted(const json_t *rec)
 /* Byte-stable: a record sent twice is the same bytes (a retry is idempotent). */
 char *gw_rec_dump(const json_t *rec)
 {
-    if (!json_object_get(rec, GW_INLINE_BODY))
+    if (!json_object_get(rec, GW_INLINE_BODY) && !json_object_get(rec, GW_INLINE_REBUILT))
         return json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
     json_t *plain = json_copy((json_t *)rec); /* the body travels as shards, never as JSON */
-    if (plain)
+    if (plain) {
         json_object_del(plain, GW_INLINE_BODY);
+        json_object_del(plain, GW_INLINE_REBUILT);
+    }
     char *s = plain ? json_dumps(plain, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(plain);
     return s;

@@ -185,7 +185,11 @@ static void test_inline_objects(void **state)
     inline_homes(o, "a", ids, &ok);
     for (int i = 0; i < 3; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[2 * i], false), 0);
+    struct gw_objects_stats before, after;
+    gw_objects_counters(o, &before);
     assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, d, 1000), 0);
+    gw_objects_counters(o, &after); /* shards 0 and 2 (data) were stopped: parity rebuilt them */
+    assert_int_equal(after.degraded_reads, before.degraded_reads + 1);
     assert_int_equal(put(o, "inl", "a", e, sizeof(e)), 0);
     assert_int_equal(get_check(o, "inl", "a", 10, 2000, e, sizeof(e)), 0);
     for (int i = 0; i < 3; i++)
