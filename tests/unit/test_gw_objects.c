@@ -29,10 +29,12 @@
 
 static char dir[256];
 
-static struct gw_objects *open_cluster(void)
+/* degraded_read: the gateway's "degraded_read" ("direct", "deg"). */
+static struct gw_objects *open_cluster_reading(const char *degraded_read)
 {
-    json_t *opts = json_pack("{s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
-                             "timeout_ms", 3000, "repair", "paused", 1);
+    json_t *opts =
+        json_pack("{s:i,s:i,s:i,s:{s:b},s:s}", "chunk_size", CHUNK, "gc_delay_ms", 0, "timeout_ms",
+                  3000, "repair", "paused", 1, "degraded_read", degraded_read);
     struct gw_objects *o = NULL;
     char msg[256];
     int rc = gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg));
@@ -40,6 +42,11 @@ static struct gw_objects *open_cluster(void)
     if (rc)
         fail_msg("open: %s (%d)", msg, rc);
     return o;
+}
+
+static struct gw_objects *open_cluster(void)
+{
+    return open_cluster_reading("direct");
 }
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
@@ -648,7 +655,7 @@ static int chunk_node(struct gw_objects *o, const char *b, const char *k, size_t
 static void test_decode_sessions(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster();
+    struct gw_objects *o = open_cluster_reading("deg"); /* RS star decodes through the DEG */
     gw_bucket_create(o, "dec");
     size_t n = 12 * STRIPE + 321;
     uint8_t *d = malloc(n), *e = malloc(n), *buf = malloc(n);
