@@ -646,6 +646,61 @@ static int chunk_node(struct gw_objects *o, const char *b, const char *k, size_t
     return node;
 }
 
+/* A degraded GET rebuilds an RS stripe at the gateway from k chunks read
+ * straight from their nodes, not through the decode DEG (degraded_read
+ * "direct", the default): exact bytes for every pattern of up to m = 3 of
+ * the 9 nodes down, for a one-stripe object and a many-stripe one, whole and
+ * in ranges across stripe boundaries, with no decode run, and the lost
+ * chunks still queued for repair. */
+static void test_degraded_direct(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    gw_bucket_create(o, "direct");
+    size_t n1 = STRIPE - 1000, nm = 7 * STRIPE + 555;
+    uint8_t *one = malloc(n1), *many = malloc(nm);
+    fill(one, n1, 31);
+    fill(many, nm, 32);
+    assert_int_equal(put(o, "direct", "one", one, n1), 0);
+    assert_int_equal(put(o, "direct", "many", many, nm), 0);
+    struct gw_objects_stats st0, st;
+    gw_objects_counters(o, &st0);
+    int patterns = 0;
+    for (unsigned set = 1; set < 1u << 9; set++) {
+        if (__builtin_popcount(set) > 3)
+            continue;
+        char id[8];
+        for (int i = 0; i < 9; i++)
+            if (set & 1u << i) {
+                snprintf(id, sizeof(id), "n%d", i);
+                assert_int_equal(gw_objects_node_set_running(o, id, false), 0);
+            }
+        assert_int_equal(get_check(o, "direct", "one", 0, UINT64_MAX, one, n1), 0);
+        assert_int_equal(get_check(o, "direct", "one", CHUNK + 7, 2 * CHUNK, one, n1), 0);
+        assert_int_equal(get_check(o, "direct", "many", 0, UINT64_MAX, many, nm), 0);
+        /* From inside stripe 2 to inside stripe 5, and the short last stripe. */
+        assert_int_equal(
+            get_check(o, "direct", "many", 2 * STRIPE + CHUNK + 3, 3 * STRIPE, many, nm), 0);
+        assert_int_equal(get_check(o, "direct", "many", 7 * STRIPE - 10, 100, many, nm), 0);
+        for (int i = 0; i < 9; i++)
+            if (set & 1u << i) {
+                snprintf(id, sizeof(id), "n%d", i);
+                assert_int_equal(gw_objects_node_set_running(o, id, true), 0);
+            }
+        patterns++;
+    }
+    assert_int_equal(patterns, 9 + 36 + 84);
+    gw_objects_counters(o, &st);
+    assert_true(st.degraded_reads - st0.degraded_reads >= (uint64_t)patterns);
+    assert_int_equal(st.decode_runs, st0.decode_runs);
+    assert_int_equal(st.decode_sessions, st0.decode_sessions);
+    assert_int_equal(st.failed_reads, st0.failed_reads);
+    assert_true(st.repair_queue > 0);
+    free(one);
+    free(many);
+    gw_objects_close(o);
+}
+
 /* Degraded GETs run the decode DEG through sessions kept from stripe to
  * stripe and object to object, whatever order a stripe's chunks sit on the
  * nodes in: many stripes, few sessions. The bytes stay exact when the loss
@@ -1313,6 +1368,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_degraded_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_degraded_direct, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
