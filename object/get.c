@@ -5,9 +5,10 @@
  * GET reads only the data chunks its range touches, one stripe at a time,
  * and checks each against the CRC32C in the record. A chunk known lost
  * before the read (never written, node down or suspect) turns the stripe
- * into a degraded read: the pool's decode DEG rebuilds the lost data chunks
- * at the gateway from survivors (checked against the record's CRCs too), the
- * stripe is counted and the lost chunks are queued for repair. What fails or
+ * into a degraded read: the lost data chunks are rebuilt at the gateway
+ * (checked against the record's CRCs too) from k chunks read directly when
+ * the pool's decode is a star into the gateway (decode_direct), else by its
+ * decode DEG; the stripe is counted and the lost chunks are queued for repair. What fails or
  * is late during the read, and a DEG that fails, is read around by the
  * direct reads of stripe_fetch.c (other chunks decoded here, hedges,
  * retries); the next stripe's reads go out while one streams. More than m
@@ -372,7 +373,7 @@ static bool decode_direct(struct gw_get *g, const bool *need, const bool *lost, 
 }
 
 /* Decode ahead: the reads of the stripe after s go out now, while s streams
- * (its decode DEG when a chunk it needs is known lost). */
+ * (k of them, or its decode DEG, when a chunk it needs is known lost). */
 static void fetch_ahead(struct gw_get *g, size_t s)
 {
     size_t ns = json_array_size(g->stripes);
@@ -452,9 +453,9 @@ static int load_stripe(struct gw_get *g)
     }
     gw_fetch_release(g->ahead); /* a stripe skipped */
     g->ahead = NULL;
-    /* Known lost: rebuilt in the network through the pool's decode DEG,
-     * which brings the chunks it read too; its run for this stripe may have
-     * gone out while the stripe before streamed. */
+    /* Known lost: rebuilt from k direct reads (decode_direct), or in the
+     * network through the pool's decode DEG, which brings the chunks it read
+     * too; either may have gone out while the stripe before streamed. */
     bool rest[PLACE_MAX_CHUNKS], any = false, direct = false;
     bool want[PLACE_MAX_CHUNKS] = {0};
     memcpy(rest, need, sizeof(rest));
