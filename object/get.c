@@ -8,11 +8,11 @@
  * into a degraded read: the lost data chunks are rebuilt at the gateway
  * (checked against the record's CRCs too) from k chunks read directly when
  * the pool's decode is a star into the gateway (decode_direct), else by its
- * decode DEG; the stripe is counted and the lost chunks are queued for repair. What fails or
- * is late during the read, and a DEG that fails, is read around by the
- * direct reads of stripe_fetch.c (other chunks decoded here, hedges,
- * retries); the next stripe's reads go out while one streams. More than m
- * lost chunks: -EIO.
+ * decode DEG; the stripe is counted and the lost chunks are queued for
+ * repair. What fails or is late during the read, and a DEG that fails, is
+ * read around by the direct reads of stripe_fetch.c (other chunks decoded
+ * here, hedges, retries); the next stripe's reads go out while one streams.
+ * More than m lost chunks: -EIO.
  */
 #include <errno.h>
 #include <stdio.h>

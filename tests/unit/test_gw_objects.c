@@ -23,6 +23,7 @@
 
 #include "object/objects.h"
 #include "object/objects_internal.h"
+#include "object/repair.h"
 
 #define CHUNK  4096
 #define STRIPE (6 * CHUNK)
@@ -701,6 +702,44 @@ static void test_degraded_direct(void **state)
     gw_objects_close(o);
 }
 
+/* A read reports a stripe's lost chunks to the repair queue once: the same
+ * report again within GW_REPAIR_NOTE_REPEAT_MS does not wake the worker
+ * (each wake is a queue write, a listing and a repair attempt), other lost
+ * chunks of the stripe do. */
+static bool note_kicks(struct gw_objects *o, int *lost, int nlost)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    r->kick = false; /* only a report sets it again */
+    pthread_mutex_unlock(&r->lock);
+    const char *at[2] = {"n1", "n2"}, *reason[2] = {"node-down", "node-down"};
+    gw_repair_note(o, "note", "k", "00112233445566778899aabbccddeeff", 3, CHUNK, lost, at, reason,
+                   nlost, false, false);
+    pthread_mutex_lock(&r->lock);
+    bool kicked = r->kick;
+    pthread_mutex_unlock(&r->lock);
+    return kicked;
+}
+
+static void test_repair_note_once(void **state)
+{
+    (void)state;
+    /* No scanner: the end of a scan wakes the worker too. */
+    json_t *opts = json_pack("{s:i,s:i,s:{s:b,s:i}}", "chunk_size", CHUNK, "timeout_ms", 3000,
+                             "repair", "paused", 1, "scan_interval_ms", 0);
+    struct gw_objects *o = NULL;
+    char msg[256];
+    assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+    json_decref(opts);
+    int one[] = {1}, two[] = {1, 2};
+    assert_true(note_kicks(o, one, 1));
+    for (int i = 0; i < 20; i++)
+        assert_false(note_kicks(o, one, 1));
+    assert_true(note_kicks(o, two, 2));
+    assert_false(note_kicks(o, two, 2));
+    gw_objects_close(o);
+}
+
 /* Degraded GETs run the decode DEG through sessions kept from stripe to
  * stripe and object to object, whatever order a stripe's chunks sit on the
  * nodes in: many stripes, few sessions. The bytes stay exact when the loss
@@ -1369,6 +1408,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_session_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_degraded_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repair_note_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
