@@ -656,7 +656,13 @@ static int chunk_node(struct gw_objects *o, const char *b, const char *k, size_t
 static void test_degraded_direct(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster();
+    json_t *bad = json_pack("{s:s}", "degraded_read", "fast");
+    struct gw_objects *o = NULL;
+    char msg[256] = "";
+    assert_int_equal(gw_objects_open_embedded_opts(dir, bad, &o, msg, sizeof(msg)), -EINVAL);
+    assert_non_null(strstr(msg, "degraded_read"));
+    json_decref(bad);
+    o = open_cluster();
     gw_bucket_create(o, "direct");
     size_t n1 = STRIPE - 1000, nm = 7 * STRIPE + 555;
     uint8_t *one = malloc(n1), *many = malloc(nm);
