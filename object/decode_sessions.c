@@ -298,6 +298,25 @@ int gw_decode_stripe(struct gw_objects *o, const struct gw_pool *pool, const int
     return rc;
 }
 
+bool gw_decode_at_gateway(struct gw_objects *o, const struct gw_pool *pool, const bool *lost,
+                          const bool *rebuild)
+{
+    bool erased[PLACE_MAX_CHUNKS] = {0}, unavailable[PLACE_MAX_CHUNKS] = {0};
+    for (int c = 0; c < pool->p.n; c++) {
+        erased[c] = c < pool->p.k && rebuild[c] && lost[c];
+        unavailable[c] = lost[c] && !erased[c];
+    }
+    struct deg_graph *g = NULL;
+    bool owned = false;
+    char err[256];
+    if (compiled_get(o, pool, erased, unavailable, &g, &owned, err, sizeof(err)))
+        return false;
+    bool star = node_deg_session_fits(g);
+    if (owned)
+        deg_graph_destroy(g);
+    return star;
+}
+
 struct gw_decode_job {
     struct gw_objects *o;
     const struct gw_pool *pool;

@@ -44,6 +44,15 @@ int gw_decode_stripe(struct gw_objects *o, const struct gw_pool *pool, const int
                      const bool *lost, const bool *rebuild, const struct node_stripe *ns,
                      size_t len, deg_result_fn result, void *arg, char *err, size_t errlen);
 
+/* Whether the decode of these losses is a star into the gateway (RS, LRC):
+ * each survivor it reads sends its chunk whole and the gateway computes.
+ * Direct reads of the same k chunks, rebuilt at the gateway with the codec
+ * (stripe_fetch.c), move the same bytes and do the same work without the
+ * DEG's per-stripe RUN round. False for decodes whose nodes compute (PPR,
+ * ECPipe, TriEC), or when no graph can be built. */
+bool gw_decode_at_gateway(struct gw_objects *o, const struct gw_pool *pool, const bool *lost,
+                          const bool *rebuild);
+
 /* gw_decode_stripe on the decoder's threads, so that a GET decodes the next
  * stripe while it streams one (decode ahead). The arrays are copied; ns and
  * arg must live until gw_decode_finish, which waits for the run, returns

@@ -5,13 +5,14 @@
  * GET reads only the data chunks its range touches, one stripe at a time,
  * and checks each against the CRC32C in the record. A chunk known lost
  * before the read (never written, node down or suspect) turns the stripe
- * into a degraded read: the pool's decode DEG rebuilds the lost data chunks
- * at the gateway from survivors (checked against the record's CRCs too), the
- * stripe is counted and the lost chunks are queued for repair. What fails or
- * is late during the read, and a DEG that fails, is read around by the
- * direct reads of stripe_fetch.c (other chunks decoded here, hedges,
- * retries); the next stripe's reads go out while one streams. More than m
- * lost chunks: -EIO.
+ * into a degraded read: the lost data chunks are rebuilt at the gateway
+ * (checked against the record's CRCs too) from k chunks read directly when
+ * the pool's decode is a star into the gateway (decode_direct), else by its
+ * decode DEG; the stripe is counted and the lost chunks are queued for
+ * repair. What fails or is late during the read, and a DEG that fails, is
+ * read around by the direct reads of stripe_fetch.c (other chunks decoded
+ * here, hedges, retries); the next stripe's reads go out while one streams.
+ * More than m lost chunks: -EIO.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -67,6 +68,8 @@ struct gw_get {
     int64_t deadline_ms;    /* max_get_ms after the record was read: then its chunks may go */
     struct gw_fetch *ahead; /* decode ahead: reads of stripe ahead_s, in flight */
     size_t ahead_s;
+    bool ahead_lost[PLACE_MAX_CHUNKS]; /* its chunks known lost when they went out, */
+    int ahead_why[PLACE_MAX_CHUNKS];   /* and why (lost_before) */
     struct decode *dec; /* or the decode of a stripe with lost chunks, into dec_buf */
     uint8_t *dec_buf;
     size_t dec_cap;
@@ -357,8 +360,29 @@ static bool lost_before(struct gw_get *g, const json_t *stripe, const bool *need
     return hit;
 }
 
+/* A stripe whose needed chunks lost_before found lost (lost[c]) is rebuilt
+ * at the gateway from direct reads (stripe_fetch.c decodes with the codec)
+ * when its decode DEG would only bring the same chunks there: then want[c]
+ * grows from the needed survivors to k chunks, the data ones first, all
+ * read at once. False: the decode DEG rebuilds it. */
+static bool decode_direct(struct gw_get *g, const bool *need, const bool *lost, bool *want)
+{
+    bool rebuild[PLACE_MAX_CHUNKS] = {0};
+    for (int c = 0; c < g->k; c++)
+        rebuild[c] = need[c] && lost[c];
+    if (g->o->degraded_read_deg || !gw_decode_at_gateway(g->o, g->pool, lost, rebuild))
+        return false;
+    int nwant = 0;
+    for (int c = 0; c < g->n; c++)
+        nwant += want[c] = c < g->k && need[c] && !lost[c];
+    for (int c = 0; c < g->n && nwant < g->k; c++)
+        if (!want[c] && !lost[c])
+            want[c] = true, nwant++;
+    return true;
+}
+
 /* Decode ahead: the reads of the stripe after s go out now, while s streams
- * (its decode DEG when a chunk it needs is known lost). */
+ * (k of them, or its decode DEG, when a chunk it needs is known lost). */
 static void fetch_ahead(struct gw_get *g, size_t s)
 {
     size_t ns = json_array_size(g->stripes);
@@ -367,11 +391,14 @@ static void fetch_ahead(struct gw_get *g, size_t s)
     int first, last;
     stripe_span(g, s + 1, g->start[s + 1], &first, &last);
     bool need[PLACE_MAX_CHUNKS] = {0}, lost[PLACE_MAX_CHUNKS] = {0};
-    int why[PLACE_MAX_CHUNKS];
+    int why[PLACE_MAX_CHUNKS] = {0};
     for (int c = first; c <= last; c++)
         need[c] = true;
     struct gw_fetch_stripe fs;
-    if (lost_before(g, json_array_get(g->stripes, s + 1), need, lost, why)) {
+    bool want[PLACE_MAX_CHUNKS];
+    memcpy(want, need, sizeof(want));
+    if (lost_before(g, json_array_get(g->stripes, s + 1), need, lost, why) &&
+        !decode_direct(g, need, lost, want)) {
         size_t L =
             (size_t)json_integer_value(json_object_get(json_array_get(g->stripes, s + 1), "len"));
         if (g->dec_cap < (size_t)g->k * L) {
@@ -390,8 +417,11 @@ static void fetch_ahead(struct gw_get *g, size_t s)
     }
     if (fetch_stripe(g, s + 1, &fs))
         return;
-    if (gw_fetch_start(g->o, &fs, need, &g->ahead) == 0)
+    if (gw_fetch_start(g->o, &fs, want, &g->ahead) == 0) {
         g->ahead_s = s + 1;
+        memcpy(g->ahead_lost, lost, sizeof(lost));
+        memcpy(g->ahead_why, why, sizeof(why));
+    }
 }
 
 static int load_stripe(struct gw_get *g)
@@ -427,13 +457,16 @@ static int load_stripe(struct gw_get *g)
     if (g->ahead && g->ahead_s == s && first == 0) {
         f = g->ahead; /* its reads went out while the stripe before streamed */
         g->ahead = NULL;
+        memcpy(lost, g->ahead_lost, sizeof(lost));
+        memcpy(why, g->ahead_why, sizeof(why));
     }
     gw_fetch_release(g->ahead); /* a stripe skipped */
     g->ahead = NULL;
-    /* Known lost: rebuilt in the network through the pool's decode DEG,
-     * which brings the chunks it read too; its run for this stripe may have
-     * gone out while the stripe before streamed. */
-    bool rest[PLACE_MAX_CHUNKS], any = false;
+    /* Known lost: rebuilt from k direct reads (decode_direct), or in the
+     * network through the pool's decode DEG, which brings the chunks it read
+     * too; either may have gone out while the stripe before streamed. */
+    bool rest[PLACE_MAX_CHUNKS], any = false, direct = false;
+    bool want[PLACE_MAX_CHUNKS] = {0};
     memcpy(rest, need, sizeof(rest));
     struct decode now, *d = NULL;
     if (g->dec && g->dec->job && g->dec->s == s && first == 0) {
@@ -451,7 +484,8 @@ static int load_stripe(struct gw_get *g)
     } else {
         if (g->dec && g->dec->job) /* a stripe skipped */
             decode_finish(g, g->dec);
-        if (!f && lost_before(g, stripe, need, lost, why)) {
+        if (!f && lost_before(g, stripe, need, lost, why) &&
+            !(direct = decode_direct(g, need, lost, want))) {
             d = &now;
             if (decode_start(g, d, s, need, lost, why, g->buf, false) || decode_finish(g, d))
                 memset(d->got, 0, sizeof(d->got));
@@ -465,8 +499,7 @@ static int load_stripe(struct gw_get *g)
             rest[c] = !d->got[c];
     }
     if (!f) { /* the rest read directly */
-        bool want[PLACE_MAX_CHUNKS] = {0};
-        for (int c = first; c <= last; c++)
+        for (int c = first; !direct && c <= last; c++)
             want[c] = rest[c] && !lost[c];
         rc = gw_fetch_start(o, &fs, want, &f);
         if (rc)

@@ -107,6 +107,7 @@ struct gw_objects {
     int heartbeat_ms;         /* the map's: tcp pings, node probes */
     int gc_delay_ms;          /* old versions' chunks are deleted this long after a commit */
     int max_get_ms;           /* a GET streaming longer is cut: gc_delay_ms must exceed it */
+    bool degraded_read_deg;   /* "degraded_read": "deg": star decodes through the DEG too */
     int64_t mpu_expire_ms;    /* multipart uploads older are aborted (0: never), lifecycle.c */
     int64_t lifecycle_day_ms; /* a lifecycle rule's day (shorter only for tests) */
     uint32_t gw_id;           /* version tiebreak between gateways */

@@ -112,6 +112,14 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         return snprintf(msg, msglen, "gateway.inline_max must be in [0, %d]", GW_INLINE_CAP),
                -EINVAL;
     o->inline_max = o->meta_copies > o->meta_wq ? (size_t)inline_max : 0;
+    /* A degraded GET rebuilds a star decode (RS, LRC) from direct reads of k
+     * chunks (get.c); "deg" runs it through the decode DEG's sessions. */
+    const char *dr = json_string_value(json_object_get(opts, "degraded_read"));
+    if (json_object_get(opts, "degraded_read") &&
+        (!dr || (strcmp(dr, "direct") && strcmp(dr, "deg"))))
+        return snprintf(msg, msglen, "gateway.degraded_read must be \"direct\" or \"deg\""),
+               -EINVAL;
+    o->degraded_read_deg = dr && !strcmp(dr, "deg");
     o->bucket_cache_ms = opt_int(opts, "bucket_cache_ms", GW_BUCKET_CACHE_MS);
     if (o->bucket_cache_ms < 0)
         return snprintf(msg, msglen, "gateway.bucket_cache_ms must be >= 0"), -EINVAL;

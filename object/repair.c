@@ -597,6 +597,7 @@ void *gw_repair_worker_main(void *arg)
                 pthread_mutex_lock(&r->lock);
                 if (r->scanning && json_object_size(r->removed) < GW_REPAIR_REMOVED_MAX)
                     json_object_set_new(r->removed, qkey, json_true());
+                json_object_del(r->noted, qkey); /* a loss after this is news */
                 pthread_mutex_unlock(&r->lock);
                 if (gw_rq_remove(o, qkey) != 0)
                     out = WAIT;

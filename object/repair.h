@@ -41,6 +41,10 @@ struct gw_objects;
 #define GW_REPAIR_ADMIN_EVERY_MS 3000
 /* Used by repair_note.c and repair_state.c. */
 #define GW_REPAIR_PENDING_MAX 10000
+/* A read's report of the same chunks of a stripe again within this long is
+ * dropped (repair_note.c): it is queued already, and each report would wake
+ * the worker into a pass over the queue. */
+#define GW_REPAIR_NOTE_REPEAT_MS 10000
 /* Used by repair.c and repair_state.c. */
 /* past it a scan may queue a repaired stripe again: a check */
 #define GW_REPAIR_REMOVED_MAX 100000
@@ -76,6 +80,7 @@ struct gw_repair {
 
     json_t *pending; /* queue key -> entry, not yet on the nodes */
     json_t *removed; /* queue keys the worker removed since the scan under way began */
+    json_t *noted;   /* queue key -> {"lost", "ms"}: reads' reports lately (repair_note.c) */
 
     /* progress of the current run (lock) */
     bool running;

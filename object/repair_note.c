@@ -48,7 +48,21 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
     }
     char qkey[128];
     gw_rq_key(e, qkey, sizeof(qkey));
+    int64_t now = gw_repair_now_ms();
     pthread_mutex_lock(&r->lock);
+    /* A degraded stripe read again and again (a hot object while a node is
+     * down) is reported once: it stays queued until the worker repairs it,
+     * which forgets the report. */
+    json_t *seen = json_object_get(r->noted, qkey);
+    if (seen && json_equal(json_object_get(seen, "lost"), lj) &&
+        now - json_integer_value(json_object_get(seen, "ms")) < GW_REPAIR_NOTE_REPEAT_MS) {
+        pthread_mutex_unlock(&r->lock);
+        json_decref(e);
+        return;
+    }
+    if (json_object_size(r->noted) >= GW_REPAIR_PENDING_MAX)
+        json_object_clear(r->noted);
+    json_object_set_new(r->noted, qkey, json_pack("{s:O,s:I}", "lost", lj, "ms", (json_int_t)now));
     if (json_object_size(r->pending) < GW_REPAIR_PENDING_MAX && !json_object_get(r->pending, qkey))
         json_object_set(r->pending, qkey, e);
     r->kick = true;

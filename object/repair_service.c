@@ -24,6 +24,7 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     pthread_cond_init(&r->cond, NULL);
     r->pending = json_object();
     r->removed = json_object();
+    r->noted = json_object();
     r->scan_interval_ms = (int)opt_ms(opts, "scan_interval_ms", 60000);
     r->down_out_ms = opt_ms(opts, "down_out_ms", 600000);
     r->orphan_grace_ms = opt_ms(opts, "orphan_grace_ms", 3600000);
@@ -35,9 +36,10 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     r->schemes = json_object_get(opts, "schemes") ? json_deep_copy(json_object_get(opts, "schemes"))
                                                   : json_object();
     gw_repair_settings_apply(r, opts);
-    if (!r->pending || !r->removed || r->scheme_default == NSCHEMES) {
+    if (!r->pending || !r->removed || !r->noted || r->scheme_default == NSCHEMES) {
         json_decref(r->pending);
         json_decref(r->removed);
+        json_decref(r->noted);
         json_decref(r->schemes);
         free(r);
         return -EINVAL;
@@ -74,6 +76,7 @@ void gw_repair_stop(struct gw_objects *o)
             codec_destroy(r->codecs[p][s]);
     json_decref(r->pending);
     json_decref(r->removed);
+    json_decref(r->noted);
     json_decref(r->schemes);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);

@@ -23,17 +23,20 @@
 
 #include "object/objects.h"
 #include "object/objects_internal.h"
+#include "object/repair.h"
 
 #define CHUNK  4096
 #define STRIPE (6 * CHUNK)
 
 static char dir[256];
 
-/* inline_max: 0 for the tests of stripes (their small objects would go inline). */
-static struct gw_objects *open_cluster_inline(int inline_max)
+/* inline_max: 0 for the tests of stripes (their small objects would go inline);
+ * degraded_read: the gateway's "degraded_read" ("direct", "deg"). */
+static struct gw_objects *open_cluster_with(int inline_max, const char *degraded_read)
 {
-    json_t *opts = json_pack("{s:i,s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
-                             "timeout_ms", 3000, "inline_max", inline_max, "repair", "paused", 1);
+    json_t *opts = json_pack("{s:i,s:i,s:i,s:i,s:{s:b},s:s}", "chunk_size", CHUNK, "gc_delay_ms",
+                             0, "timeout_ms", 3000, "inline_max", inline_max, "repair", "paused",
+                             1, "degraded_read", degraded_read);
     struct gw_objects *o = NULL;
     char msg[256];
     int rc = gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg));
@@ -45,7 +48,7 @@ static struct gw_objects *open_cluster_inline(int inline_max)
 
 static struct gw_objects *open_cluster(void)
 {
-    return open_cluster_inline(0);
+    return open_cluster_with(0, "direct");
 }
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
@@ -160,7 +163,7 @@ static void inline_homes(struct gw_objects *o, const char *key, char ids[7][16],
 static void test_inline_objects(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster_inline(GW_INLINE_MAX);
+    struct gw_objects *o = open_cluster_with(GW_INLINE_MAX, "direct");
     assert_int_equal(gw_bucket_create(o, "inl"), 0);
     uint8_t d[GW_INLINE_MAX + 1], e[3000];
     fill(d, sizeof(d), 7);
@@ -749,6 +752,105 @@ static int chunk_node(struct gw_objects *o, const char *b, const char *k, size_t
     return node;
 }
 
+/* A degraded GET rebuilds an RS stripe at the gateway from k chunks read
+ * straight from their nodes, not through the decode DEG (degraded_read
+ * "direct", the default): exact bytes for every pattern of up to m = 3 of
+ * the 9 nodes down, for a one-stripe object and a many-stripe one, whole and
+ * in ranges across stripe boundaries, with no decode run, and the lost
+ * chunks still queued for repair. */
+static void test_degraded_direct(void **state)
+{
+    (void)state;
+    json_t *bad = json_pack("{s:s}", "degraded_read", "fast");
+    struct gw_objects *o = NULL;
+    char msg[256] = "";
+    assert_int_equal(gw_objects_open_embedded_opts(dir, bad, &o, msg, sizeof(msg)), -EINVAL);
+    assert_non_null(strstr(msg, "degraded_read"));
+    json_decref(bad);
+    o = open_cluster();
+    gw_bucket_create(o, "direct");
+    size_t n1 = STRIPE - 1000, nm = 7 * STRIPE + 555;
+    uint8_t *one = malloc(n1), *many = malloc(nm);
+    fill(one, n1, 31);
+    fill(many, nm, 32);
+    assert_int_equal(put(o, "direct", "one", one, n1), 0);
+    assert_int_equal(put(o, "direct", "many", many, nm), 0);
+    struct gw_objects_stats st0, st;
+    gw_objects_counters(o, &st0);
+    int patterns = 0;
+    for (unsigned set = 1; set < 1u << 9; set++) {
+        if (__builtin_popcount(set) > 3)
+            continue;
+        char id[8];
+        for (int i = 0; i < 9; i++)
+            if (set & 1u << i) {
+                snprintf(id, sizeof(id), "n%d", i);
+                assert_int_equal(gw_objects_node_set_running(o, id, false), 0);
+            }
+        assert_int_equal(get_check(o, "direct", "one", 0, UINT64_MAX, one, n1), 0);
+        assert_int_equal(get_check(o, "direct", "one", CHUNK + 7, 2 * CHUNK, one, n1), 0);
+        assert_int_equal(get_check(o, "direct", "many", 0, UINT64_MAX, many, nm), 0);
+        /* From inside stripe 2 to inside stripe 5, and the short last stripe. */
+        assert_int_equal(
+            get_check(o, "direct", "many", 2 * STRIPE + CHUNK + 3, 3 * STRIPE, many, nm), 0);
+        assert_int_equal(get_check(o, "direct", "many", 7 * STRIPE - 10, 100, many, nm), 0);
+        for (int i = 0; i < 9; i++)
+            if (set & 1u << i) {
+                snprintf(id, sizeof(id), "n%d", i);
+                assert_int_equal(gw_objects_node_set_running(o, id, true), 0);
+            }
+        patterns++;
+    }
+    assert_int_equal(patterns, 9 + 36 + 84);
+    gw_objects_counters(o, &st);
+    assert_true(st.degraded_reads - st0.degraded_reads >= (uint64_t)patterns);
+    assert_int_equal(st.decode_runs, st0.decode_runs);
+    assert_int_equal(st.decode_sessions, st0.decode_sessions);
+    assert_int_equal(st.failed_reads, st0.failed_reads);
+    assert_true(st.repair_queue > 0);
+    free(one);
+    free(many);
+    gw_objects_close(o);
+}
+
+/* A read reports a stripe's lost chunks to the repair queue once: the same
+ * report again within GW_REPAIR_NOTE_REPEAT_MS does not wake the worker
+ * (each wake is a queue write, a listing and a repair attempt), other lost
+ * chunks of the stripe do. */
+static bool note_kicks(struct gw_objects *o, int *lost, int nlost)
+{
+    struct gw_repair *r = o->rep;
+    pthread_mutex_lock(&r->lock);
+    r->kick = false; /* only a report sets it again */
+    pthread_mutex_unlock(&r->lock);
+    const char *at[2] = {"n1", "n2"}, *reason[2] = {"node-down", "node-down"};
+    gw_repair_note(o, "note", "k", "00112233445566778899aabbccddeeff", 3, CHUNK, lost, at, reason,
+                   nlost, false, false);
+    pthread_mutex_lock(&r->lock);
+    bool kicked = r->kick;
+    pthread_mutex_unlock(&r->lock);
+    return kicked;
+}
+
+static void test_repair_note_once(void **state)
+{
+    (void)state;
+    /* No scanner: the end of a scan wakes the worker too. */
+    json_t *opts = json_pack("{s:i,s:i,s:{s:b,s:i}}", "chunk_size", CHUNK, "timeout_ms", 3000,
+                             "repair", "paused", 1, "scan_interval_ms", 0);
+    struct gw_objects *o = NULL;
+    char msg[256];
+    assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+    json_decref(opts);
+    int one[] = {1}, two[] = {1, 2};
+    assert_true(note_kicks(o, one, 1));
+    for (int i = 0; i < 20; i++)
+        assert_false(note_kicks(o, one, 1));
+    assert_true(note_kicks(o, two, 2));
+    assert_false(note_kicks(o, two, 2));
+    gw_objects_close(o);
+}
+
 /* Degraded GETs run the decode DEG through sessions kept from stripe to
  * stripe and object to object, whatever order a stripe's chunks sit on the
  * nodes in: many stripes, few sessions. The bytes stay exact when the loss
@@ -758,7 +860,7 @@ static int chunk_node(struct gw_objects *o, const char *b, const char *k, size_t
 static void test_decode_sessions(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster();
+    struct gw_objects *o = open_cluster_with(0, "deg"); /* RS star decodes through the DEG */
     gw_bucket_create(o, "dec");
     size_t n = 12 * STRIPE + 321;
     uint8_t *d = malloc(n), *e = malloc(n), *buf = malloc(n);
@@ -1417,6 +1519,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_degraded_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_degraded_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repair_note_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
