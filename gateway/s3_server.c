@@ -770,42 +770,27 @@ static void get_object(struct req *r, bool head)
         answer_error(r, oe, r->msg);
         return;
     }
-    /* The range is clamped against the size HEAD saw; if an overwrite lands
-     * between HEAD and the read, the read names another version: retry. */
-    for (int attempt = 0;; attempt++) {
+    /* One read of the record: a GET opens the object whole, then narrows it
+     * to the range parsed against that record's size. */
+    rc = head ? gw_object_head(o, r->t.bucket, r->t.key, &oi)
+              : gw_get_begin(o, r->t.bucket, r->t.key, 0, UINT64_MAX, &oi, &g);
+    if (rc) {
+        answer_errno(r, rc, head ? "HeadObject" : "GetObject");
+        return;
+    }
+    enum gw_s3_err e = gw_range_parse(header(r, "Range"), oi.size, &range);
+    if (e) {
+        snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);
         gw_object_info_clear(&oi);
-        rc = gw_object_head(o, r->t.bucket, r->t.key, &oi);
-        if (rc) {
-            answer_errno(r, rc, head ? "HeadObject" : "GetObject");
-            return;
-        }
-        enum gw_s3_err e = gw_range_parse(header(r, "Range"), oi.size, &range);
-        if (e) {
-            snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);
-            gw_object_info_clear(&oi);
-            answer_error(r, e, NULL);
-            return;
-        }
-        if (head || range.length == 0)
-            break;
-        struct gw_object_info gi = {0};
-        rc = gw_get_begin(o, r->t.bucket, r->t.key, range.first, range.length, &gi, &g);
-        bool same = rc == 0 && gi.version == oi.version;
-        gw_object_info_clear(&gi);
-        if (rc) {
-            gw_object_info_clear(&oi);
-            answer_errno(r, rc, "GetObject");
-            return;
-        }
-        if (same)
-            break;
+        gw_get_end(g);
+        answer_error(r, e, NULL);
+        return;
+    }
+    if (g && range.length == 0) {
         gw_get_end(g);
         g = NULL;
-        if (attempt == 3) {
-            gw_object_info_clear(&oi);
-            answer_error(r, GW_S3_SLOW_DOWN, "the object is being overwritten");
-            return;
-        }
+    } else if (g) {
+        gw_get_narrow(g, range.first, range.length);
     }
 
     struct MHD_Response *resp;

@@ -121,12 +121,17 @@ int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint
         gw_get_end(g);
         return rc;
     }
-    g->pos = off < g->size ? off : g->size;
-    g->end = len == UINT64_MAX || len > g->size - g->pos ? g->size : g->pos + len;
+    gw_get_narrow(g, off, len);
     if (info)
         gw_rec_object_info(rec, info);
     *out = g;
     return 0;
+}
+
+void gw_get_narrow(struct gw_get *g, uint64_t off, uint64_t len)
+{
+    g->pos = off < g->size ? off : g->size;
+    g->end = len == UINT64_MAX || len > g->size - g->pos ? g->size : g->pos + len;
 }
 
 struct chunk_job {

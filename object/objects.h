@@ -96,10 +96,14 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len);
 int gw_put_commit(struct gw_put *p, struct gw_object_info *out);
 void gw_put_abort(struct gw_put *p);
 
-/* GET of bytes [off, off + len) (len UINT64_MAX: to the end), already
- * clamped by the caller against the size in `info` from gw_object_head. */
+/* GET of bytes [off, off + len) (len UINT64_MAX: to the end), clamped to
+ * the size of the version it read (in `info`). */
 int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint64_t off,
                  uint64_t len, struct gw_object_info *info, struct gw_get **out);
+/* Before the first gw_get_read: only bytes [off, off + len) of the version
+ * gw_get_begin read (a range parsed against its size, without a second
+ * read of the record that an overwrite could change). */
+void gw_get_narrow(struct gw_get *g, uint64_t off, uint64_t len);
 /* Returns bytes read (0 at the end) or a negative errno. */
 ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len);
 void gw_get_end(struct gw_get *g);
