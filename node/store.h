@@ -130,8 +130,9 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
  * other bytes -EEXIST, and either way *stored (may be NULL) is the version the
  * key holds. A blob may end in a tail of the gateway's after a NUL (a shard of
  * an inline object): the same version whose bytes before the NUL are the same
- * replaces the tail (a repair), and listings hand out only the part before it. NODE_META_CHECK stores nothing and answers what a write of that
- * version would (0, -ESTALE, or -EEXIST for an equal version).
+ * replaces the tail (a repair), and listings hand out only the part before it.
+ * NODE_META_CHECK stores nothing and answers what a write of that version
+ * would (0, -ESTALE, or -EEXIST for an equal version).
  */
 #define NODE_META_CHECK 1u
 /* Of the RPC only (node/rpc.h): answer the record the write replaced. */
