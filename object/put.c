@@ -45,12 +45,17 @@
 #define GW_PUT_WINDOW 3
 
 /* The body's MD5 (the ETag) is taken off the request thread by one hasher
- * thread per upload, stripe after stripe as they are submitted, while their
- * writers encode and send them: MD5 is one sequential chain (~0.9 GB/s a
- * core), and on the request thread it was more than half of a 16 MiB PUT.
- * Up to GW_HASH_INLINE bytes in an upload's only stripe are hashed by the
- * caller instead (a thread costs more than hashing them). */
+ * thread per upload that follows the body as it arrives: the request thread
+ * publishes every GW_HASH_STEP bytes it copies into the stripe buffer (and
+ * every stripe it submits), the hasher feeds them to the MD5 while the
+ * request thread goes on receiving and the writers encode and send. MD5 is
+ * one sequential chain (~0.9 GB/s a core); on the request thread it was more
+ * than half of a 16 MiB PUT. A buffer is published only once it has its full
+ * size (no realloc moves it under the hasher), and reused only once hashed.
+ * An upload of up to GW_HASH_INLINE bytes is hashed by the caller when it
+ * submits its only stripe (a thread costs more than hashing them). */
 #define GW_HASH_INLINE (256u << 10)
+#define GW_HASH_STEP   (512u << 10)
 
 struct gw_put;
 
@@ -80,10 +85,10 @@ struct gw_put {
     uint8_t *buf; /* the stripe being filled */
     size_t cap, fill, stripe_bytes;
     uint64_t size;
-    EVP_MD_CTX *md5; /* fed in stripe order (hasher_main, or hash_inline) */
-    pthread_mutex_t hash_lock;
-    pthread_cond_t hash_cond; /* hashed or submitted moved, or hash_stop */
-    uint64_t hashed;          /* stripes in md5 so far */
+    EVP_MD_CTX *md5;            /* fed in body order, by hasher_main or submit_stripe */
+    pthread_mutex_t hash_lock;  /* published, hashed, the buffers' places */
+    pthread_cond_t hash_cond;   /* published or hashed moved, or hash_stop */
+    uint64_t published, hashed; /* body bytes ready for the MD5, in it */
     pthread_t hasher;
     bool hasher_on, hash_stop;
     json_t *stripes;
@@ -389,35 +394,61 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     return rc;
 }
 
-/* Feeds the submitted stripes' bytes to the MD5 in order until hash_stop
- * finds nothing left. */
+/* The body's bytes at offset `at`, in the buffer of their stripe (hash_lock
+ * held: submit_stripe moves the buffers). */
+static const uint8_t *body_at(const struct gw_put *p, uint64_t at)
+{
+    uint64_t s = at / p->stripe_bytes;
+    const uint8_t *b = s < p->submitted ? p->fl[s % GW_PUT_WINDOW].buf : p->buf;
+    return b + at % p->stripe_bytes;
+}
+
+/* Feeds the published bytes to the MD5 in order until hash_stop finds none
+ * left. */
 static void *hasher_main(void *arg)
 {
     struct gw_put *p = arg;
     pthread_mutex_lock(&p->hash_lock);
     for (;;) {
-        while (p->hashed == p->submitted && !p->hash_stop)
+        while (p->hashed == p->published && !p->hash_stop)
             pthread_cond_wait(&p->hash_cond, &p->hash_lock);
-        if (p->hashed == p->submitted)
+        if (p->hashed == p->published)
             break;
-        const struct inflight *f = &p->fl[p->hashed % GW_PUT_WINDOW];
+        uint64_t left = p->stripe_bytes - p->hashed % p->stripe_bytes;
+        size_t n = (size_t)(p->published - p->hashed < left ? p->published - p->hashed : left);
+        const uint8_t *b = body_at(p, p->hashed);
         pthread_mutex_unlock(&p->hash_lock);
-        EVP_DigestUpdate(p->md5, f->buf, f->bytes);
+        EVP_DigestUpdate(p->md5, b, n);
         pthread_mutex_lock(&p->hash_lock);
-        p->hashed++;
+        p->hashed += n;
         pthread_cond_broadcast(&p->hash_cond);
     }
     pthread_mutex_unlock(&p->hash_lock);
     return NULL;
 }
 
-/* Until stripe s is in the MD5 (its buffer may be reused after). */
-static void hash_wait(struct gw_put *p, uint64_t s)
+static void publish(struct gw_put *p, uint64_t upto)
 {
     pthread_mutex_lock(&p->hash_lock);
-    while (p->hashed <= s)
+    p->published = upto;
+    pthread_cond_broadcast(&p->hash_cond);
+    pthread_mutex_unlock(&p->hash_lock);
+}
+
+/* Until the body's first `upto` bytes are in the MD5. */
+static void hash_wait(struct gw_put *p, uint64_t upto)
+{
+    pthread_mutex_lock(&p->hash_lock);
+    while (p->hashed < upto)
         pthread_cond_wait(&p->hash_cond, &p->hash_lock);
     pthread_mutex_unlock(&p->hash_lock);
+}
+
+static bool hasher_start(struct gw_put *p)
+{
+    if (!p->hasher_on)
+        p->hasher_on = pthread_create(&p->hasher, NULL, hasher_main, p) == 0;
+    return p->hasher_on;
 }
 
 static void hasher_stop(struct gw_put *p)
@@ -459,7 +490,7 @@ static int inflight_join(struct gw_put *p, struct inflight *f)
         return 0;
     if (f->threaded)
         pthread_join(f->thread, NULL);
-    hash_wait(p, f->s);
+    hash_wait(p, f->s * p->stripe_bytes + f->bytes);
     f->busy = false;
     return collect(p, f);
 }
@@ -489,20 +520,20 @@ static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
         return -ENOMEM;
     uint8_t *t = f->buf;
     size_t tcap = f->cap;
+    uint64_t end = p->submitted * p->stripe_bytes + bytes;
+    pthread_mutex_lock(&p->hash_lock);
     *f = (struct inflight){
         .p = p, .buf = p->buf, .cap = p->cap, .s = p->submitted, .L = L, .bytes = bytes};
     p->buf = t;
     p->cap = tcap;
-    if (!p->hasher_on && (p->submitted > 0 || bytes > GW_HASH_INLINE))
-        p->hasher_on = pthread_create(&p->hasher, NULL, hasher_main, p) == 0;
-    if (!p->hasher_on) { /* in order: every stripe before this one was hashed here too */
-        EVP_DigestUpdate(p->md5, f->buf, f->bytes);
-        p->hashed++;
-    }
-    pthread_mutex_lock(&p->hash_lock);
     p->submitted++;
-    pthread_cond_broadcast(&p->hash_cond);
     pthread_mutex_unlock(&p->hash_lock);
+    if (p->hasher_on || ((f->s > 0 || bytes > GW_HASH_INLINE) && hasher_start(p))) {
+        publish(p, end);
+    } else { /* no hasher ever ran: the body before it was hashed here too */
+        EVP_DigestUpdate(p->md5, f->buf, bytes);
+        p->hashed = p->published = end;
+    }
     f->busy = true;
     f->threaded = !here && pthread_create(&f->thread, NULL, inflight_main, f) == 0;
     if (!f->threaded)
@@ -517,9 +548,9 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
     const uint8_t *b = buf;
     p->size += len;
     while (len > 0) {
-        if (p->fill == p->cap) {
+        if (p->fill == p->cap) { /* past GW_HASH_INLINE: its full size, to be published */
             size_t cap = p->cap ? 2 * p->cap : 64 << 10;
-            if (cap > p->stripe_bytes)
+            if (cap > GW_HASH_INLINE || cap > p->stripe_bytes)
                 cap = p->stripe_bytes;
             uint8_t *nb = realloc(p->buf, cap);
             if (!nb)
@@ -532,6 +563,10 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
         p->fill += n;
         b += n;
         len -= n;
+        uint64_t at = p->submitted * p->stripe_bytes + p->fill;
+        if (p->cap == p->stripe_bytes && at - p->published >= GW_HASH_STEP &&
+            p->fill < p->stripe_bytes && hasher_start(p))
+            publish(p, at);
         if (p->fill == p->stripe_bytes) {
             if (p->submitted >= MAX_STRIPES)
                 return p->rc = -EFBIG;

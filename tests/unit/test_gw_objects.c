@@ -30,9 +30,9 @@
 
 static char dir[256];
 
-static struct gw_objects *open_cluster(void)
+static struct gw_objects *open_cluster_chunk(int chunk_size)
 {
-    json_t *opts = json_pack("{s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 0,
+    json_t *opts = json_pack("{s:i,s:i,s:i,s:{s:b}}", "chunk_size", chunk_size, "gc_delay_ms", 0,
                              "timeout_ms", 3000, "repair", "paused", 1);
     struct gw_objects *o = NULL;
     char msg[256];
@@ -41,6 +41,11 @@ static struct gw_objects *open_cluster(void)
     if (rc)
         fail_msg("open: %s (%d)", msg, rc);
     return o;
+}
+
+static struct gw_objects *open_cluster(void)
+{
+    return open_cluster_chunk(CHUNK);
 }
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
@@ -876,6 +881,35 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* Stripes larger than the hasher's step (256 KiB chunks, 1.5 MiB stripes):
+ * the MD5 follows the body inside the stripe being filled, then over the
+ * window's buffers; the ETag is the body's MD5 and every byte reads back,
+ * for an upload hashed by its caller (100 KiB), one stripe hashed before it
+ * is full or not (300 KiB, 1 MiB) and 6 full stripes with a short last one. */
+static void test_large_stripes_md5(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster_chunk(256 << 10);
+    assert_int_equal(gw_bucket_create(o, "big"), 0);
+    const size_t big[] = {100 << 10, 300 << 10, 1 << 20, (9 << 20) + (700 << 10) + 13};
+    uint8_t *d = malloc(big[3]);
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+        char key[32], md5[33];
+        snprintf(key, sizeof(key), "big-%zu", big[i]);
+        fill(d, big[i], (uint32_t)(100 + i));
+        assert_int_equal(put(o, "big", key, d, big[i]), 0);
+        struct gw_object_info info;
+        assert_int_equal(gw_object_head(o, "big", key, &info), 0);
+        md5_hex(d, big[i], md5);
+        assert_string_equal(info.etag, md5);
+        gw_object_info_clear(&info);
+        assert_int_equal(get_check(o, "big", key, 0, UINT64_MAX, d, big[i]), 0);
+        assert_int_equal(get_check(o, "big", key, big[i] / 3, big[i] / 2, d, big[i]), 0);
+    }
+    free(d);
+    gw_objects_close(o);
+}
+
 static void test_concurrent_writers(void **state)
 {
     (void)state;
@@ -1326,6 +1360,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_stripes_md5, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
