@@ -516,7 +516,8 @@ static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
     int rc = inflight_join(p, f);
     if (rc)
         return rc;
-    if (!f->buf && !(f->buf = malloc(f->cap = p->stripe_bytes)))
+    /* the next stripe's buffer (none after the last: a small PUT allocates only its own) */
+    if (!f->buf && !here && !(f->buf = malloc(f->cap = p->stripe_bytes)))
         return -ENOMEM;
     uint8_t *t = f->buf;
     size_t tcap = f->cap;
