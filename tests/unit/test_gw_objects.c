@@ -884,14 +884,14 @@ static void *writer_main(void *arg)
 /* Stripes larger than the hasher's step (256 KiB chunks, 1.5 MiB stripes):
  * the MD5 follows the body inside the stripe being filled, then over the
  * window's buffers; the ETag is the body's MD5 and every byte reads back,
- * for an upload hashed by its caller (100 KiB), one stripe hashed before it
- * is full or not (300 KiB, 1 MiB) and 6 full stripes with a short last one. */
+ * for uploads hashed by their caller (100 KiB, 1 MiB), one stripe hashed
+ * before it is full (1400 KiB) and 6 full stripes with a short last one. */
 static void test_large_stripes_md5(void **state)
 {
     (void)state;
     struct gw_objects *o = open_cluster_chunk(256 << 10);
     assert_int_equal(gw_bucket_create(o, "big"), 0);
-    const size_t big[] = {100 << 10, 300 << 10, 1 << 20, (9 << 20) + (700 << 10) + 13};
+    const size_t big[] = {100 << 10, 1 << 20, 1400 << 10, (9 << 20) + (700 << 10) + 13};
     uint8_t *d = malloc(big[3]);
     for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
         char key[32], md5[33];
