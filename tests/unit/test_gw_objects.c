@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "object/objects.h"
 #include "object/objects_internal.h"
@@ -32,11 +33,12 @@ static char dir[256];
 
 /* inline_max: 0 for the tests of stripes (their small objects would go inline);
  * degraded_read: the gateway's "degraded_read" ("direct", "deg"). */
-static struct gw_objects *open_cluster_with(int inline_max, const char *degraded_read)
+static struct gw_objects *open_cluster_with(int chunk_size, int inline_max,
+                                            const char *degraded_read)
 {
-    json_t *opts = json_pack("{s:i,s:i,s:i,s:i,s:{s:b},s:s}", "chunk_size", CHUNK, "gc_delay_ms",
-                             0, "timeout_ms", 3000, "inline_max", inline_max, "repair", "paused",
-                             1, "degraded_read", degraded_read);
+    json_t *opts = json_pack("{s:i,s:i,s:i,s:i,s:{s:b},s:s}", "chunk_size", chunk_size,
+                             "gc_delay_ms", 0, "timeout_ms", 3000, "inline_max", inline_max,
+                             "repair", "paused", 1, "degraded_read", degraded_read);
     struct gw_objects *o = NULL;
     char msg[256];
     int rc = gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg));
@@ -48,7 +50,7 @@ static struct gw_objects *open_cluster_with(int inline_max, const char *degraded
 
 static struct gw_objects *open_cluster(void)
 {
-    return open_cluster_with(0, "direct");
+    return open_cluster_with(CHUNK, 0, "direct");
 }
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
@@ -116,6 +118,16 @@ static int get_check(struct gw_objects *o, const char *b, const char *k, uint64_
     return rc;
 }
 
+/* The body's MD5 in hex, as its ETag must be. */
+static void md5_hex(const uint8_t *d, size_t n, char hex[33])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    assert_true(EVP_Digest(d, n, md, &len, EVP_md5(), NULL));
+    for (unsigned i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -163,7 +175,7 @@ static void inline_homes(struct gw_objects *o, const char *key, char ids[7][16],
 static void test_inline_objects(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster_with(GW_INLINE_MAX, "direct");
+    struct gw_objects *o = open_cluster_with(CHUNK, GW_INLINE_MAX, "direct");
     assert_int_equal(gw_bucket_create(o, "inl"), 0);
     uint8_t d[GW_INLINE_MAX + 1], e[3000];
     fill(d, sizeof(d), 7);
@@ -264,7 +276,12 @@ static void test_roundtrip(void **state)
         assert_int_equal(info.size, sizes[i]);
         assert_string_equal(info.content_type, "application/x-test");
         assert_string_equal(json_string_value(json_object_get(info.user_meta, "color")), "blue");
-        assert_int_equal(strlen(info.etag), 32);
+        /* The MD5 is taken off the request thread, stripe after stripe:
+         * still the whole body's, in order (3 * STRIPE + 100 and 1 MiB
+         * cycle through the window). */
+        char md5[33];
+        md5_hex(d, sizes[i], md5);
+        assert_string_equal(info.etag, md5);
         gw_object_info_clear(&info);
     }
     /* A small object costs small chunks. */
@@ -860,7 +877,7 @@ static void test_repair_note_once(void **state)
 static void test_decode_sessions(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster_with(0, "deg"); /* RS star decodes through the DEG */
+    struct gw_objects *o = open_cluster_with(CHUNK, 0, "deg"); /* RS star decodes through the DEG */
     gw_bucket_create(o, "dec");
     size_t n = 12 * STRIPE + 321;
     uint8_t *d = malloc(n), *e = malloc(n), *buf = malloc(n);
@@ -1070,6 +1087,35 @@ static void *writer_main(void *arg)
     }
     free(d);
     return NULL;
+}
+
+/* Stripes larger than the hasher's step (256 KiB chunks, 1.5 MiB stripes):
+ * the MD5 follows the body inside the stripe being filled, then over the
+ * window's buffers; the ETag is the body's MD5 and every byte reads back,
+ * for uploads hashed by their caller (100 KiB, 1 MiB), one stripe hashed
+ * before it is full (1400 KiB) and 6 full stripes with a short last one. */
+static void test_large_stripes_md5(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster_with(256 << 10, 0, "direct");
+    assert_int_equal(gw_bucket_create(o, "big"), 0);
+    const size_t big[] = {100 << 10, 1 << 20, 1400 << 10, (9 << 20) + (700 << 10) + 13};
+    uint8_t *d = malloc(big[3]);
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+        char key[32], md5[33];
+        snprintf(key, sizeof(key), "big-%zu", big[i]);
+        fill(d, big[i], (uint32_t)(100 + i));
+        assert_int_equal(put(o, "big", key, d, big[i]), 0);
+        struct gw_object_info info;
+        assert_int_equal(gw_object_head(o, "big", key, &info), 0);
+        md5_hex(d, big[i], md5);
+        assert_string_equal(info.etag, md5);
+        gw_object_info_clear(&info);
+        assert_int_equal(get_check(o, "big", key, 0, UINT64_MAX, d, big[i]), 0);
+        assert_int_equal(get_check(o, "big", key, big[i] / 3, big[i] / 2, d, big[i]), 0);
+    }
+    free(d);
+    gw_objects_close(o);
 }
 
 static void test_concurrent_writers(void **state)
@@ -1525,6 +1571,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_stripes_md5, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
