@@ -198,7 +198,8 @@ static int shards_of(const struct read_job *j, const json_t *best, const uint8_t
 
 /* The record a read returns (lock held) in *out (NULL: none): the newest
  * answered, unless it is inline without k good shards answered: then
- * -EAGAIN (more homes may answer), or, with fallback (every home answered),
+ * -EAGAIN (more homes may answer, or some are down), or, with fallback
+ * (every home answered, none down),
  * the one before it when fewer than k homes hold it at all (never
  * acknowledged: a commit holds W = k homes; an in-doubt or unfinished write)
  * and -EIO when k homes hold it but not k good shards (lost). */
@@ -293,7 +294,11 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
     while (!answered_enough(j) && j->done < j->n)
         pthread_cond_wait(&j->cond, &j->lock);
     json_t *best = NULL, *ret = NULL;
-    int err = 0, derr = readable(j, j->done == j->n, &best);
+    /* Fallback only once every home ANSWERED: a home that is down may hold
+     * the newest record, so its silence does not show that fewer than k
+     * homes took it (an acknowledged inline object would read as the
+     * version before it). */
+    int err = 0, derr = readable(j, j->answered == j->n, &best);
     for (int i = 0; i < j->n; i++)
         if (j->rc[i] && j->rc[i] != -ENOENT && (!err || !gw_transport_error(j->rc[i])))
             err = j->rc[i];

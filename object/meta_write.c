@@ -132,10 +132,17 @@ static struct meta_round *round_new(struct gw_objects *o, const char *bucket, co
     return m;
 }
 
+/* Fewer than `need` homes took m's record so far, and `need` still can (lock held). */
+static bool round_waits(const struct meta_round *m, int need)
+{
+    return m->held < need && m->done < m->n && m->held + (m->n - m->done) >= need;
+}
+
 /* Sends m's record (blob, version, flags set) to every home not skipped and
- * waits for W of them, or until W cannot be reached; *r is the count then,
- * homes still out counted as may-have-landed. olds (may be NULL) gets the
- * records replaced at the homes that answered. m is the caller's no more. */
+ * waits for W of them (W + 1 for an inline record), or until W cannot be
+ * reached; *r is the count then, homes still out counted as may-have-landed.
+ * olds (may be NULL) gets the records replaced at the homes that answered.
+ * m is the caller's no more. */
 static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *olds, int *rcs)
 {
     struct gw_objects *o = m->o;
@@ -152,8 +159,13 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
         if (gw_fanout_post(o->fan, write_one, m, i))
             write_one(m, i);
     memset(r, 0, sizeof(*r));
+    /* An inline record decodes from any W = k of its shards, so at W homes it
+     * has no spare: its round waits for W + 1 while that many can still
+     * take it (a stripe's write quorum keeps one too, k + 1), and settles
+     * for W only when they cannot. */
+    int spare = m->hblob[0] && o->meta_wq < m->n ? o->meta_wq + 1 : o->meta_wq;
     pthread_mutex_lock(&m->lock);
-    while (m->held < o->meta_wq && m->done < m->n && m->held + (m->n - m->done) >= o->meta_wq)
+    while (round_waits(m, spare) || round_waits(m, o->meta_wq))
         pthread_cond_wait(&m->cond, &m->lock);
     for (int i = 0; i < m->n; i++) {
         int rc = m->back[i] ? m->rc[i] : -EINPROGRESS;
