@@ -172,6 +172,21 @@ static void inline_homes(struct gw_objects *o, const char *key, char ids[7][16],
     json_decref(j);
 }
 
+/* Reads key (exact each time) until every one of its 7 homes holds a good,
+ * distinct shard: read repair, late answers included, made it whole. */
+static void read_until_whole(struct gw_objects *o, const char *key, const uint8_t *body, size_t len,
+                             char ids[7][16])
+{
+    int ok = 0;
+    for (int t = 0; t < 200 && ok < 7; t++) {
+        assert_int_equal(get_check(o, "inl", key, 0, UINT64_MAX, body, len), 0);
+        inline_homes(o, key, ids, &ok);
+        if (ok < 7)
+            usleep(20000);
+    }
+    assert_int_equal(ok, 7);
+}
+
 static void test_inline_objects(void **state)
 {
     (void)state;
@@ -210,14 +225,7 @@ static void test_inline_objects(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[2 * i], true), 0);
     /* A read gives the restarted homes their shards (late answers too). */
-    for (int t = 0; t < 200; t++) {
-        assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, e, sizeof(e)), 0);
-        inline_homes(o, "a", ids, &ok);
-        if (ok == 7)
-            break;
-        usleep(20000);
-    }
-    assert_int_equal(ok, 7);
+    read_until_whole(o, "a", e, sizeof(e), ids);
     /* One home's shard corrupted (same record, a flipped shard bit: the node
      * takes it as a new tail): a read finds its crc wrong and rewrites it. */
     int node = place_map_node(o->map, ids[1]);
@@ -234,14 +242,7 @@ static void test_inline_objects(void **state)
     json_decref(stored);
     free(blob);
     uint64_t repairs = atomic_load(&o->meta_repairs);
-    for (int t = 0; t < 200; t++) {
-        assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, e, sizeof(e)), 0);
-        inline_homes(o, "a", ids, &ok);
-        if (ok == 7)
-            break;
-        usleep(20000);
-    }
-    assert_int_equal(ok, 7);
+    read_until_whole(o, "a", e, sizeof(e), ids);
     assert_true(atomic_load(&o->meta_repairs) > repairs);
     struct gw_object_info info;
     assert_int_equal(gw_object_head(o, "inl", "a", &info), 0);
