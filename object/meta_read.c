@@ -198,11 +198,11 @@ static int shards_of(const struct read_job *j, const json_t *best, const uint8_t
 
 /* The record a read returns (lock held) in *out (NULL: none): the newest
  * answered, unless it is inline without k good shards answered: then
- * -EAGAIN (more homes may answer, or some are down), or, with fallback
- * (every home answered, none down),
- * the one before it when fewer than k homes hold it at all (never
- * acknowledged: a commit holds W = k homes; an in-doubt or unfinished write)
- * and -EIO when k homes hold it but not k good shards (lost). */
+ * -EAGAIN (more homes may answer, or some are down: a 503 the client
+ * retries), or, with fallback (every home answered, none down), the one
+ * before it when fewer than k homes hold it at all (never acknowledged: a
+ * commit holds W = k homes; an in-doubt or unfinished write) and -EIO when k
+ * homes hold it but not k good shards (lost). */
 static int readable(const struct read_job *j, bool fallback, json_t **out)
 {
     uint64_t below = UINT64_MAX;
