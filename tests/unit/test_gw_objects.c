@@ -190,7 +190,16 @@ static void read_until_whole(struct gw_objects *o, const char *key, const uint8_
 static void test_inline_objects(void **state)
 {
     (void)state;
-    struct gw_objects *o = open_cluster_with(CHUNK, GW_INLINE_MAX, "direct");
+    /* Out of bounds: refused, with a message naming the option. */
+    char msg[256] = "";
+    struct gw_objects *o = NULL;
+    for (int i = 0; i < 2; i++) {
+        json_t *bad = json_pack("{s:i}", "inline_max", i ? GW_INLINE_CAP + 1 : -1);
+        assert_int_equal(gw_objects_open_embedded_opts(dir, bad, &o, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "inline_max"));
+        json_decref(bad);
+    }
+    o = open_cluster_with(CHUNK, GW_INLINE_MAX, "direct");
     assert_int_equal(gw_bucket_create(o, "inl"), 0);
     uint8_t d[GW_INLINE_MAX + 1], e[3000];
     fill(d, sizeof(d), 7);
