@@ -616,6 +616,8 @@ int node_client_health(struct node_client *c, struct node_health *h)
     h->uptime_ms = (uint64_t)json_integer_value(json_object_get(j, "uptime_ms"));
     h->stopping = json_is_true(json_object_get(j, "stopping"));
     h->time_ns = (int64_t)json_integer_value(json_object_get(j, "time_ns"));
+    h->workers = (uint64_t)json_integer_value(json_object_get(j, "workers"));
+    h->workers_started = (uint64_t)json_integer_value(json_object_get(j, "workers_started"));
     json_decref(j);
     return 0;
 }

@@ -116,7 +116,9 @@ struct node_health {
     char domain[NODE_ID_MAX];
     uint64_t uptime_ms;
     bool stopping;
-    int64_t time_ns; /* the node's wall clock (ns since the epoch) as it answered; 0: not sent */
+    int64_t time_ns;  /* the node's wall clock (ns since the epoch) as it answered; 0: not sent */
+    uint64_t workers; /* its worker threads now (busy or idle) */
+    uint64_t workers_started; /* worker threads it has started since it started */
 };
 int node_client_health(struct node_client *c, struct node_health *h);
 int node_client_stats(struct node_client *c, struct node_store_stats *st);

@@ -6,8 +6,14 @@
  * Handlers answer exactly once, with reply(): at once on the loop (reads,
  * metadata, stats), from the store's writer thread when a chunk write is
  * durable (node_store_put_chunk_async, so concurrent writes share a flush),
- * or from a worker thread for long work (scrub, vertex runs). `inflight`
- * counts requests not yet answered; stopping waits for it to drain.
+ * or from a worker thread for work that blocks (chunk reads, metadata writes,
+ * scrub, vertex runs). `inflight` counts requests not yet answered; stopping
+ * waits for it to drain.
+ *
+ * Workers: a pool that grows while a request waits with no idle worker, up to
+ * MAX_WORKERS (a vertex run may wait its whole timeout for another node's
+ * data, so a fixed few could stall a DEG behind reads), and keeps idle ones
+ * for the next request: a small request must not pay for a thread's creation.
  *
  * Connections: the loop owns the list; a request holds a reference to its
  * connection so a late reply never touches a closed QP.
@@ -42,6 +48,8 @@
 #define LIST_MAX_ENTRIES 1000
 #define LIST_MAX_BYTES   (8u << 20)
 #define MAX_WORKERS      64
+#define KEEP_IDLE        8 /* idle workers kept past WORKER_IDLE_MS */
+#define WORKER_IDLE_MS   2000
 
 struct conn {
     struct conn *next;
@@ -89,7 +97,12 @@ struct node_service {
     atomic_bool stop, stopping;
     pthread_mutex_t lock;
     pthread_cond_t drained;
-    int inflight, workers;
+    int inflight;
+    /* the worker pool, under lock */
+    pthread_cond_t work;
+    struct req *queue, *queue_tail;
+    int workers, idle, queued;
+    uint64_t workers_started;
     struct conn *conns;
     struct hosted *vertices;
     int next_handle;
@@ -99,6 +112,7 @@ struct req {
     struct node_service *svc;
     struct conn *conn;
     struct rpc_msg msg;
+    struct req *next; /* in the workers' queue */
 };
 
 static void conn_unref(struct node_service *s, struct conn *c)
@@ -394,8 +408,12 @@ static void h_health(struct req *r)
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     json_int_t time_ns = (json_int_t)wall.tv_sec * 1000000000 + wall.tv_nsec + s->clock_offset_ns;
-    reply_json(r, json_pack("{s:s,s:s,s:I,s:b,s:I}", "id", s->id, "domain", s->domain, "uptime_ms",
-                            up, "stopping", (int)atomic_load(&s->stopping), "time_ns", time_ns));
+    pthread_mutex_lock(&s->lock);
+    json_int_t workers = s->workers, started = (json_int_t)s->workers_started;
+    pthread_mutex_unlock(&s->lock);
+    reply_json(r, json_pack("{s:s,s:s,s:I,s:b,s:I,s:I,s:I}", "id", s->id, "domain", s->domain,
+                            "uptime_ms", up, "stopping", (int)atomic_load(&s->stopping), "time_ns",
+                            time_ns, "workers", workers, "workers_started", started));
 }
 
 static void h_scrub(struct req *r)
@@ -916,14 +934,67 @@ static const struct {
 
 static void *worker_main(void *arg)
 {
-    struct req *r = arg;
-    struct node_service *s = r->svc;
-    handlers[r->msg.type].fn(r);
+    struct node_service *s = arg;
     pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->queue && !atomic_load(&s->stopping)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += WORKER_IDLE_MS / 1000;
+            s->idle++;
+            int rc = pthread_cond_timedwait(&s->work, &s->lock, &until);
+            s->idle--;
+            if (rc == ETIMEDOUT && !s->queue && s->idle >= KEEP_IDLE)
+                goto out;
+        }
+        struct req *r = s->queue;
+        if (!r)
+            break; /* stopping, and nothing left to do */
+        s->queue = r->next;
+        if (!s->queue)
+            s->queue_tail = NULL;
+        s->queued--;
+        pthread_mutex_unlock(&s->lock);
+        handlers[r->msg.type].fn(r);
+        pthread_mutex_lock(&s->lock);
+    }
+out:
     if (--s->workers == 0)
         pthread_cond_broadcast(&s->drained);
     pthread_mutex_unlock(&s->lock);
     return NULL;
+}
+
+/* Queues r for a worker, starting one if none is idle: false when the pool is
+ * at MAX_WORKERS and busy (the caller then does the work itself: backpressure). */
+static bool work_submit(struct node_service *s, struct req *r)
+{
+    pthread_mutex_lock(&s->lock);
+    bool spawn = s->queued >= s->idle;
+    if (spawn && s->workers >= MAX_WORKERS) {
+        pthread_mutex_unlock(&s->lock);
+        return false;
+    }
+    if (spawn) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker_main, s) != 0) {
+            pthread_mutex_unlock(&s->lock);
+            return false;
+        }
+        pthread_detach(t);
+        s->workers++;
+        s->workers_started++;
+    }
+    r->next = NULL;
+    if (s->queue_tail)
+        s->queue_tail->next = r;
+    else
+        s->queue = r;
+    s->queue_tail = r;
+    s->queued++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    return true;
 }
 
 /* ---- the event loop ------------------------------------------------------------------ */
@@ -952,21 +1023,8 @@ static void dispatch(struct node_service *s, struct conn *c, struct rpc_msg *m, 
         return reply_err(r, -ESHUTDOWN, "node is shutting down");
     if (m->type >= NODE_RPC_NTYPES || !handlers[m->type].fn)
         return reply_err(r, -EOPNOTSUPP, "unknown request type");
-    if (handlers[m->type].blocking) {
-        /* Past MAX_WORKERS the loop does the work itself: backpressure. */
-        pthread_mutex_lock(&s->lock);
-        bool spawn = s->workers < MAX_WORKERS;
-        s->workers += spawn;
-        pthread_mutex_unlock(&s->lock);
-        pthread_t t;
-        if (spawn && pthread_create(&t, NULL, worker_main, r) == 0)
-            return (void)pthread_detach(t);
-        if (spawn) {
-            pthread_mutex_lock(&s->lock);
-            s->workers--;
-            pthread_mutex_unlock(&s->lock);
-        }
-    }
+    if (handlers[m->type].blocking && work_submit(s, r))
+        return;
     handlers[m->type].fn(r);
 }
 
@@ -1206,6 +1264,7 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         s->clock_offset_ns = strtoll(skew, NULL, 10) * 1000000;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->drained, NULL);
+    pthread_cond_init(&s->work, NULL);
     snprintf(s->dev_options, sizeof(s->dev_options), "%s",
              cfg->device_options ? cfg->device_options : "transport=mem");
     int rc = 0;
@@ -1268,6 +1327,7 @@ void node_service_stop(struct node_service *s)
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += s->timeout_ms / 1000 * 2 + 2;
     pthread_mutex_lock(&s->lock);
+    pthread_cond_broadcast(&s->work); /* idle workers see stopping and leave */
     while (s->inflight > 0 || s->workers > 0)
         if (pthread_cond_timedwait(&s->drained, &s->lock, &until)) {
             inec_log(INEC_LOG_WARN, "node", "stopping with requests in flight id=%s n=%d", s->id,
@@ -1294,6 +1354,7 @@ void node_service_stop(struct node_service *s)
     if (s->has_loop)
         inec_log(INEC_LOG_INFO, "node", "stopped id=%s", s->id);
     pthread_cond_destroy(&s->drained);
+    pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -273,6 +273,31 @@ static void test_state(void **state)
     assert_int_equal(r.corrupt, 0);
 }
 
+/* Blocking requests (chunk reads, metadata writes) run on workers the node
+ * keeps: one after another they reuse one thread, not one thread each. */
+static void test_workers_reused(void **state)
+{
+    struct fixture *f = *state;
+    struct node_chunk_id id = chunk_id(4, 0, 0);
+    assert_int_equal(node_client_put_chunk(f->c, &id, 1, "hello", 5), 0);
+    struct node_health h0, h1;
+    assert_int_equal(node_client_health(f->c, &h0), 0);
+    for (int i = 0; i < 50; i++) {
+        void *data = NULL;
+        size_t n = 0;
+        uint64_t version = 0;
+        assert_int_equal(node_client_get_chunk(f->c, &id, &data, &n, &version), 0);
+        assert_int_equal(n, 5);
+        free(data);
+        assert_int_equal(node_client_put_meta(f->c, "b", "w", (uint64_t)i + 1, 0, "v", 1, NULL), 0);
+    }
+    assert_int_equal(node_client_health(f->c, &h1), 0);
+    /* 100 blocking requests in turn: a request may race its worker back to
+     * idle now and then, never 100 times. */
+    assert_true(h1.workers_started - h0.workers_started <= 8);
+    assert_true(h1.workers >= 1 && h1.workers <= h1.workers_started);
+}
+
 /* A hand-made request on a raw QP: what the service answers to bytes the
  * client library would never send. Returns the response status. */
 static int raw_request(struct fixture *f, uint16_t type, uint32_t total)
@@ -630,6 +655,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_workers_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_node, setup, teardown),
