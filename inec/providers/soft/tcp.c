@@ -19,7 +19,13 @@
  * Payload is gathered straight from the request's buffers by sendmsg; on the
  * receiving side small frames are parsed out of a staging buffer and large
  * payloads are read by recvmsg straight into the RECV's (or the region's)
- * memory, so big messages cost no copy beyond the kernel's.
+ * memory, so big messages cost no copy beyond the kernel's. The staging
+ * buffer is small (RXBUF) so that a frame's header read into it brings at
+ * most that much of a large payload along: the rest goes straight into place
+ * (a buffer as large as a message would stage the whole message and copy it
+ * once more). A direct read in flight writes into its QP's memory outside
+ * the engine's lock, so detaching that QP waits until it has ended (see
+ * tcp_detach).
  * All of it runs on the device's engine thread (under engine.lock); the
  * posting thread only connects. Frames are in host byte order: peers share
  * an architecture. Listen on an address peers can reach: it is the device's
@@ -51,8 +57,8 @@
 #include "inec/log.h"
 #include "inec/providers/soft/soft.h"
 
-#define RXBUF           (256u << 10)
-#define DIRECT_MIN      (32u << 10) /* read payloads this large straight into place */
+#define RXBUF           (16u << 10) /* staging: headers, small frames, a payload's start */
+#define DIRECT_MIN      RXBUF       /* read payload left this large straight into place */
 #define TX_BATCH_IOV    256
 #define DEFAULT_TIMEOUT 5000
 #define SUSPECT_BEATS   2 /* heartbeats without a word from the peer before suspicion */
@@ -115,6 +121,8 @@ struct tcp_conn {
     struct iovec dst[SOFT_MAX_SGE]; /* where the payload goes; niov 0 = discard */
     int ndst;
     bool rx_direct;
+    struct soft_qp *rx_dst;     /* the QP `cur` is for, when its payload has a place */
+    struct soft_qp *direct_for; /* whose memory the direct read in flight fills */
     struct msghdr rx_msg;
     /* transmit */
     struct io_op tx_op;
@@ -353,6 +361,7 @@ static void rx_arm(struct tcp_conn *c)
         c->ndst = n;
         c->rx_msg = (struct msghdr){.msg_iov = c->dst, .msg_iovlen = (size_t)n};
         io_uring_prep_recvmsg(sqe, c->fd, &c->rx_msg, MSG_WAITALL);
+        c->direct_for = c->rx_dst;
     } else {
         io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_len, RXBUF - c->rx_len, 0);
     }
@@ -369,6 +378,7 @@ static void rx_place(struct tcp_conn *c, const uint8_t *src, size_t n)
         if (src) {
             memcpy(c->dst[0].iov_base, src, l);
             src += l;
+            atomic_fetch_add_explicit(&c->dev->rx_staged, l, memory_order_relaxed);
         }
         c->dst[0].iov_base = (uint8_t *)c->dst[0].iov_base + l;
         c->dst[0].iov_len -= l;
@@ -388,6 +398,7 @@ static bool rx_header(struct tcp_conn *c)
     struct soft_qp *qp = soft_qp_lookup(dev, h->dst_qpn);
     c->ndst = 0;
     c->rx_qp = NULL;
+    c->rx_dst = qp;
     c->rx_status = INEC_WC_SUCCESS;
     c->left = 0;
     switch (h->op) {
@@ -596,6 +607,7 @@ static void rx_done(struct io_op *op, int res, uint32_t flags)
     (void)flags;
     struct tcp_conn *c = (struct tcp_conn *)((char *)op - offsetof(struct tcp_conn, rx_op));
     c->ops--;
+    c->direct_for = NULL; /* the kernel is done with that memory */
     if (c->dead)
         return;
     if (res <= 0) {
@@ -836,6 +848,15 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
     return 0;
 }
 
+/* Is a direct read into qp's memory still in flight? Under engine.lock. */
+static bool reading_into(struct tcp_dev *t, const struct soft_qp *qp)
+{
+    for (struct tcp_conn *c = t->conns; c; c = c->next)
+        if (c->direct_for == qp)
+            return true;
+    return false;
+}
+
 static void tcp_detach(struct soft_qp *qp)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
@@ -844,13 +865,33 @@ static void tcp_detach(struct soft_qp *qp)
     /* In error, the receiver no longer places anything into it. */
     if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
         tell_error(qp);
-    for (struct tcp_conn *c = t->conns; c; c = c->next)
-        if (c->rx_qp == qp) {
+    for (struct tcp_conn *c = t->conns; c; c = c->next) {
+        if (c->rx_qp == qp || c->rx_dst == qp) {
             c->rx_qp = NULL;
+            c->rx_dst = NULL;
             c->ndst = 0;
         }
+        /* The kernel fills that memory until the read ends, and the rest of
+         * the message may never come (a hung peer): failing the connection
+         * ends the read at once (the stream cannot resume mid-message). */
+        if (c->direct_for == qp)
+            conn_fail(c, "a reader closed in the middle of a message");
+    }
     qp->conn = NULL;
     qp->await_peer[0] = '\0';
+    /* Only then may the caller free the QP's buffers: wait for the engine
+     * to reap the read (microseconds; bounded like tcp_fini). */
+    bool reading = reading_into(t, qp);
+    for (uint64_t t0 = now_ns(), pause = 10; reading && now_ns() - t0 < 5000000000u;) {
+        pthread_mutex_unlock(&dev->eng->lock);
+        engine_wake(dev->eng);
+        usleep((useconds_t)pause);
+        pause = pause < 1000 ? pause * 2 : 1000;
+        pthread_mutex_lock(&dev->eng->lock);
+        reading = reading_into(t, qp);
+    }
+    if (reading)
+        inec_log(INEC_LOG_ERROR, "inec", "tcp qp %u: a read into it did not end", qp->base.qpn);
     pthread_mutex_unlock(&dev->eng->lock);
     engine_wake(dev->eng);
 }
