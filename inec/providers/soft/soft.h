@@ -94,6 +94,9 @@ struct soft_qp {
     uint64_t announced;   /* our RECVs announced to the peer */
     uint64_t placed;      /* peer messages we placed (acknowledged cumulatively) */
     uint64_t acked_sent;  /* `placed` as last sent to the peer */
+    bool ack_now;         /* a placed message asked for its F_ACK at once */
+    uint64_t ack_since;   /* ns: when the oldest placed, unacknowledged message came */
+    uint32_t unflagged;   /* messages sent since the last one that asked for an ACK */
     uint64_t acked;       /* our messages the peer acknowledged */
     uint64_t ack_cursor;  /* SQ index from which to look for unacknowledged messages */
     bool err_sent;        /* the peer was told we are in error */

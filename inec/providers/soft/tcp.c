@@ -11,6 +11,15 @@
  *   - Completion: a SEND/WRITE completes when the peer has placed it
  *     (F_ACK, cumulative count of placed messages) or failed it (F_NAK with a
  *     status: RECV too small, bad rkey, unknown QP, QP in error).
+ *   - Fewer control frames, each of which wakes the peer's engine: a message
+ *     asks for its F_ACK at once (FR_ACK_NOW) only when the sender needs it
+ *     (signaled, or no message follows it in the queue, or 16 went out
+ *     without one); the others are acknowledged by that one's cumulative
+ *     F_ACK (or within half a heartbeat). Credit for reposted RECVs goes out
+ *     once the peer holds at most a quarter of the RQ's depth (so a peer
+ *     never runs dry while RECVs wait to be announced) instead of one
+ *     F_CREDIT per repost. An RPC answer of 5 fragments cost the answering
+ *     engine 10 of those wake-ups.
  *   - A QP that goes to error tells its peer (F_NAK), which goes to error too.
  *   - A connection that fails (EOF, reset, keepalive/user timeout, or a peer
  *     silent for timeout_ms: see "failure detector" below) moves every QP
@@ -79,10 +88,12 @@ struct frame {
     uint8_t op, has_imm;
     uint16_t status;
     uint32_t imm;
-    uint32_t rkey, pad;
+    uint32_t rkey, flags; /* FR_* */
     uint64_t len;
     uint64_t addr;
 };
+
+#define FR_ACK_NOW 1u /* acknowledge at once: the sender waits for it */
 
 struct txi {
     struct txi *next;
@@ -486,7 +497,9 @@ static void rx_payload_done(struct tcp_conn *c)
         c->rx_qp = NULL;
     }
     if (st == INEC_WC_SUCCESS && qp) {
-        qp->placed++;
+        if (qp->placed++ == qp->acked_sent)
+            qp->ack_since = now_ns();
+        qp->ack_now |= (h->flags & FR_ACK_NOW) != 0;
         return;
     }
     /* Fail the sender's request and, for a QP of ours, the QP. */
@@ -963,6 +976,15 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
                       .addr = e->rdma.remote_addr};
     if (e->opcode == INEC_WR_SEND || e->opcode == INEC_WR_SEND_IMM)
         h.rkey = 0, h.addr = 0;
+    /* e is the queue's head: a message right behind it acknowledges it too
+     * (ACKs are cumulative), unless 16 went without one. */
+    uint64_t next = qp->sq.head + 1;
+    bool followed = next != atomic_load_explicit(&qp->sq.tail, memory_order_acquire) &&
+                    is_msg(&qp->sq.e[next % qp->sq.depth]);
+    if ((e->flags & INEC_SIGNALED) || !followed || ++qp->unflagged >= 16) {
+        h.flags = FR_ACK_NOW;
+        qp->unflagged = 0;
+    }
     queue_frame(c, &h, e->sge, e->nsge);
     return EXEC_INFLIGHT; /* done when acknowledged */
 }
@@ -994,14 +1016,22 @@ static bool tcp_pass(struct soft_device *dev)
             fail_inflight(qp, INEC_WC_FLUSH_ERR);
             continue;
         }
+        /* Credit once the peer is down to a quarter of the RQ (RECVs it
+         * used but we have not placed yet count as held: they arrive and
+         * bring it lower); an ACK when asked, along with a credit, or half
+         * a heartbeat late at most. */
         uint64_t posted = atomic_load_explicit(&qp->rq.tail, memory_order_acquire);
-        if (posted != qp->announced) {
+        uint64_t held = qp->announced - atomic_load_explicit(&qp->rq.retire, memory_order_acquire);
+        bool credit = posted != qp->announced && held <= qp->rq.depth / 4;
+        if (credit) {
             control(qp->conn, F_CREDIT, qp->rqpn, qp->base.qpn, posted, 0);
             qp->announced = posted;
         }
-        if (qp->placed != qp->acked_sent) {
+        if (qp->placed != qp->acked_sent &&
+            (qp->ack_now || credit || now - qp->ack_since >= (uint64_t)t->heartbeat_ms * 500000u)) {
             control(qp->conn, F_ACK, qp->rqpn, qp->base.qpn, qp->placed, 0);
             qp->acked_sent = qp->placed;
+            qp->ack_now = false;
         }
     }
     pthread_mutex_unlock(&dev->lock);
