@@ -84,6 +84,8 @@ struct inec_device_stats {
      * reading them straight into the RECV's or region's memory (soft tcp;
      * 0 elsewhere). */
     uint64_t rx_staged_bytes;
+    /* Acknowledgement, credit and error frames sent (soft tcp; 0 elsewhere). */
+    uint64_t control_frames;
 };
 
 /*

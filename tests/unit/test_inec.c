@@ -779,6 +779,72 @@ static void test_recv_straight_into_place(void **state)
         assert_int_equal(staged, 0);
 }
 
+/* Control frames on tcp: of a burst of SENDs only the last (signaled) asks
+ * for an acknowledgement, and RECVs reposted while the peer still holds more
+ * than a quarter of the RQ's credit are announced later, together, once it
+ * runs low: then every SEND still goes through. (Before, each placed message
+ * and each repost sent a frame that woke the sender's engine.) */
+static void test_few_control_frames(void **state)
+{
+    struct world *w = *state;
+    if (!strstr(w->opts, "tcp")) {
+        print_message("%s: no control frames\n", w->opts);
+        skip();
+    }
+    enum { DEPTH = 16, BURST = 4, SZ = 4096 };
+    struct inec_qp_attr attr = {
+        .type = INEC_QP_RC, .send_cq = w->cqa, .recv_cq = w->cqa, .rq_depth = DEPTH};
+    struct inec_qp *x, *y;
+    assert_int_equal(inec_qp_create(w->a, &attr, &x), 0);
+    attr.send_cq = attr.recv_cq = w->cqb;
+    assert_int_equal(inec_qp_create(w->b, &attr, &y), 0);
+    connect_pair(w->a, x, w->b, y);
+    for (int i = 0; i < DEPTH; i++)
+        post_recv(y, w->bufb + (size_t)i * SZ, SZ, w->mrb, (uint64_t)i);
+    usleep(20000); /* credit for (some of) them reaches x */
+    struct inec_device_stats s0, s1, s2;
+    inec_device_stats(w->b, &s0);
+    struct inec_sge sg[BURST];
+    struct inec_wr wr[BURST];
+    for (int i = 0; i < BURST; i++) {
+        sg[i] = (struct inec_sge){w->bufa, SZ, w->mra};
+        wr[i] = (struct inec_wr){.wr_id = (uint64_t)i,
+                                 .opcode = INEC_WR_SEND,
+                                 .flags = i == BURST - 1 ? INEC_SIGNALED : 0,
+                                 .sg_list = &sg[i],
+                                 .num_sge = 1,
+                                 .next = i + 1 < BURST ? &wr[i + 1] : NULL};
+    }
+    assert_int_equal(inec_post_send(x, wr, NULL), 0);
+    for (int i = 0; i < BURST; i++)
+        assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    inec_device_stats(w->b, &s1);
+    uint64_t burst = s1.control_frames - s0.control_frames;
+    /* y still has 12 unused RECVs announced: reposting 4 sends nothing. */
+    for (int i = 0; i < BURST; i++) {
+        post_recv(y, w->bufb + (size_t)i * SZ, SZ, w->mrb, (uint64_t)i);
+        usleep(2000);
+    }
+    inec_device_stats(w->b, &s2);
+    uint64_t reposts = s2.control_frames - s1.control_frames;
+    /* 16 more SENDs: 12 on the credit x has, 4 once y announces the reposts. */
+    for (int round = 0; round < DEPTH / BURST; round++) {
+        wr[BURST - 1].flags = INEC_SIGNALED;
+        assert_int_equal(inec_post_send(x, wr, NULL), 0);
+    }
+    for (int i = 0; i < DEPTH; i++)
+        assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    for (int i = 0; i < DEPTH / BURST; i++)
+        assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    inec_qp_destroy(x);
+    inec_qp_destroy(y);
+    print_message("control frames: %llu for a burst of %d, %llu for %d reposts\n",
+                  (unsigned long long)burst, BURST, (unsigned long long)reposts, BURST);
+    assert_true(burst < BURST);
+    assert_int_equal(reposts, 0);
+}
+
 /* A raw peer that proved the secret sends part of a large SEND into qb's
  * posted RECV and stops. Destroying qb must end the read into the RECV's
  * memory before it returns (the caller frees that memory next): nothing the
@@ -1404,6 +1470,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_write),
         T(test_bytes_moved),
         T(test_recv_straight_into_place),
+        T(test_few_control_frames),
         T(test_destroy_mid_message),
         T(test_placed_before_peer_gone),
         T(test_peer_gone),

@@ -703,6 +703,7 @@ static void device_stats(const struct inec_device *d, struct inec_device_stats *
     s->wrs_posted = atomic_load(&dev->wrs_posted);
     s->engine_wakes = atomic_load(&dev->eng->wakes);
     s->rx_staged_bytes = atomic_load_explicit(&dev->rx_staged, memory_order_relaxed);
+    s->control_frames = atomic_load_explicit(&dev->control_frames, memory_order_relaxed);
 }
 
 static int device_open(const char *options, struct inec_device **out)

@@ -164,8 +164,9 @@ struct soft_device {
     struct soft_mr **mrs; /* by rkey - 1 */
     uint32_t nmrs;
     _Atomic uint64_t doorbells, wrs_posted;
-    _Atomic uint64_t rx_staged; /* inec_device_stats.rx_staged_bytes */
-    int tick_ms;                /* the transport's passes must not be further apart (0: none) */
+    _Atomic uint64_t rx_staged;      /* inec_device_stats.rx_staged_bytes */
+    _Atomic uint64_t control_frames; /* inec_device_stats.control_frames */
+    int tick_ms; /* the transport's passes must not be further apart (0: none) */
 };
 
 /* The value of `key` in "k=v,k=v" options; false if absent. */

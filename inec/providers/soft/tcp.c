@@ -264,6 +264,8 @@ static void control(struct tcp_conn *c, uint8_t op, uint32_t dst, uint32_t src, 
                     uint16_t status)
 {
     struct frame h = {.dst_qpn = dst, .src_qpn = src, .op = op, .addr = addr, .status = status};
+    if (op == F_ACK || op == F_CREDIT || op == F_NAK)
+        atomic_fetch_add_explicit(&c->dev->control_frames, 1, memory_order_relaxed);
     queue_frame(c, &h, NULL, 0);
 }
 
