@@ -146,6 +146,7 @@ struct engine {
     uint64_t efd_buf;
     struct io_op efd_op;
     struct io_uring ring;
+    bool defer;           /* the ring defers task work to this thread (see engine_start) */
     pthread_mutex_t lock; /* the device list */
     struct soft_device *devs;
 };
