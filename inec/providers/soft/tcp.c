@@ -19,7 +19,7 @@
  *     once the peer holds at most a quarter of the RQ's depth (so a peer
  *     never runs dry while RECVs wait to be announced) instead of one
  *     F_CREDIT per repost. An RPC answer of 5 fragments cost the answering
- *     engine 10 of those wake-ups.
+ *     engine up to 10 of those wake-ups.
  *   - A QP that goes to error tells its peer (F_NAK), which goes to error too.
  *   - A connection that fails (EOF, reset, keepalive/user timeout, or a peer
  *     silent for timeout_ms: see "failure detector" below) moves every QP
