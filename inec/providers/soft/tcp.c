@@ -1023,7 +1023,8 @@ static bool tcp_pass(struct soft_device *dev)
          * bring it lower); an ACK when asked, along with a credit, or half
          * a heartbeat late at most. */
         uint64_t posted = atomic_load_explicit(&qp->rq.tail, memory_order_acquire);
-        uint64_t held = qp->announced - atomic_load_explicit(&qp->rq.retire, memory_order_acquire);
+        uint64_t used = atomic_load_explicit(&qp->rq.retire, memory_order_acquire);
+        uint64_t held = qp->announced > used ? qp->announced - used : 0; /* a peer may overrun */
         bool credit = posted != qp->announced && held <= qp->rq.depth / 4;
         if (credit) {
             control(qp->conn, F_CREDIT, qp->rqpn, qp->base.qpn, posted, 0);
