@@ -218,6 +218,7 @@ const char *inec_device_addr(const struct inec_device *dev)
 
 void inec_device_stats(const struct inec_device *dev, struct inec_device_stats *stats)
 {
+    *stats = (struct inec_device_stats){0};
     dev->ops->device_stats(dev, stats);
 }
 

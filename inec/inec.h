@@ -80,6 +80,12 @@ struct inec_device_stats {
     uint64_t doorbells;    /* posted chains */
     uint64_t wrs_posted;   /* requests in those chains */
     uint64_t engine_wakes; /* times an engine thread left its blocking sleep */
+    /* Payload bytes the receiver copied out of a staging buffer instead of
+     * reading them straight into the RECV's or region's memory (soft tcp;
+     * 0 elsewhere). */
+    uint64_t rx_staged_bytes;
+    /* Acknowledgement, credit and error frames sent (soft tcp; 0 elsewhere). */
+    uint64_t control_frames;
 };
 
 /*

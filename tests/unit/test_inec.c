@@ -19,9 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <cmocka.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "codecs/gf.h"
+#include "inec/auth.h"
 #include "inec/inec.h"
 
 #define T_MS  20000 /* bound of every wait that must succeed */
@@ -743,6 +747,165 @@ static void test_placed_before_peer_gone(void **state)
     assert_int_not_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
 }
 
+/* Large payloads land straight in the posted RECV: the tcp receiver copies
+ * at most a frame's first bytes out of its staging buffer. (With a staging
+ * buffer as large as a message, it staged and copied almost all of it.) */
+static void test_recv_straight_into_place(void **state)
+{
+    struct world *w = *state;
+    enum { N = 8, MSG = 256 << 10 };
+    struct inec_device_stats before, after;
+    inec_device_stats(w->b, &before);
+    fill(w->bufa, MSG, 41);
+    for (int i = 0; i < N; i++)
+        post_recv(w->qb, w->bufb + (size_t)i * MSG, MSG, w->mrb, (uint64_t)i);
+    for (int i = 0; i < N; i++)
+        post_send(w->qa, w->bufa, MSG, w->mra, 100 + (uint64_t)i, INEC_SIGNALED);
+    for (int i = 0; i < N; i++) {
+        struct inec_wc wc = wait1(w->cqb);
+        assert_int_equal(wc.status, INEC_WC_SUCCESS);
+        assert_int_equal(wc.byte_len, MSG);
+        assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    }
+    for (int i = 0; i < N; i++)
+        assert_memory_equal(w->bufb + (size_t)i * MSG, w->bufa, MSG);
+    inec_device_stats(w->b, &after);
+    uint64_t staged = after.rx_staged_bytes - before.rx_staged_bytes;
+    print_message("%s: %llu of %u payload bytes staged\n", w->opts, (unsigned long long)staged,
+                  N * MSG);
+    if (strstr(w->opts, "tcp"))
+        assert_true(staged < (uint64_t)N * MSG / 8);
+    else
+        assert_int_equal(staged, 0);
+}
+
+/* Control frames on tcp: of a burst of SENDs only the last (signaled) asks
+ * for an acknowledgement, and RECVs reposted while the peer still holds more
+ * than a quarter of the RQ's credit are announced later, together, once it
+ * runs low: then every SEND still goes through. (Before, each placed message
+ * and each repost sent a frame that woke the sender's engine.) */
+static void test_few_control_frames(void **state)
+{
+    struct world *w = *state;
+    if (!strstr(w->opts, "tcp")) {
+        print_message("%s: no control frames\n", w->opts);
+        skip();
+    }
+    enum { DEPTH = 16, BURST = 4, SZ = 4096 };
+    struct inec_qp_attr attr = {
+        .type = INEC_QP_RC, .send_cq = w->cqa, .recv_cq = w->cqa, .rq_depth = DEPTH};
+    struct inec_qp *x, *y;
+    assert_int_equal(inec_qp_create(w->a, &attr, &x), 0);
+    attr.send_cq = attr.recv_cq = w->cqb;
+    assert_int_equal(inec_qp_create(w->b, &attr, &y), 0);
+    connect_pair(w->a, x, w->b, y);
+    for (int i = 0; i < DEPTH; i++)
+        post_recv(y, w->bufb + (size_t)i * SZ, SZ, w->mrb, (uint64_t)i);
+    usleep(20000); /* credit for (some of) them reaches x */
+    struct inec_device_stats s0, s1, s2;
+    inec_device_stats(w->b, &s0);
+    struct inec_sge sg[BURST];
+    struct inec_wr wr[BURST];
+    for (int i = 0; i < BURST; i++) {
+        sg[i] = (struct inec_sge){w->bufa, SZ, w->mra};
+        wr[i] = (struct inec_wr){.wr_id = (uint64_t)i,
+                                 .opcode = INEC_WR_SEND,
+                                 .flags = i == BURST - 1 ? INEC_SIGNALED : 0,
+                                 .sg_list = &sg[i],
+                                 .num_sge = 1,
+                                 .next = i + 1 < BURST ? &wr[i + 1] : NULL};
+    }
+    assert_int_equal(inec_post_send(x, wr, NULL), 0);
+    for (int i = 0; i < BURST; i++)
+        assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    inec_device_stats(w->b, &s1);
+    uint64_t burst = s1.control_frames - s0.control_frames;
+    /* y still has 12 unused RECVs announced: reposting 4 sends nothing. */
+    for (int i = 0; i < BURST; i++) {
+        post_recv(y, w->bufb + (size_t)i * SZ, SZ, w->mrb, (uint64_t)i);
+        usleep(2000);
+    }
+    inec_device_stats(w->b, &s2);
+    uint64_t reposts = s2.control_frames - s1.control_frames;
+    /* 16 more SENDs: 12 on the credit x has, 4 once y announces the reposts. */
+    for (int round = 0; round < DEPTH / BURST; round++) {
+        wr[BURST - 1].flags = INEC_SIGNALED;
+        assert_int_equal(inec_post_send(x, wr, NULL), 0);
+    }
+    for (int i = 0; i < DEPTH; i++)
+        assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+    for (int i = 0; i < DEPTH / BURST; i++)
+        assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    inec_qp_destroy(x);
+    inec_qp_destroy(y);
+    print_message("control frames: %llu for a burst of %d, %llu for %d reposts\n",
+                  (unsigned long long)burst, BURST, (unsigned long long)reposts, BURST);
+    assert_true(burst < BURST);
+    assert_int_equal(reposts, 0);
+}
+
+/* A raw peer that proved the secret sends part of a large SEND into qb's
+ * posted RECV and stops. Destroying qb must end the read into the RECV's
+ * memory before it returns (the caller frees that memory next): nothing the
+ * peer sends afterwards may land there. */
+static void test_destroy_mid_message(void **state)
+{
+    struct world *w = *state;
+    if (!strstr(w->opts, "tcp")) {
+        print_message("%s: only tcp reads a message in pieces\n", w->opts);
+        skip();
+    }
+    enum { LEN = 1 << 20, FIRST = 200000 };
+    const char *addr = inec_device_addr(w->b);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_port = htons((uint16_t)atoi(strrchr(addr, ':') + 1));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct inec_keyring kr;
+    char err[256], peer[INEC_AUTH_NAME];
+    assert_int_equal(inec_keyring_get(NULL, &kr, err, sizeof(err)), 0);
+    assert_int_equal(
+        inec_auth_initiate(fd, &kr, "tcp", "tcp:127.0.0.1:9", addr, peer, T_MS, err, sizeof(err)),
+        0);
+    inec_keyring_clear(&kr);
+
+    memset(w->bufb, 0, LEN);
+    post_recv(w->qb, w->bufb, LEN, w->mrb, 7);
+    /* The transport's frame header (tcp.c, struct frame): an F_SEND (2). */
+    struct {
+        uint32_t dst_qpn, src_qpn;
+        uint8_t op, has_imm;
+        uint16_t status;
+        uint32_t imm, rkey, pad;
+        uint64_t len, addr;
+    } h = {.dst_qpn = inec_qp_num(w->qb), .src_qpn = 1, .op = 2, .len = LEN};
+    uint8_t *payload = malloc(LEN);
+    memset(payload, 0xab, LEN);
+    assert_int_equal(send(fd, &h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+    assert_int_equal(send(fd, payload, FIRST, MSG_NOSIGNAL), FIRST);
+    /* Wait until the first part has landed (the receiver reads the rest
+     * straight into the RECV). */
+    for (int i = 0; i < 2000 && w->bufb[FIRST - 1] != 0xab; i++)
+        usleep(1000);
+    assert_int_equal(w->bufb[FIRST - 1], 0xab);
+    assert_int_equal(w->bufb[FIRST], 0);
+
+    inec_qp_destroy(w->qb);
+    /* What the peer sends now must go nowhere near the RECV's memory. */
+    ssize_t sent = send(fd, payload, LEN - FIRST, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)sent; /* refused or taken into a dead socket: either way */
+    usleep(100000);
+    for (size_t i = FIRST; i < LEN; i++)
+        if (w->bufb[i] != 0)
+            fail_msg("byte %zu of the destroyed QP's RECV written after the destroy", i);
+    close(fd);
+    free(payload);
+    w->qb = rc_qp(w->b, w->cqb); /* for teardown */
+}
+
 static void test_peer_gone(void **state)
 {
     struct world *w = *state;
@@ -1306,6 +1469,9 @@ static int run_suite(const char *name, const char *opts)
         T(test_cq_wait_bounded),
         T(test_write),
         T(test_bytes_moved),
+        T(test_recv_straight_into_place),
+        T(test_few_control_frames),
+        T(test_destroy_mid_message),
         T(test_placed_before_peer_gone),
         T(test_peer_gone),
         T(test_primitives_coherent),

@@ -94,6 +94,9 @@ struct soft_qp {
     uint64_t announced;   /* our RECVs announced to the peer */
     uint64_t placed;      /* peer messages we placed (acknowledged cumulatively) */
     uint64_t acked_sent;  /* `placed` as last sent to the peer */
+    bool ack_now;         /* a placed message asked for its F_ACK at once */
+    uint64_t ack_since;   /* ns: when the oldest placed, unacknowledged message came */
+    uint32_t unflagged;   /* messages sent since the last one that asked for an ACK */
     uint64_t acked;       /* our messages the peer acknowledged */
     uint64_t ack_cursor;  /* SQ index from which to look for unacknowledged messages */
     bool err_sent;        /* the peer was told we are in error */
@@ -143,6 +146,7 @@ struct engine {
     uint64_t efd_buf;
     struct io_op efd_op;
     struct io_uring ring;
+    bool defer;           /* the ring defers task work to this thread (see engine_start) */
     pthread_mutex_t lock; /* the device list */
     struct soft_device *devs;
 };
@@ -161,6 +165,8 @@ struct soft_device {
     struct soft_mr **mrs; /* by rkey - 1 */
     uint32_t nmrs;
     _Atomic uint64_t doorbells, wrs_posted;
+    _Atomic uint64_t rx_staged;      /* inec_device_stats.rx_staged_bytes */
+    _Atomic uint64_t control_frames; /* inec_device_stats.control_frames */
     int tick_ms; /* the transport's passes must not be further apart (0: none) */
 };
 

@@ -11,6 +11,15 @@
  *   - Completion: a SEND/WRITE completes when the peer has placed it
  *     (F_ACK, cumulative count of placed messages) or failed it (F_NAK with a
  *     status: RECV too small, bad rkey, unknown QP, QP in error).
+ *   - Fewer control frames, each of which wakes the peer's engine: a message
+ *     asks for its F_ACK at once (FR_ACK_NOW) only when the sender needs it
+ *     (signaled, or no message follows it in the queue, or 16 went out
+ *     without one); the others are acknowledged by that one's cumulative
+ *     F_ACK (or within half a heartbeat). Credit for reposted RECVs goes out
+ *     once the peer holds at most a quarter of the RQ's depth (so a peer
+ *     never runs dry while RECVs wait to be announced) instead of one
+ *     F_CREDIT per repost. An RPC answer of 5 fragments cost the answering
+ *     engine up to 10 of those wake-ups.
  *   - A QP that goes to error tells its peer (F_NAK), which goes to error too.
  *   - A connection that fails (EOF, reset, keepalive/user timeout, or a peer
  *     silent for timeout_ms: see "failure detector" below) moves every QP
@@ -19,7 +28,13 @@
  * Payload is gathered straight from the request's buffers by sendmsg; on the
  * receiving side small frames are parsed out of a staging buffer and large
  * payloads are read by recvmsg straight into the RECV's (or the region's)
- * memory, so big messages cost no copy beyond the kernel's.
+ * memory, so big messages cost no copy beyond the kernel's. The staging
+ * buffer is small (RXBUF) so that a frame's header read into it brings at
+ * most that much of a large payload along: the rest goes straight into place
+ * (a buffer as large as a message would stage the whole message and copy it
+ * once more). A direct read in flight writes into its QP's memory outside
+ * the engine's lock, so detaching that QP waits until it has ended (see
+ * tcp_detach).
  * All of it runs on the device's engine thread (under engine.lock); the
  * posting thread only connects. Frames are in host byte order: peers share
  * an architecture. Listen on an address peers can reach: it is the device's
@@ -51,8 +66,8 @@
 #include "inec/log.h"
 #include "inec/providers/soft/soft.h"
 
-#define RXBUF           (256u << 10)
-#define DIRECT_MIN      (32u << 10) /* read payloads this large straight into place */
+#define RXBUF           (16u << 10) /* staging: headers, small frames, a payload's start */
+#define DIRECT_MIN      RXBUF       /* read payload left this large straight into place */
 #define TX_BATCH_IOV    256
 #define DEFAULT_TIMEOUT 5000
 #define SUSPECT_BEATS   2 /* heartbeats without a word from the peer before suspicion */
@@ -73,10 +88,12 @@ struct frame {
     uint8_t op, has_imm;
     uint16_t status;
     uint32_t imm;
-    uint32_t rkey, pad;
+    uint32_t rkey, flags; /* FR_* */
     uint64_t len;
     uint64_t addr;
 };
+
+#define FR_ACK_NOW 1u /* acknowledge at once: the sender waits for it */
 
 struct txi {
     struct txi *next;
@@ -115,6 +132,8 @@ struct tcp_conn {
     struct iovec dst[SOFT_MAX_SGE]; /* where the payload goes; niov 0 = discard */
     int ndst;
     bool rx_direct;
+    struct soft_qp *rx_dst;     /* the QP `cur` is for, when its payload has a place */
+    struct soft_qp *direct_for; /* whose memory the direct read in flight fills */
     struct msghdr rx_msg;
     /* transmit */
     struct io_op tx_op;
@@ -245,6 +264,8 @@ static void control(struct tcp_conn *c, uint8_t op, uint32_t dst, uint32_t src, 
                     uint16_t status)
 {
     struct frame h = {.dst_qpn = dst, .src_qpn = src, .op = op, .addr = addr, .status = status};
+    if (op == F_ACK || op == F_CREDIT || op == F_NAK)
+        atomic_fetch_add_explicit(&c->dev->control_frames, 1, memory_order_relaxed);
     queue_frame(c, &h, NULL, 0);
 }
 
@@ -353,6 +374,7 @@ static void rx_arm(struct tcp_conn *c)
         c->ndst = n;
         c->rx_msg = (struct msghdr){.msg_iov = c->dst, .msg_iovlen = (size_t)n};
         io_uring_prep_recvmsg(sqe, c->fd, &c->rx_msg, MSG_WAITALL);
+        c->direct_for = c->rx_dst;
     } else {
         io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_len, RXBUF - c->rx_len, 0);
     }
@@ -369,6 +391,7 @@ static void rx_place(struct tcp_conn *c, const uint8_t *src, size_t n)
         if (src) {
             memcpy(c->dst[0].iov_base, src, l);
             src += l;
+            atomic_fetch_add_explicit(&c->dev->rx_staged, l, memory_order_relaxed);
         }
         c->dst[0].iov_base = (uint8_t *)c->dst[0].iov_base + l;
         c->dst[0].iov_len -= l;
@@ -388,6 +411,7 @@ static bool rx_header(struct tcp_conn *c)
     struct soft_qp *qp = soft_qp_lookup(dev, h->dst_qpn);
     c->ndst = 0;
     c->rx_qp = NULL;
+    c->rx_dst = qp;
     c->rx_status = INEC_WC_SUCCESS;
     c->left = 0;
     switch (h->op) {
@@ -475,7 +499,9 @@ static void rx_payload_done(struct tcp_conn *c)
         c->rx_qp = NULL;
     }
     if (st == INEC_WC_SUCCESS && qp) {
-        qp->placed++;
+        if (qp->placed++ == qp->acked_sent)
+            qp->ack_since = now_ns();
+        qp->ack_now |= (h->flags & FR_ACK_NOW) != 0;
         return;
     }
     /* Fail the sender's request and, for a QP of ours, the QP. */
@@ -596,6 +622,7 @@ static void rx_done(struct io_op *op, int res, uint32_t flags)
     (void)flags;
     struct tcp_conn *c = (struct tcp_conn *)((char *)op - offsetof(struct tcp_conn, rx_op));
     c->ops--;
+    c->direct_for = NULL; /* the kernel is done with that memory */
     if (c->dead)
         return;
     if (res <= 0) {
@@ -836,6 +863,15 @@ static int tcp_connect(struct soft_qp *qp, const char *addr, uint32_t rqpn)
     return 0;
 }
 
+/* Is a direct read into qp's memory still in flight? Under engine.lock. */
+static bool reading_into(struct tcp_dev *t, const struct soft_qp *qp)
+{
+    for (struct tcp_conn *c = t->conns; c; c = c->next)
+        if (c->direct_for == qp)
+            return true;
+    return false;
+}
+
 static void tcp_detach(struct soft_qp *qp)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
@@ -844,13 +880,33 @@ static void tcp_detach(struct soft_qp *qp)
     /* In error, the receiver no longer places anything into it. */
     if (!atomic_exchange(&qp->base.error, 1) && qp->conn)
         tell_error(qp);
-    for (struct tcp_conn *c = t->conns; c; c = c->next)
-        if (c->rx_qp == qp) {
+    for (struct tcp_conn *c = t->conns; c; c = c->next) {
+        if (c->rx_qp == qp || c->rx_dst == qp) {
             c->rx_qp = NULL;
+            c->rx_dst = NULL;
             c->ndst = 0;
         }
+        /* The kernel fills that memory until the read ends, and the rest of
+         * the message may never come (a hung peer): failing the connection
+         * ends the read at once (the stream cannot resume mid-message). */
+        if (c->direct_for == qp)
+            conn_fail(c, "a reader closed in the middle of a message");
+    }
     qp->conn = NULL;
     qp->await_peer[0] = '\0';
+    /* Only then may the caller free the QP's buffers: wait for the engine
+     * to reap the read (microseconds; bounded like tcp_fini). */
+    bool reading = reading_into(t, qp);
+    for (uint64_t t0 = now_ns(), pause = 10; reading && now_ns() - t0 < 5000000000u;) {
+        pthread_mutex_unlock(&dev->eng->lock);
+        engine_wake(dev->eng);
+        usleep((useconds_t)pause);
+        pause = pause < 1000 ? pause * 2 : 1000;
+        pthread_mutex_lock(&dev->eng->lock);
+        reading = reading_into(t, qp);
+    }
+    if (reading)
+        inec_log(INEC_LOG_ERROR, "inec", "tcp qp %u: a read into it did not end", qp->base.qpn);
     pthread_mutex_unlock(&dev->eng->lock);
     engine_wake(dev->eng);
 }
@@ -922,6 +978,15 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
                       .addr = e->rdma.remote_addr};
     if (e->opcode == INEC_WR_SEND || e->opcode == INEC_WR_SEND_IMM)
         h.rkey = 0, h.addr = 0;
+    /* e is the queue's head: a message right behind it acknowledges it too
+     * (ACKs are cumulative), unless 16 went without one. */
+    uint64_t next = qp->sq.head + 1;
+    bool followed = next != atomic_load_explicit(&qp->sq.tail, memory_order_acquire) &&
+                    is_msg(&qp->sq.e[next % qp->sq.depth]);
+    if ((e->flags & INEC_SIGNALED) || !followed || ++qp->unflagged >= 16) {
+        h.flags = FR_ACK_NOW;
+        qp->unflagged = 0;
+    }
     queue_frame(c, &h, e->sge, e->nsge);
     return EXEC_INFLIGHT; /* done when acknowledged */
 }
@@ -953,14 +1018,23 @@ static bool tcp_pass(struct soft_device *dev)
             fail_inflight(qp, INEC_WC_FLUSH_ERR);
             continue;
         }
+        /* Credit once the peer is down to a quarter of the RQ (RECVs it
+         * used but we have not placed yet count as held: they arrive and
+         * bring it lower); an ACK when asked, along with a credit, or half
+         * a heartbeat late at most. */
         uint64_t posted = atomic_load_explicit(&qp->rq.tail, memory_order_acquire);
-        if (posted != qp->announced) {
+        uint64_t used = atomic_load_explicit(&qp->rq.retire, memory_order_acquire);
+        uint64_t held = qp->announced > used ? qp->announced - used : 0; /* a peer may overrun */
+        bool credit = posted != qp->announced && held <= qp->rq.depth / 4;
+        if (credit) {
             control(qp->conn, F_CREDIT, qp->rqpn, qp->base.qpn, posted, 0);
             qp->announced = posted;
         }
-        if (qp->placed != qp->acked_sent) {
+        if (qp->placed != qp->acked_sent &&
+            (qp->ack_now || credit || now - qp->ack_since >= (uint64_t)t->heartbeat_ms * 500000u)) {
             control(qp->conn, F_ACK, qp->rqpn, qp->base.qpn, qp->placed, 0);
             qp->acked_sent = qp->placed;
+            qp->ack_now = false;
         }
     }
     pthread_mutex_unlock(&dev->lock);
