@@ -1318,8 +1318,8 @@ static void test_aligned_records(void **state)
     struct node_store *s = open_store(dir, 0, 0, 1);
     put_n(s, 0, 1, SMALL); /* leaves the tail off the alignment */
     node_store_close(s);
-    size_t idxlen;
-    uint8_t *idx0 = slurp(idx, &idxlen); /* the index before the large chunks */
+    size_t len0, len1;
+    uint8_t *idx0 = slurp(idx, &len0); /* the index before the large chunks */
 
     s = open_store(dir, 0, 0, 1);
     put_from(s, 1, 1, BIG, true);
@@ -1344,8 +1344,8 @@ static void test_aligned_records(void **state)
     /* The index lost the batch (a crash between flush and index): the tail
      * rescan finds the aligned records again. */
     size_t seglen;
-    uint8_t *seg1 = slurp(seg, &seglen), *idx1 = slurp(idx, &idxlen);
-    spit(idx, idx0, idxlen);
+    uint8_t *seg1 = slurp(seg, &seglen), *idx1 = slurp(idx, &len1);
+    spit(idx, idx0, len0);
     s = open_store(dir, 0, 0, 1);
     for (uint64_t i = 0; i < 5; i++)
         assert_int_equal(check_n(s, i, 1, lens[i]), 0);
@@ -1356,7 +1356,7 @@ static void test_aligned_records(void **state)
               NODE_RECORD_ALIGN +
           BIG; /* record 2's header */
     spit(seg, seg1, cut + NODE_RECORD_ALIGN + 4096 * 10);
-    spit(idx, idx0, idxlen);
+    spit(idx, idx0, len0);
     s = open_store(dir, 0, 0, 1);
     assert_int_equal(check_n(s, 1, 1, BIG), 0);
     assert_int_equal(check_n(s, 2, 1, ODD), -ENOENT);
@@ -1367,7 +1367,7 @@ static void test_aligned_records(void **state)
 
     /* Every record whole again; a flipped byte of an aligned payload is caught. */
     spit(seg, seg1, seglen);
-    spit(idx, idx1, idxlen);
+    spit(idx, idx1, len1);
     flip(seg, (off_t)cut + NODE_RECORD_ALIGN + 1000);
     s = open_store(dir, 0, 0, 1);
     assert_int_equal(check_n(s, 2, 1, ODD), -EBADMSG);
