@@ -567,8 +567,9 @@ struct piece {
 };
 
 /* Writes the pieces. A direct write the file system refuses (EINVAL) goes
- * through the page cache instead, as every later one: the bytes and their
- * places are the same either way. */
+ * through the page cache instead, as every later one; one whose O_DIRECT
+ * descriptor cannot be opened, this once: the bytes and their places are the
+ * same either way. */
 static int write_pieces(struct node_store *s, struct piece *pc, size_t np)
 {
     for (size_t i = 0; i < np; i++) {
@@ -581,11 +582,13 @@ static int write_pieces(struct node_store *s, struct piece *pc, size_t np)
                 atomic_fetch_add(&s->direct_bytes, pc[i].bytes);
                 continue;
             }
-            if (rc != -EINVAL)
-                return rc;
-            atomic_store(&s->direct_off, true);
-            inec_log(INEC_LOG_INFO, "node",
-                     "O_DIRECT refused by the file system: chunks go through the page cache");
+            if (fd >= 0 && rc != -EINVAL)
+                return rc; /* a write error: the batch fails */
+            if (rc == -EINVAL) {
+                atomic_store(&s->direct_off, true);
+                inec_log(INEC_LOG_INFO, "node",
+                         "O_DIRECT refused by the file system: chunks go through the page cache");
+            } /* else the open failed (EMFILE...): this piece buffered, the next tries again */
         }
         rc = uring_write(&s->ring, s->active_fd, pc[i].iov, pc[i].niov, pc[i].off, pc[i].bytes);
         if (rc)
