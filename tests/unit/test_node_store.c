@@ -1249,7 +1249,7 @@ static void test_compaction_seal_active(void **state)
     rmdir_all(dir);
 }
 
-/* Whether dir's file system takes O_DIRECT (tmpfs before Linux 6.6 did not). */
+/* Whether dir's file system takes O_DIRECT (older tmpfs did not). */
 static bool takes_o_direct(const char *dir)
 {
     char p[512];
