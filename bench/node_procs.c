@@ -17,6 +17,7 @@
 
 #include "bench/bench.h"
 #include "inec/auth.h"
+#include "placement/placement.h"
 
 #define START_TIMEOUT_S 30
 
@@ -163,8 +164,8 @@ int bench_nodes_start(const char *dir, int n, const char *profile, json_t **cfg,
         json_object_set_new(data, id, json_pack("{s:s}", "data", path));
     }
     *cfg = json_pack("{s:s,s:{s:O,s:[{s:s,s:s,s:i}]},s:O}", "secret_file", secret, "map", "nodes",
-                     nodes, "pools", "name", "default", "profile", profile, "chunk_size", 1 << 20,
-                     "nodes", data);
+                     nodes, "pools", "name", "default", "profile", profile, "chunk_size",
+                     PLACE_CHUNK_SIZE, "nodes", data);
     json_decref(nodes);
     json_decref(data);
     if (rc == 0 && (!*cfg || json_dump_file(*cfg, c->config, JSON_INDENT(2)) != 0)) {

@@ -120,6 +120,15 @@ void deg_vx_close(struct deg_vx *x)
     free(x);
 }
 
+/* A vertex's buffer, page aligned: a node stores what a sink received or
+ * computed straight from it, and a store writes a large aligned chunk with
+ * O_DIRECT (node/store.h). NULL when out of memory. */
+static uint8_t *page_alloc(size_t len)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 4096, len ? len : 1) == 0 ? p : NULL;
+}
+
 /* A zeroed array of n elements (at least one, so n == 0 is not a failure). */
 static void *array(size_t n, size_t elem)
 {
@@ -190,7 +199,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
         qa = (struct inec_qp_attr){INEC_QP_RC, x->in_cq[j], x->in_cq[j], 1, depth};
         if ((rc = inec_qp_create(x->dev, &qa, &x->in_qp[j])))
             goto inec_fail;
-        if (!(x->in_buf[j] = malloc(len))) {
+        if (!(x->in_buf[j] = page_alloc(len))) {
             rc = -ENOMEM;
             goto fail;
         }
@@ -213,7 +222,7 @@ int deg_vx_open(const struct deg_graph *g, int v, size_t len, uint8_t *const *ch
             goto inec_fail;
     }
     for (size_t r = 0; r < nrows; r++) {
-        if (!(x->out_buf[r] = malloc(len))) {
+        if (!(x->out_buf[r] = page_alloc(len))) {
             rc = -ENOMEM;
             goto fail;
         }

@@ -633,7 +633,9 @@ int node_client_stats(struct node_client *c, struct node_store_stats *st)
         uint64_t v[10] = {0};
         for (size_t i = 0; i < m.len / 8; i++)
             v[i] = rpc_get64(m.data + 8 * i);
-        *st = (struct node_store_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+        /* direct_bytes is the node's own: its /metrics */
+        *st = (struct node_store_stats){v[0], v[1], v[2], v[3], v[4], v[5],
+                                        v[6], v[7], v[8], v[9], 0};
     }
     free(m.data);
     return rc;

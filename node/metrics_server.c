@@ -77,6 +77,8 @@ static int render(struct node_metrics_server *m, FILE *f)
          offsetof(struct node_store_stats, compacted_segments)},
         {"inec_store_compacted_bytes_total", "segment bytes compaction gave back",
          offsetof(struct node_store_stats, compacted_bytes)},
+        {"inec_store_direct_bytes_total", "chunk bytes written with O_DIRECT",
+         offsetof(struct node_store_stats, direct_bytes)},
     };
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
         fprintf(f, "# HELP %s %s (since the node started)\n# TYPE %s counter\n%s{node=\"",

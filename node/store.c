@@ -62,7 +62,7 @@ struct loc {
     uint64_t off; /* of the record header */
     uint64_t version;
     uint32_t crc;
-    uint32_t pad;
+    uint32_t flags; /* the record's (NODE_REC_ALIGNED): where its payload is; 0 in old indexes */
 };
 
 struct seg {
@@ -76,6 +76,7 @@ struct wreq {
     uint64_t version;
     const void *data;
     uint32_t len;
+    uint8_t flags; /* NODE_REC_ALIGNED: written with O_DIRECT (see commit_batch) */
     uint8_t hdr[NODE_RECORD_HDR_BYTES];
     uint64_t off; /* where it went, valid when placed */
     int placed;
@@ -104,7 +105,11 @@ struct node_store {
     uint32_t active; /* 0: none yet */
     int active_fd;
     uint64_t active_off;
-    int broken; /* a failed batch could not be truncated away: refuse writes */
+    int broken;              /* a failed batch could not be truncated away: refuse writes */
+    int direct_fd;           /* the active segment opened O_DIRECT (-1: not open) */
+    uint32_t direct_seg;     /* which segment direct_fd is */
+    _Atomic bool direct_off; /* the file system refused O_DIRECT: every write buffered */
+    _Atomic uint64_t direct_bytes;
 
     pthread_mutex_t mq_mu; /* metadata writes' group commit */
     pthread_cond_t mq_cond;
@@ -177,6 +182,7 @@ void node_record_encode(const struct node_record *rec, uint8_t hdr[NODE_RECORD_H
     put32(hdr, REC_MAGIC);
     put16(hdr + 4, NODE_RECORD_HDR_BYTES);
     hdr[6] = (uint8_t)rec->type;
+    hdr[7] = rec->flags;
     memcpy(hdr + 8, rec->id.object, NODE_OBJECT_ID_BYTES);
     put64(hdr + 24, rec->id.stripe);
     put32(hdr + 32, rec->id.index);
@@ -188,7 +194,8 @@ void node_record_encode(const struct node_record *rec, uint8_t hdr[NODE_RECORD_H
 
 int node_record_decode(const uint8_t hdr[NODE_RECORD_HDR_BYTES], struct node_record *rec)
 {
-    if (get32(hdr) != REC_MAGIC || hdr[4] != NODE_RECORD_HDR_BYTES || hdr[5] != 0 || hdr[7] != 0)
+    if (get32(hdr) != REC_MAGIC || hdr[4] != NODE_RECORD_HDR_BYTES || hdr[5] != 0 ||
+        (hdr[7] & ~NODE_REC_ALIGNED))
         return -EBADMSG;
     if (get32(hdr + 60) != node_crc32c(hdr, 60))
         return -EBADMSG;
@@ -199,11 +206,29 @@ int node_record_decode(const uint8_t hdr[NODE_RECORD_HDR_BYTES], struct node_rec
     rec->len = get32(hdr + 36);
     rec->version = get64(hdr + 40);
     rec->crc = get32(hdr + 48);
+    rec->flags = hdr[7];
     if (rec->len > NODE_CHUNK_MAX)
         return -EBADMSG;
     if (rec->type != NODE_REC_PUT && !(rec->type == NODE_REC_TOMBSTONE && rec->len == 0))
         return -EBADMSG;
     return 0;
+}
+
+static uint64_t align_up(uint64_t v)
+{
+    return (v + NODE_RECORD_ALIGN - 1) / NODE_RECORD_ALIGN * NODE_RECORD_ALIGN;
+}
+
+/* The file offset of the payload of a record at off. */
+static uint64_t payload_at(uint64_t off, uint32_t flags)
+{
+    return flags & NODE_REC_ALIGNED ? align_up(off + NODE_RECORD_HDR_BYTES)
+                                    : off + NODE_RECORD_HDR_BYTES;
+}
+
+uint64_t node_record_end(uint64_t off, uint32_t len, uint8_t flags)
+{
+    return payload_at(off, flags) + (flags & NODE_REC_ALIGNED ? align_up(len) : len);
 }
 
 static void key_of(const struct node_chunk_id *id, uint8_t k[KEY_BYTES])
@@ -356,6 +381,8 @@ static int wm_get(struct node_store *s, MDB_txn *txn, uint32_t seg, uint64_t *wm
     return 0;
 }
 
+static void direct_close(struct node_store *s);
+
 /* Registers a new active segment in a synced txn before any record enters it. */
 static int roll(struct node_store *s)
 {
@@ -373,6 +400,7 @@ static int roll(struct node_store *s)
         rc = mdb_err(mdb_env_sync(s->env, 1));
     if (rc) /* the file stays, empty: it holds nothing, recovery or reuse is harmless */
         return rc;
+    direct_close(s);
     s->active = id;
     s->active_fd = fd;
     s->active_off = 0;
@@ -411,7 +439,7 @@ static int del_ok(int rc)
  */
 static int apply(struct node_store *s, MDB_txn *txn, enum node_record_type type,
                  const uint8_t k[KEY_BYTES], uint64_t version, uint32_t len, uint32_t crc,
-                 uint32_t seg, uint64_t off)
+                 uint32_t flags, uint32_t seg, uint64_t off)
 {
     struct loc old;
     int rc = loc_get(s, txn, k, &old);
@@ -424,7 +452,8 @@ static int apply(struct node_store *s, MDB_txn *txn, enum node_record_type type,
         return -ESTALE;
     MDB_val key = {KEY_BYTES, (void *)k};
     if (type == NODE_REC_PUT) {
-        struct loc l = {.seg = seg, .len = len, .off = off, .version = version, .crc = crc};
+        struct loc l = {
+            .seg = seg, .len = len, .off = off, .version = version, .crc = crc, .flags = flags};
         MDB_val val = {sizeof(l), &l};
         rc = mdb_err(mdb_put(txn, s->chunks, &key, &val, 0));
     } else {
@@ -492,9 +521,97 @@ static int uring_fdatasync(struct io_uring *ring, int fd)
     return rc < 0 ? rc : 0;
 }
 
-static uint64_t rec_bytes(const struct wreq *r)
+/* The bytes r takes in a segment when it goes at off. */
+static uint64_t rec_bytes(const struct wreq *r, uint64_t off)
 {
-    return NODE_RECORD_HDR_BYTES + (uint64_t)r->len;
+    return node_record_end(off, r->len, r->flags) - off;
+}
+
+/* The active segment opened O_DIRECT, for the payloads of aligned records
+ * (under write_mu); -errno when it cannot be (EINVAL: the file system
+ * refuses O_DIRECT). */
+static int direct_fd(struct node_store *s)
+{
+    if (s->direct_fd >= 0 && s->direct_seg == s->active)
+        return s->direct_fd;
+    if (s->direct_fd >= 0)
+        close(s->direct_fd);
+    s->direct_fd = -1;
+    char name[32];
+    snprintf(name, sizeof(name), SEG_NAME, s->active);
+    int fd = openat(s->dirfd, name, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    s->direct_fd = fd;
+    s->direct_seg = s->active;
+    return fd;
+}
+
+/* Once the active segment changes (under write_mu): an open file of a segment
+ * compaction removes would keep its space. */
+static void direct_close(struct node_store *s)
+{
+    if (s->direct_fd >= 0)
+        close(s->direct_fd);
+    s->direct_fd = -1;
+}
+
+/* A batch in file order: runs of iovecs for the buffered fd, and the
+ * block-aligned middles of aligned records' payloads for the O_DIRECT one. */
+struct piece {
+    struct iovec *iov;
+    int niov;
+    bool direct;
+    uint64_t off;
+    size_t bytes;
+};
+
+/* Writes the pieces. A direct write the file system refuses (EINVAL) goes
+ * through the page cache instead, as every later one; one whose O_DIRECT
+ * descriptor cannot be opened, this once: the bytes and their places are the
+ * same either way. */
+static int write_pieces(struct node_store *s, struct piece *pc, size_t np)
+{
+    for (size_t i = 0; i < np; i++) {
+        int rc = -EINVAL;
+        if (pc[i].direct && !atomic_load(&s->direct_off)) {
+            struct iovec one = pc[i].iov[0]; /* uring_write consumes it */
+            int fd = direct_fd(s);
+            rc = fd < 0 ? fd : uring_write(&s->ring, fd, &one, 1, pc[i].off, pc[i].bytes);
+            if (rc == 0) {
+                atomic_fetch_add(&s->direct_bytes, pc[i].bytes);
+                continue;
+            }
+            if (fd >= 0 && rc != -EINVAL)
+                return rc; /* a write error: the batch fails */
+            if (rc == -EINVAL) {
+                atomic_store(&s->direct_off, true);
+                inec_log(INEC_LOG_INFO, "node",
+                         "O_DIRECT refused by the file system: chunks go through the page cache");
+            } /* else the open failed (EMFILE...): this piece buffered, the next tries again */
+        }
+        rc = uring_write(&s->ring, s->active_fd, pc[i].iov, pc[i].niov, pc[i].off, pc[i].bytes);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Adds iov {p, len} to the piece being built (a new one when its kind
+ * changes). */
+static void piece_add(struct piece *pc, size_t *np, struct iovec *iov, size_t *niov, bool direct,
+                      uint64_t off, const void *p, size_t len)
+{
+    if (!len)
+        return;
+    struct piece *last = *np ? &pc[*np - 1] : NULL;
+    if (!last || last->direct || direct) {
+        last = &pc[(*np)++];
+        *last = (struct piece){.iov = &iov[*niov], .direct = direct, .off = off};
+    }
+    iov[(*niov)++] = (struct iovec){(void *)p, len};
+    last->niov++;
+    last->bytes += len;
 }
 
 static int index_batch(struct node_store *s, struct wreq **r, size_t n, uint64_t end)
@@ -507,7 +624,7 @@ static int index_batch(struct node_store *s, struct wreq **r, size_t n, uint64_t
         if (!r[i]->placed)
             continue;
         int arc = apply(s, txn, r[i]->type, r[i]->key, r[i]->version, r[i]->len,
-                        get32(r[i]->hdr + 48), s->active, r[i]->off);
+                        get32(r[i]->hdr + 48), r[i]->flags, s->active, r[i]->off);
         if (arc == -ENOENT || arc == -ESTALE)
             r[i]->rc = arc; /* a dead record, left for compaction */
         else
@@ -529,7 +646,12 @@ static int index_batch(struct node_store *s, struct wreq **r, size_t n, uint64_t
  */
 static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
 {
-    struct iovec iov[2 * BATCH_MAX];
+    static const uint8_t zeros[NODE_RECORD_ALIGN];
+    /* Per record at most 4 buffered iovecs (header, gap; the payload's tail,
+     * its padding) and a direct one; pieces alternate at most twice per record. */
+    struct iovec iov[5 * BATCH_MAX];
+    struct piece pc[2 * BATCH_MAX + 1];
+    size_t niov = 0, np = 0;
     if (n > BATCH_MAX)
         n = BATCH_MAX;
     for (size_t i = 0; i < n; i++)
@@ -539,17 +661,18 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
         return 1;
     }
     int rc = 0;
-    if (!s->active || (s->active_off > 0 && s->active_off + rec_bytes(r[0]) > s->opt.segment_size))
+    if (!s->active ||
+        (s->active_off > 0 && s->active_off + rec_bytes(r[0], s->active_off) > s->opt.segment_size))
         rc = roll(s);
     if (rc) {
         r[0]->rc = rc;
         return 1;
     }
     uint64_t start = s->active_off, bytes = 0, used = atomic_load(&s->used);
-    size_t i, niov = 0, placed = 0;
+    size_t i, placed = 0;
     for (i = 0; i < n; i++) {
-        uint64_t rb = rec_bytes(r[i]);
-        if (placed > 0 && start + bytes + rb > s->opt.segment_size)
+        uint64_t at = start + bytes, rb = rec_bytes(r[i], at);
+        if (placed > 0 && at + rb > s->opt.segment_size)
             break;
         /* Tombstones are exempt: a full store must still be able to free space. */
         if (s->opt.capacity && r[i]->type == NODE_REC_PUT && used + bytes + rb > s->opt.capacity) {
@@ -558,10 +681,19 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
         }
         r[i]->rc = 0;
         r[i]->placed = 1;
-        r[i]->off = start + bytes;
-        iov[niov++] = (struct iovec){r[i]->hdr, NODE_RECORD_HDR_BYTES};
-        if (r[i]->len)
-            iov[niov++] = (struct iovec){(void *)r[i]->data, r[i]->len};
+        r[i]->off = at;
+        uint64_t p = payload_at(at, r[i]->flags);
+        piece_add(pc, &np, iov, &niov, false, at, r[i]->hdr, NODE_RECORD_HDR_BYTES);
+        piece_add(pc, &np, iov, &niov, false, at, zeros, p - at - NODE_RECORD_HDR_BYTES);
+        if (r[i]->flags & NODE_REC_ALIGNED) { /* the middle direct, the tail buffered */
+            size_t mid = r[i]->len / NODE_RECORD_ALIGN * NODE_RECORD_ALIGN;
+            const uint8_t *d = r[i]->data;
+            piece_add(pc, &np, iov, &niov, true, p, d, mid);
+            piece_add(pc, &np, iov, &niov, false, p + mid, d + mid, r[i]->len - mid);
+            piece_add(pc, &np, iov, &niov, false, p + mid, zeros, align_up(r[i]->len) - r[i]->len);
+        } else {
+            piece_add(pc, &np, iov, &niov, false, p, r[i]->data, r[i]->len);
+        }
         bytes += rb;
         placed++;
     }
@@ -570,16 +702,21 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
 
     crash_point(s, "before_write");
     if (crash_due(s, "mid_write")) { /* a torn batch: half of it reaches the file */
-        size_t keep = 0, half = bytes / 2;
-        while (keep < niov && half > 0) {
-            if (iov[keep].iov_len > half)
-                iov[keep].iov_len = half;
-            half -= iov[keep++].iov_len;
+        uint64_t half = bytes / 2;
+        for (size_t j = 0; j < np && half > 0; j++) {
+            uint64_t take = pc[j].bytes < half ? pc[j].bytes : half;
+            size_t keep = 0; /* its iovecs, cut at take */
+            for (uint64_t t = take; keep < (size_t)pc[j].niov && t > 0; keep++) {
+                if (pc[j].iov[keep].iov_len > t)
+                    pc[j].iov[keep].iov_len = t;
+                t -= pc[j].iov[keep].iov_len;
+            }
+            uring_write(&s->ring, s->active_fd, pc[j].iov, (int)keep, pc[j].off, take);
+            half -= take;
         }
-        uring_write(&s->ring, s->active_fd, iov, (int)keep, start, bytes / 2);
         raise(SIGKILL);
     }
-    rc = uring_write(&s->ring, s->active_fd, iov, (int)niov, start, bytes);
+    rc = write_pieces(s, pc, np);
     crash_point(s, "after_write");
     if (rc == 0)
         rc = uring_fdatasync(&s->ring, s->active_fd);
@@ -656,6 +793,11 @@ static int submit(struct node_store *s, struct wreq *r)
                               .version = r->version,
                               .len = r->len,
                               .crc = node_crc32c(r->len ? r->data : empty, r->len)};
+    /* A large chunk in an aligned buffer skips the page cache (commit_batch). */
+    if (r->type == NODE_REC_PUT && r->len >= s->opt.direct_min && !atomic_load(&s->direct_off) &&
+        (uintptr_t)r->data % NODE_RECORD_ALIGN == 0)
+        r->flags = NODE_REC_ALIGNED;
+    rec.flags = r->flags;
     id_of(r->key, &rec.id);
     node_record_encode(&rec, r->hdr);
     if (!s->opt.group_commit) {
@@ -759,11 +901,20 @@ static int read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const s
     int fd = seg_fd(s, l->seg);
     if (fd < 0)
         return -EBADMSG;
-    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {buf, l->len}};
-    ssize_t got = preadv(fd, iov, l->len ? 2 : 1, (off_t)l->off);
+    /* An aligned record's gap between header and payload is read and dropped:
+     * one read call either way. */
+    uint8_t gap[NODE_RECORD_ALIGN];
+    size_t skip = payload_at(l->off, l->flags) - l->off - sizeof(hdr);
+    struct iovec iov[3] = {{hdr, sizeof(hdr)}, {gap, skip}, {buf, l->len}};
+    int niov = 3;
+    if (!skip)
+        iov[1] = iov[2], niov = 2;
+    if (!l->len)
+        niov--;
+    ssize_t got = preadv(fd, iov, niov, (off_t)l->off);
     if (got < 0)
         return -errno;
-    if ((size_t)got != sizeof(hdr) + l->len)
+    if ((size_t)got != sizeof(hdr) + skip + l->len)
         return -EBADMSG; /* cut short */
     struct node_record rec;
     uint8_t rk[KEY_BYTES];
@@ -771,7 +922,8 @@ static int read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const s
         return -EBADMSG;
     key_of(&rec.id, rk);
     if (rec.type != NODE_REC_PUT || memcmp(rk, k, KEY_BYTES) != 0 || rec.version != l->version ||
-        rec.len != l->len || rec.crc != l->crc || node_crc32c(buf, l->len) != rec.crc)
+        rec.len != l->len || rec.crc != l->crc || rec.flags != l->flags ||
+        node_crc32c(buf, l->len) != rec.crc)
         return -EBADMSG;
     return 0;
 }
@@ -1242,7 +1394,7 @@ static int live_per_segment(struct node_store *s, MDB_txn *txn, const uint32_t *
          rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
         struct loc l;
         memcpy(&l, val.mv_data, sizeof(l));
-        uint64_t b = NODE_RECORD_HDR_BYTES + (uint64_t)l.len;
+        uint64_t b = node_record_end(l.off, l.len, (uint8_t)l.flags) - l.off;
         if (chunks)
             (*chunks)++;
         if (total)
@@ -1287,6 +1439,7 @@ int node_store_stats(struct node_store *s, struct node_store_stats *st)
     st->dead_bytes = st->segment_bytes > st->live_bytes ? st->segment_bytes - st->live_bytes : 0;
     st->compacted_segments = atomic_load(&s->compacted_segments);
     st->compacted_bytes = atomic_load(&s->compacted_bytes);
+    st->direct_bytes = atomic_load(&s->direct_bytes);
     return rc;
 }
 
@@ -1564,6 +1717,7 @@ static int compact_group(struct node_store *s, const uint32_t *victims, const ui
         e[i].new = e[i].old;
         e[i].new.seg = out;
         e[i].new.off = off;
+        e[i].new.flags = 0; /* copied as a plain record (buffered) */
         e[i].copied = 1;
         off += want;
     }
@@ -1701,6 +1855,7 @@ int node_store_compact_opts(struct node_store *s, const struct node_compact_opti
         if (ids[i] && ids[i] == active && s->active == active && size[i] == s->active_off &&
             size[i] >= opt->seal_active_bytes && worth(size[i], live[i], opt->min_dead)) {
             s->active = 0; /* sealed: every batch of it is indexed (we hold write_mu) */
+            direct_close(s);
             active = 0;
         }
     pthread_mutex_unlock(&s->write_mu);
@@ -1756,6 +1911,7 @@ void node_store_options_default(struct node_store_options *opt)
         .map_size = 4ull << 30,
         .group_commit = 1,
         .create = 1,
+        .direct_min = NODE_DIRECT_MIN,
     };
 }
 
@@ -1776,7 +1932,7 @@ static int rescan(struct node_store *s, uint32_t id, int fd, uint64_t wm, uint64
         uint8_t hdr[NODE_RECORD_HDR_BYTES];
         struct node_record rec;
         if (pread(fd, hdr, sizeof(hdr), (off_t)off) != (ssize_t)sizeof(hdr) ||
-            node_record_decode(hdr, &rec) != 0 || off + sizeof(hdr) + rec.len > size)
+            node_record_decode(hdr, &rec) != 0 || node_record_end(off, rec.len, rec.flags) > size)
             break;
         if (cap < rec.len) {
             uint8_t *nb = realloc(buf, rec.len);
@@ -1787,15 +1943,15 @@ static int rescan(struct node_store *s, uint32_t id, int fd, uint64_t wm, uint64
             buf = nb;
             cap = rec.len;
         }
-        if (pread(fd, buf, rec.len, (off_t)(off + sizeof(hdr))) != (ssize_t)rec.len ||
+        if (pread(fd, buf, rec.len, (off_t)payload_at(off, rec.flags)) != (ssize_t)rec.len ||
             node_crc32c(buf, rec.len) != rec.crc)
             break;
         uint8_t k[KEY_BYTES];
         key_of(&rec.id, k);
-        int arc = apply(s, txn, rec.type, k, rec.version, rec.len, rec.crc, id, off);
+        int arc = apply(s, txn, rec.type, k, rec.version, rec.len, rec.crc, rec.flags, id, off);
         if (arc && arc != -ENOENT && arc != -ESTALE)
             rc = arc;
-        off += sizeof(hdr) + rec.len;
+        off = node_record_end(off, rec.len, rec.flags);
         applied++;
     }
     free(buf);
@@ -1834,7 +1990,7 @@ static int cut_short(struct node_store *s, uint32_t id, uint64_t size, uint64_t 
              g = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
             struct loc l;
             memcpy(&l, val.mv_data, sizeof(l));
-            if (l.seg == id && l.off + NODE_RECORD_HDR_BYTES + l.len > size)
+            if (l.seg == id && node_record_end(l.off, l.len, (uint8_t)l.flags) > size)
                 rc = repair_mark(s, txn, key.mv_data, l.version);
         }
         mdb_cursor_close(cur);
@@ -2006,6 +2162,8 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
         s->opt.capacity = opt->capacity;
         s->opt.group_commit = opt->group_commit;
         s->opt.create = opt->create;
+        if (opt->direct_min)
+            s->opt.direct_min = opt->direct_min;
         if (opt->segment_size)
             s->opt.segment_size = opt->segment_size;
         if (opt->map_size)
@@ -2021,6 +2179,7 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     pthread_cond_init(&s->q_cond, NULL);
     pthread_cond_init(&s->done_cond, NULL);
     s->ring.ring_fd = -1;
+    s->direct_fd = -1;
 
     const char *crash = getenv("INEC_CRASH_AT");
     if (crash && *crash) {
@@ -2112,6 +2271,7 @@ void node_store_close(struct node_store *s)
         pthread_mutex_unlock(&s->q_mu);
         pthread_join(s->writer, NULL);
     }
+    direct_close(s);
     for (size_t i = 0; i < s->nseg; i++)
         close(s->seg[i].fd);
     free(s->seg);

@@ -40,6 +40,9 @@
 #define NODE_RECORD_HDR_BYTES 64
 #define NODE_KEY_MAX          2048       /* bucket + key bytes (S3: 63 + 1024) */
 #define NODE_META_MAX         (1u << 20) /* metadata blob bytes */
+#define NODE_RECORD_ALIGN     4096u      /* an aligned record's payload: offset, padding */
+#define NODE_DIRECT_MIN       (256u << 10)
+#define NODE_DIRECT_NEVER     UINT64_MAX
 
 /* A chunk's identity. The object id is opaque to the node (the gateway names it). */
 struct node_chunk_id {
@@ -54,6 +57,10 @@ struct node_store_options {
                               (tombstones and compaction may exceed it, to free space) */
     uint64_t map_size;     /* LMDB map size (default 4 GiB, sparse) */
     int group_commit;      /* 1: a writer thread batches concurrent writes into one flush */
+    uint64_t direct_min;   /* a chunk of at least this many bytes, in a buffer aligned to
+                              NODE_RECORD_ALIGN, is written with O_DIRECT (no copy into the
+                              page cache) where the file system takes it; 0: the default
+                              (NODE_DIRECT_MIN), NODE_DIRECT_NEVER: never */
     int create;            /* 1: create the directory and store when missing (default) */
 };
 
@@ -175,6 +182,7 @@ struct node_store_stats {
     uint64_t capacity;
     uint64_t compacted_segments; /* segments compaction removed since the store opened */
     uint64_t compacted_bytes;    /* segment bytes compaction gave back since then */
+    uint64_t direct_bytes;       /* chunk payload bytes written with O_DIRECT since then */
 };
 int node_store_stats(struct node_store *s, struct node_store_stats *st);
 
@@ -242,17 +250,26 @@ const char *node_store_strerror(int err);
 /*
  * The record format, public for tests and tools. A record is a 64-byte header then
  * the payload. Header (little-endian): magic "INCR", u16 header bytes, u8 type,
- * u8 0, object id[16], u64 stripe, u32 index, u32 payload bytes, u64 version,
+ * u8 flags, object id[16], u64 stripe, u32 index, u32 payload bytes, u64 version,
  * u32 payload crc32c, 8 zero bytes, u32 crc32c of bytes 0..59.
+ * Flag NODE_REC_ALIGNED (a chunk written with O_DIRECT): zeros follow the header
+ * up to the next NODE_RECORD_ALIGN boundary of the file, where the payload starts,
+ * and zeros pad the payload to a multiple of NODE_RECORD_ALIGN; the next record
+ * starts after them. Without it the payload follows the header and the next
+ * record follows the payload.
  */
+#define NODE_REC_ALIGNED 1u
 enum node_record_type { NODE_REC_PUT = 1, NODE_REC_TOMBSTONE = 2 };
 struct node_record {
     enum node_record_type type;
     struct node_chunk_id id;
     uint64_t version;
     uint32_t len;
-    uint32_t crc; /* of the payload */
+    uint32_t crc;  /* of the payload */
+    uint8_t flags; /* NODE_REC_ALIGNED or 0 */
 };
+/* Where a record at file offset `off` ends (the next record's offset). */
+uint64_t node_record_end(uint64_t off, uint32_t len, uint8_t flags);
 /* Fills hdr from rec (rec->crc must already be the payload's crc32c). */
 void node_record_encode(const struct node_record *rec, uint8_t hdr[NODE_RECORD_HDR_BYTES]);
 /* Parses and checks a header: -EBADMSG on bad magic, size, type or header crc. */

@@ -203,7 +203,7 @@ static json_t *embedded_map(const json_t *opts)
     return json_pack("{s:i,s:o,s:[{s:s,s:s,s:i}]}", "peer_timeout_ms",
                      opt_int(opts, "timeout_ms", PLACE_PEER_TIMEOUT_MS), "nodes", nodes, "pools",
                      "name", "default", "profile", profile ? profile : "rs:k=6,m=3", "chunk_size",
-                     opt_int(opts, "chunk_size", 1 << 20));
+                     opt_int(opts, "chunk_size", PLACE_CHUNK_SIZE));
 }
 
 static int start_node(struct gw_objects *o, int i, char *msg, size_t msglen)

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#define DEFAULT_CHUNK_SIZE (1u << 20)
+#define DEFAULT_CHUNK_SIZE PLACE_CHUNK_SIZE
 #define MAX_CHUNK_SIZE     (64u << 20)
 #define MAX_NODES          4096
 

@@ -7,7 +7,7 @@
  *    "nodes": [{"id": "n1", "address": "10.0.0.1:7001", "domain": "rack1",
  *               "weight": 1.0, "state": "up", "device": "mlx5_0"}, ...],
  *    "pools": [{"name": "default", "profile": "rs:k=6,m=3",
- *               "chunk_size": 1048576, "write_quorum": 9}, ...]}
+ *               "chunk_size": 4194304, "write_quorum": 9}, ...]}
  *
  * heartbeat_ms and peer_timeout_ms are the one source of every peer link's
  * failure detector (gateway <-> node, node <-> node): each side pings every
@@ -22,7 +22,7 @@
  * INEC_PROVIDER, else soft.
  *
  * Defaults: epoch 0, domain = the node id (every node its own failure domain),
- * weight 1, state "up", chunk_size 1 MiB, write_quorum min(k + 1, n). Unknown
+ * weight 1, state "up", chunk_size 4 MiB (PLACE_CHUNK_SIZE), write_quorum min(k + 1, n). Unknown
  * fields are errors, so a misspelt key never silently becomes a default.
  *
  * write_quorum (k..n) is the number of a stripe's chunks that must be durable
@@ -90,6 +90,11 @@ struct place_pool {
     int write_quorum;           /* chunks that must be durable before a PUT is acknowledged */
 };
 
+/* A pool's default chunk size. A stripe holds k chunks of at most this; an
+ * object's chunks are ceil(size / k) bytes up to it (object/put.c), so objects
+ * up to k x 4 MiB are one stripe and larger ones stripes of 4 MiB chunks:
+ * fewer, larger chunk writes (one record, one flush each on a node). */
+#define PLACE_CHUNK_SIZE      (4u << 20)
 #define PLACE_HEARTBEAT_MS    500
 #define PLACE_PEER_TIMEOUT_MS 5000
 

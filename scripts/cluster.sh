@@ -8,7 +8,7 @@
 # what every node and the gateway prove to each other, `inec secret`), node-I/
 # data, logs and pids.
 # Environment: INEC (the binary, default build/cli/inec), INEC_PROFILE
-# (rs:k=6,m=3, or k=N-3 when N < 9), INEC_CHUNK (1048576), INEC_NO_GATEWAY=1
+# (rs:k=6,m=3, or k=N-3 when N < 9), INEC_CHUNK (4194304), INEC_NO_GATEWAY=1
 # (nodes only: tests drive the object layer themselves), INEC_BASE_PORT,
 # INEC_NODE_CONFIG (JSON: cluster.json's "node" section, e.g. compaction).
 set -euo pipefail
@@ -36,7 +36,7 @@ start)
         if [ "$n" -ge 9 ]; then INEC_PROFILE="rs:k=6,m=3"; else INEC_PROFILE="rs:k=$((n - 3)),m=3"; fi
     fi
     if [ ! -f "$dir/cluster.json" ]; then
-        python3 - "$dir" "$n" "$INEC_PROFILE" "${INEC_CHUNK:-1048576}" <<'EOF'
+        python3 - "$dir" "$n" "$INEC_PROFILE" "${INEC_CHUNK:-4194304}" <<'EOF'
 import json, os, random, socket, sys
 d, n, profile, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 taken = set()

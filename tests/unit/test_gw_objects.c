@@ -1163,6 +1163,66 @@ static void test_large_stripes_md5(void **state)
     gw_objects_close(o);
 }
 
+/* The default pool's chunks (PLACE_CHUNK_SIZE, 4 MiB): an object's chunks are
+ * ceil(size / k) bytes up to it, so a 7 MiB object is one stripe of ~1.2 MiB
+ * chunks (two stripes at 1 MiB) and a 30 MiB one a full stripe of 4 MiB
+ * chunks plus a short one; both read back whole, in ranges across the stripe
+ * boundary and degraded (m nodes down) through the gateway's decode and
+ * through decode DEG sessions, whose buffers take the large chunks. */
+static void test_default_large_chunks(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {(7 << 20) + 13, (30 << 20) + 4097};
+    const size_t stripes[] = {1, 2};
+    const size_t len0[] = {((7 << 20) + 13 + 6 * 64 - 1) / (6 * 64) * 64, PLACE_CHUNK_SIZE};
+    uint8_t *d = malloc(sizes[1]);
+    const char *modes[] = {"direct", "deg"};
+    for (int m = 0; m < 2; m++) {
+        json_t *opts = json_pack("{s:i,s:i,s:i,s:{s:b},s:s}", "gc_delay_ms", 0, "timeout_ms", 3000,
+                                 "inline_max", 0, "repair", "paused", 1, "degraded_read", modes[m]);
+        struct gw_objects *o = NULL;
+        char msg[256];
+        assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+        json_decref(opts);
+        gw_bucket_create(o, "large");
+        for (size_t i = 0; i < 2; i++) {
+            char key[32];
+            snprintf(key, sizeof(key), "large-%zu", i);
+            fill(d, sizes[i], 700 + (uint32_t)i);
+            assert_int_equal(put(o, "large", key, d, sizes[i]), 0);
+            json_t *j;
+            assert_int_equal(gw_objects_object_json(o, "large", key, &j), 0);
+            json_t *st = json_object_get(j, "stripes");
+            assert_int_equal(json_array_size(st), stripes[i]);
+            assert_int_equal(
+                json_integer_value(json_object_get(json_array_get(st, 0), "chunk_len")), len0[i]);
+            json_decref(j);
+            assert_int_equal(get_check(o, "large", key, 0, UINT64_MAX, d, sizes[i]), 0);
+            uint64_t at = i ? (24 << 20) - 5000 : len0[0] * 6 / 2; /* i = 1: across stripes */
+            assert_int_equal(get_check(o, "large", key, at, 10000, d, sizes[i]), 0);
+        }
+        const char *down[] = {"n0", "n4", "n8"};
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(gw_objects_node_set_running(o, down[k], false), 0);
+        for (size_t i = 0; i < 2; i++) {
+            char key[32];
+            snprintf(key, sizeof(key), "large-%zu", i);
+            fill(d, sizes[i], 700 + (uint32_t)i);
+            assert_int_equal(get_check(o, "large", key, 0, UINT64_MAX, d, sizes[i]), 0);
+            assert_int_equal(get_check(o, "large", key, sizes[i] / 3, sizes[i] / 2, d, sizes[i]),
+                             0);
+        }
+        struct gw_objects_stats cs;
+        gw_objects_counters(o, &cs);
+        assert_true(cs.degraded_reads > 0);
+        assert_int_equal(cs.failed_reads, 0);
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(gw_objects_node_set_running(o, down[k], true), 0);
+        gw_objects_close(o);
+    }
+    free(d);
+}
+
 static void test_concurrent_writers(void **state)
 {
     (void)state;
@@ -1618,6 +1678,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_stripes_md5, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_default_large_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),

@@ -136,7 +136,7 @@ static void test_profiles(void **state)
         assert_int_equal(m->pools[0].k, cases[i].k);
         assert_int_equal(m->pools[0].n, cases[i].n);
         assert_int_equal(m->pools[0].write_quorum, cases[i].k + 1); /* Ceph's min_size */
-        assert_int_equal(m->pools[0].chunk_size, 1 << 20);
+        assert_int_equal(m->pools[0].chunk_size, PLACE_CHUNK_SIZE);
         place_map_destroy(m);
     }
 }
