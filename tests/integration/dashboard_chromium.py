@@ -154,7 +154,8 @@ wait_for("[...document.querySelectorAll('#pools tbody tr')].some(r =>"
          " document.getElementById('pools-age').textContent.includes('as of the last scan')",
          "the pool's 6 objects and 12 MiB")
 text = js("document.body.innerText")
-for want in ("n0", "n8", "default", "rs:k=6,m=3", "all checks pass", "1.0 MiB"):
+# 4.0 MiB: the pool's chunk size (the default since chunks follow the object size).
+for want in ("n0", "n8", "default", "rs:k=6,m=3", "all checks pass", "4.0 MiB"):
     if want not in text:
         fail("%r is not on the page:\n%s" % (want, text))
 
