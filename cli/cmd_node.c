@@ -292,7 +292,8 @@ static const char run_usage[] =
     "  {\"map\": <cluster map, see placement/placement.h>,\n"
     "   \"nodes\": {\"ID\": {\"data\": DIR, \"capacity\": BYTES}, ...},\n"
     "   \"node\": {\"compaction\": {\"interval_ms\": 1000, \"dead_ratio\": 0.4,\n"
-    "                            \"seal_bytes\": 16777216, \"mbps\": 50}}}\n"
+    "                            \"seal_bytes\": 16777216, \"mbps\": 50},\n"
+    "            \"direct_min\": 262144}}\n"
     "and gives this node's address and failure domain (from the map) and its data\n"
     "directory, and the failure detector's peer_timeout_ms and heartbeat_ms (the\n"
     "map's; --timeout-ms overrides). SIGTERM or SIGINT stops it cleanly: requests in\n"
@@ -303,6 +304,9 @@ static const char run_usage[] =
     "overrides): every interval_ms after writes, segments at least dead_ratio dead\n"
     "(the active one once seal_bytes big) are rewritten at mbps MB/s at most, after\n"
     "reads and writes in flight; interval_ms -1 turns it off, mbps -1 unlimits it.\n"
+    "direct_min (default above; a node's own in \"nodes\" overrides): chunks of at\n"
+    "least that many bytes are written with O_DIRECT, past the page cache (faster\n"
+    "large writes; a read right after goes to the disk); -1: never.\n"
     "--secret FILE (or \"secret_file\" in FILE, relative to its directory; default\n"
     "cluster.secret beside it) is the cluster secret every peer must prove before\n"
     "anything is served; created (mode 0600) if missing, refused if group or others\n"
@@ -315,6 +319,7 @@ struct run_args {
     unsigned long long capacity;
     int timeout_ms, heartbeat_ms;
     struct node_compaction_config compaction;
+    uint64_t direct_min;
 };
 
 /* Fills what the config gives for node `a->id`; options given on the command
@@ -371,6 +376,14 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
     if (node_compaction_from_json(json_object_get(json_object_get(root, "node"), "compaction"),
                                   &a->compaction, err, sizeof(err)) ||
         node_compaction_from_json(json_object_get(local, "compaction"), &a->compaction, err,
+                                  sizeof(err))) {
+        fprintf(stderr, "inec node: %s: %s\n", path, err);
+        goto out;
+    }
+    /* The same for "direct_min". */
+    if (node_direct_min_from_json(json_object_get(json_object_get(root, "node"), "direct_min"),
+                                  &a->direct_min, err, sizeof(err)) ||
+        node_direct_min_from_json(json_object_get(local, "direct_min"), &a->direct_min, err,
                                   sizeof(err))) {
         fprintf(stderr, "inec node: %s: %s\n", path, err);
         goto out;
@@ -495,6 +508,7 @@ static int node_run(int argc, char **argv)
         .timeout_ms = a.timeout_ms,
         .heartbeat_ms = a.heartbeat_ms,
         .compaction = a.compaction,
+        .direct_min = a.direct_min,
         .secret_file = secret,
     };
     struct node_service *svc;

@@ -1238,6 +1238,23 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
+int node_direct_min_from_json(const json_t *j, uint64_t *out, char *err, size_t errlen)
+{
+    if (!j)
+        return 0;
+    json_int_t v = json_is_integer(j) ? json_integer_value(j) : 0;
+    if (v == -1) {
+        *out = NODE_DIRECT_NEVER;
+        return 0;
+    }
+    if (v < (json_int_t)NODE_RECORD_ALIGN || v > (json_int_t)NODE_CHUNK_MAX)
+        return codec_errf(err, errlen, -EINVAL,
+                          "direct_min: -1 (never O_DIRECT) or bytes in [%u, %u]", NODE_RECORD_ALIGN,
+                          (unsigned)NODE_CHUNK_MAX);
+    *out = (uint64_t)v;
+    return 0;
+}
+
 int node_service_start(const struct node_service_config *cfg, struct node_service **out, char *err,
                        size_t errlen)
 {
@@ -1277,6 +1294,7 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     struct node_store_options so;
     node_store_options_default(&so);
     so.capacity = cfg->capacity;
+    so.direct_min = cfg->direct_min;
     if ((rc = node_store_open(cfg->data_dir, &so, &s->store, err, errlen)))
         goto fail;
     if ((rc = node_compactor_start(s->store, &cfg->compaction, &s->compactor))) {

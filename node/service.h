@@ -49,6 +49,10 @@ struct node_service_config {
     int timeout_ms;      /* bound of DEG vertex runs and of peers; 0 = 10000 */
     int heartbeat_ms;    /* tcp peers are pinged this often; 0 = the transport's default */
     struct node_compaction_config compaction; /* background compaction; {0}: the defaults */
+    /* Chunks of at least this many bytes skip the page cache (O_DIRECT, see
+     * node/store.h): faster large writes, but a read right after one goes to
+     * the disk. 0: the default (NODE_DIRECT_MIN), NODE_DIRECT_NEVER: never. */
+    uint64_t direct_min;
     /* The cluster secret's file (inec/auth.h): every connection to the
      * connection manager and to the node's devices must prove it. NULL: a
      * random secret of this process (only its own clients get in). */
@@ -58,6 +62,11 @@ struct node_service_config {
 struct node_service;
 
 /* Opens the store, the device and the event loop; on failure a message in err. */
+/* cluster.json's "direct_min" j (absent: *out unchanged): -1 (never) or a
+ * number of bytes in [NODE_RECORD_ALIGN, NODE_CHUNK_MAX]; -EINVAL with a
+ * message otherwise. */
+int node_direct_min_from_json(const json_t *j, uint64_t *out, char *err, size_t errlen);
+
 int node_service_start(const struct node_service_config *cfg, struct node_service **out, char *err,
                        size_t errlen);
 /*

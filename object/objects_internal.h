@@ -100,6 +100,7 @@ struct gw_objects {
     bool embedded;
     char dir[4096];           /* embedded: DATA; cluster.json lives there */
     char node_devopts[128];   /* embedded node services */
+    uint64_t node_direct_min; /* their stores' O_DIRECT threshold (node_service_config) */
     struct inec_device *dev;  /* carries every RPC client */
     char deg_options[600];    /* devices of gateway DEG vertices */
     char secret[256];         /* the cluster secret's file (inec/auth.h), "" = none */

@@ -214,7 +214,8 @@ static int start_node(struct gw_objects *o, int i, char *msg, size_t msglen)
                                      .domain = o->map->nodes[i].domain,
                                      .data_dir = dir,
                                      .device_options = o->node_devopts,
-                                     .timeout_ms = o->timeout_ms};
+                                     .timeout_ms = o->timeout_ms,
+                                     .direct_min = o->node_direct_min};
     struct node_service *svc;
     int rc = node_service_start(&sc, &svc, msg, msglen);
     if (rc)
@@ -238,6 +239,12 @@ int gw_objects_open_embedded_opts(const char *dir, const json_t *opts, struct gw
         return -ENOMEM;
     o->embedded = true;
     snprintf(o->dir, sizeof(o->dir), "%s", dir);
+    int rc = node_direct_min_from_json(json_object_get(opts, "direct_min"), &o->node_direct_min,
+                                       msg, msglen);
+    if (rc) {
+        free(o);
+        return rc;
+    }
     int threads = opt_int(opts, "engine_threads", 2);
     snprintf(o->node_devopts, sizeof(o->node_devopts), "transport=mem,engine_threads=%d", threads);
     snprintf(o->deg_options, sizeof(o->deg_options), "%s", o->node_devopts);
@@ -256,7 +263,7 @@ int gw_objects_open_embedded_opts(const char *dir, const json_t *opts, struct gw
     } else
         map = embedded_map(opts);
     json_decref(root);
-    int rc = open_common(o, map, opts, msg, msglen);
+    rc = open_common(o, map, opts, msg, msglen);
     json_decref(map);
     if (rc == 0)
         rc = open_device(o, o->node_devopts, msg, msglen);

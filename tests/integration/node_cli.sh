@@ -64,6 +64,32 @@ wait $pid || fail "the node did not stop cleanly"
 [ ! -e "$dir/s/node.listen" ] || fail "a stopped node left node.listen"
 "$inec" node stat --data "$dir/s" | grep -q "^chunks *20$" || fail "stat after the node stopped"
 
+# cluster.json's "direct_min" (every node's, then a node's own): bad values are
+# refused by name before anything starts, -1 (never O_DIRECT) is served.
+for bad in '"node": {"direct_min": 5}' '"node": {"direct_min": -1}, "nodes": {"d1": {"direct_min": "x"}}'; do
+    cat >"$dir/direct.json" <<JSON
+{"map": {"nodes": [{"id": "d1", "address": "127.0.0.1:1"}]}, $bad}
+JSON
+    out=$("$inec" node run --config "$dir/direct.json" --id d1 --data "$dir/d1" 2>&1) &&
+        fail "direct_min in '$bad' was taken"
+    echo "$out" | grep -q "direct_min" || fail "direct_min in '$bad': $out"
+done
+cat >"$dir/direct.json" <<JSON
+{"map": {"nodes": [{"id": "d1", "address": "127.0.0.1:1"}]}, "node": {"direct_min": -1},
+ "nodes": {"d1": {"direct_min": 1048576}}}
+JSON
+"$inec" node run --config "$dir/direct.json" --id d1 --data "$dir/d1" --listen 127.0.0.1:0 \
+    --secret "$dir/secret" >"$dir/d1.out" 2>"$dir/d1.err" &
+pid=$!
+i=0
+until grep -q '^listening ' "$dir/d1.out"; do
+    i=$((i + 1))
+    [ $i -lt 300 ] || { kill $pid; fail "a node with direct_min did not start: $(cat "$dir/d1.err")"; }
+    sleep 0.1
+done
+kill -TERM $pid
+wait $pid || fail "the node with direct_min did not stop cleanly"
+
 "$inec" bench store --quick --bytes 1M --threads 2 --dir "$dir" | grep "^1MiB" >/dev/null || fail "bench table"
 "$inec" bench store --quick --json --bytes 1M --dir "$dir" |
     python3 -c 'import json, sys; d = json.load(sys.stdin); r = d["results"]; assert d["bench"] == "store" and len(r) == 3 and r[0]["put_ratio"] > 0 and r[0]["chunk_bytes"] == 65536' ||

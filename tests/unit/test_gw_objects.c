@@ -24,6 +24,7 @@
 
 #include "object/objects.h"
 #include "object/objects_internal.h"
+#include "node/service.h"
 #include "object/repair.h"
 
 #define CHUNK  4096
@@ -1223,6 +1224,60 @@ static void test_default_large_chunks(void **state)
     free(d);
 }
 
+/* Chunk bytes the embedded nodes wrote with O_DIRECT since they opened. */
+static uint64_t direct_bytes(struct gw_objects *o)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < o->nnodes; i++) {
+        struct node_store_stats st = {0};
+        pthread_mutex_lock(&o->nodes[i].lock);
+        if (o->nodes[i].svc)
+            assert_int_equal(node_store_stats(node_service_store(o->nodes[i].svc), &st), 0);
+        pthread_mutex_unlock(&o->nodes[i].lock);
+        n += st.direct_bytes;
+    }
+    return n;
+}
+
+/* The embedded nodes' "direct_min": -1 keeps every chunk in the page cache
+ * (the default writes large ones past it); a value out of bounds is refused. */
+static void test_direct_min(void **state)
+{
+    (void)state;
+    const size_t size = 7 << 20; /* one stripe of ~1.2 MB chunks */
+    uint8_t *d = malloc(size);
+    fill(d, size, 77);
+    uint64_t written[2];
+    for (int never = 0; never < 2; never++) {
+        json_t *opts = json_pack("{s:i,s:i}", "gc_delay_ms", 0, "inline_max", 0);
+        if (never)
+            json_object_set_new(opts, "direct_min", json_integer(-1));
+        struct gw_objects *o = NULL;
+        char msg[256];
+        assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+        json_decref(opts);
+        gw_bucket_create(o, "direct");
+        assert_int_equal(put(o, "direct", "seven", d, size), 0);
+        assert_int_equal(get_check(o, "direct", "seven", 0, UINT64_MAX, d, size), 0);
+        written[never] = direct_bytes(o);
+        gw_objects_close(o);
+    }
+    assert_int_equal(written[1], 0);
+    if (written[0] == 0) /* the file system refuses O_DIRECT: nothing to compare */
+        print_message("O_DIRECT refused here: the default wrote no direct bytes either\n");
+    const int bad[] = {5, -2, 1 << 30};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *opts = json_pack("{s:i}", "direct_min", bad[i]);
+        struct gw_objects *o = NULL;
+        char msg[256];
+        assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), -EINVAL);
+        assert_non_null(strstr(msg, "direct_min"));
+        assert_null(o);
+        json_decref(opts);
+    }
+    free(d);
+}
+
 static void test_concurrent_writers(void **state)
 {
     (void)state;
@@ -1679,6 +1734,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_stripes_md5, setup, teardown),
         cmocka_unit_test_setup_teardown(test_default_large_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_direct_min, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
