@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "node/compactor.h"
 #include "node/store.h"
 
@@ -61,12 +63,12 @@ struct node_service_config {
 
 struct node_service;
 
-/* Opens the store, the device and the event loop; on failure a message in err. */
 /* cluster.json's "direct_min" j (absent: *out unchanged): -1 (never) or a
  * number of bytes in [NODE_RECORD_ALIGN, NODE_CHUNK_MAX]; -EINVAL with a
  * message otherwise. */
 int node_direct_min_from_json(const json_t *j, uint64_t *out, char *err, size_t errlen);
 
+/* Opens the store, the device and the event loop; on failure a message in err. */
 int node_service_start(const struct node_service_config *cfg, struct node_service **out, char *err,
                        size_t errlen);
 /*
