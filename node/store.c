@@ -530,7 +530,7 @@ static uint64_t rec_bytes(const struct wreq *r, uint64_t off)
 /* The active segment opened O_DIRECT, for the payloads of aligned records
  * (under write_mu); -errno when it cannot be (EINVAL: the file system
  * refuses O_DIRECT). */
-static int direct_fd(struct node_store *s)
+static int direct_open(struct node_store *s)
 {
     if (s->direct_fd >= 0 && s->direct_seg == s->active)
         return s->direct_fd;
@@ -576,7 +576,7 @@ static int write_pieces(struct node_store *s, struct piece *pc, size_t np)
         int rc = -EINVAL;
         if (pc[i].direct && !atomic_load(&s->direct_off)) {
             struct iovec one = pc[i].iov[0]; /* uring_write consumes it */
-            int fd = direct_fd(s);
+            int fd = direct_open(s);
             rc = fd < 0 ? fd : uring_write(&s->ring, fd, &one, 1, pc[i].off, pc[i].bytes);
             if (rc == 0) {
                 atomic_fetch_add(&s->direct_bytes, pc[i].bytes);
