@@ -34,10 +34,9 @@ struct read_job {
     int idx[PLACE_MAX_CHUNKS];
     const uint8_t *shard[PLACE_MAX_CHUNKS];
     /* Once best is decoded: its every shard (S bytes each), for the homes
-     * that lack theirs, and which shard indices a home holds or was given. */
+     * that lack theirs. */
     uint8_t *shards;
     size_t S;
-    bool held[PLACE_MAX_CHUNKS];
 };
 
 static void read_job_put(struct read_job *j)
@@ -67,39 +66,35 @@ static bool holds(const struct read_job *j, int i, const json_t *best, bool inl)
            json_equal(j->rec[i], best) && (!inl || (j->idx[i] >= 0 && j->idx[i] < j->n));
 }
 
-/* Home i's call ended: does it lack best (or, inline, a shard no other home
- * before it holds)? A home still silent is not known to lack it, and writing
- * to it could wait the whole peer timeout (a hung node): if it answers late,
- * read_one repairs it. */
+/* Home i's call ended: does it lack best, or, inline, hold another shard
+ * than its own position's? Every writer gives home i shard i (a PUT, a
+ * migration, reads repairing side by side), so racing writers agree and none
+ * can leave two homes with one shard; a home holding another (placed before a
+ * membership change) gets its own. Homes past the k + m shards (more homes
+ * than when it was written) have none to get. A home still silent is not
+ * known to lack it, and writing to it could wait the whole peer timeout (a
+ * hung node): if it answers late, read_one repairs it. */
 static bool stale(const struct read_job *j, int i, const json_t *best)
 {
     if (!j->back[i] || !best || (j->rc[i] != 0 && j->rc[i] != -ENOENT))
         return false;
-    bool inl = gw_rec_inline(best, NULL, NULL, NULL);
-    if (!holds(j, i, best, inl))
-        return true;
-    for (int h = 0; inl && h < i; h++)
-        if (holds(j, h, best, inl) && j->idx[h] == j->idx[i])
-            return true; /* two homes with one shard (after a membership change) */
-    return false;
+    int k, m;
+    bool inl = gw_rec_inline(best, &k, &m, NULL);
+    return !holds(j, i, best, inl) || (inl && i < k + m && j->idx[i] != i);
 }
 
-/* Home i's blob of best (lock held): inline, with a shard no home holds,
- * its own position's when free (where a PUT put it). NULL: none to give. */
-static char *home_blob(struct read_job *j, int i, const json_t *best, size_t *len)
+/* Home i's blob of best (lock held): inline, with shard i. NULL: none to give. */
+static char *home_blob(const struct read_job *j, int i, const json_t *best, size_t *len)
 {
     char *json = gw_rec_dump(best);
-    if (!json || !gw_rec_inline(best, NULL, NULL, NULL)) {
+    int k, m;
+    if (!json || !gw_rec_inline(best, &k, &m, NULL)) {
         *len = json ? strlen(json) : 0;
         return json;
     }
-    int s = j->shards && !j->held[i] ? i : -1;
-    for (int c = 0; j->shards && s < 0 && c < j->n; c++)
-        if (!j->held[c])
-            s = c;
-    char *blob = NULL;
-    if (s >= 0 && (blob = gw_inline_blob(json, s, j->shards + (size_t)s * j->S, j->S, len)))
-        j->held[s] = true;
+    char *blob = j->shards && i < k + m
+                     ? gw_inline_blob(json, i, j->shards + (size_t)i * j->S, j->S, len)
+                     : NULL;
     free(json);
     return blob;
 }
@@ -157,8 +152,6 @@ static void read_one(void *arg, int i)
     j->done++;
     j->answered += rc == 0 || rc == -ENOENT;
     bool late = j->returned && stale(j, i, j->best);
-    if (!late && j->returned && j->best && idx >= 0 && idx < j->n)
-        j->held[idx] = true;
     char *rb = late ? home_blob(j, i, j->best, &len) : NULL;
     uint64_t version = j->best ? gw_rec_version(j->best) : 0;
     pthread_cond_broadcast(&j->cond);
@@ -256,13 +249,8 @@ static int decode_best(struct read_job *j, const json_t *best, json_t *out)
         rc = -ENOMEM; /* a GET of it counts a degraded read (get.c) */
     if (rc == 0)
         rc = gw_rec_set_inline_body(out, body, len);
-    if (rc == 0 && (rc = gw_inline_encode(k, m, body, len, &j->shards)) == 0) {
+    if (rc == 0 && (rc = gw_inline_encode(k, m, body, len, &j->shards)) == 0)
         j->S = gw_inline_shard_len(len, k);
-        for (int c = 0; c < k + m; c++)
-            j->held[c] = by_index[c] != NULL;
-        for (int c = k + m; c < j->n; c++)
-            j->held[c] = true; /* more homes than shards: nothing for them */
-    }
     free(body);
     return rc;
 }
