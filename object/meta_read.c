@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inec/log.h"
 #include "object/objects_internal.h"
 
 struct read_job {
@@ -255,6 +256,25 @@ static int decode_best(struct read_job *j, const json_t *best, json_t *out)
     return rc;
 }
 
+/* Why a read failed, home by home (a 503 or 500 to the client says little). */
+static void log_unreadable(struct read_job *j, int rc)
+{
+    char why[PLACE_MAX_CHUNKS * 48] = "";
+    size_t at = 0;
+    pthread_mutex_lock(&j->lock);
+    for (int i = 0; i < j->n && at < sizeof(why); i++)
+        at += (size_t)snprintf(why + at, sizeof(why) - at, " %s=%s", j->o->nodes[j->nodes[i]].id,
+                               !j->back[i]           ? "silent"
+                               : j->rc[i] == -ENOENT ? "none"
+                               : j->rc[i]            ? strerror(-j->rc[i])
+                               : j->idx[i] >= 0      ? "shard"
+                                                     : "record");
+    pthread_mutex_unlock(&j->lock);
+    inec_log(INEC_LOG_WARN, "gateway",
+             "metadata of %s/%s unreadable: %s; %d of %d homes answered:%s", j->bucket, j->key,
+             strerror(-rc), j->answered, j->n, why);
+}
+
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
 {
     *out = NULL;
@@ -320,6 +340,7 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
             gw_hlc_observe(o, gw_rec_version(best));
     } else {
         rc = derr && j->answered >= o->meta_rq ? derr : err == -ENAMETOOLONG ? err : -EHOSTDOWN;
+        log_unreadable(j, rc);
     }
     read_job_put(j);
     return rc;
