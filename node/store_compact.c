@@ -25,14 +25,9 @@ static int collect_live(struct node_store *s, const uint32_t *victims, size_t nv
 {
     MDB_txn *txn;
     MDB_cursor *cur;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    int rc = store_read_cursor(s, s->chunks, &txn, &cur);
     if (rc)
         return rc;
-    rc = mdb_err(mdb_cursor_open(txn, s->chunks, &cur));
-    if (rc) {
-        mdb_txn_abort(txn);
-        return rc;
-    }
     size_t cap = 0;
     *out = NULL;
     *n = 0;

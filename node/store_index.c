@@ -74,6 +74,18 @@ int store_apply(struct node_store *s, MDB_txn *txn, enum node_record_type type,
     return rc ? rc : store_del_ok(mdb_del(txn, s->repair, &key, NULL));
 }
 
+/* A read txn and a cursor on dbi in it; on failure neither is left open. */
+int store_read_cursor(struct node_store *s, MDB_dbi dbi, MDB_txn **txn, MDB_cursor **cur)
+{
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, txn));
+    if (rc)
+        return rc;
+    rc = mdb_err(mdb_cursor_open(*txn, dbi, cur));
+    if (rc)
+        mdb_txn_abort(*txn);
+    return rc;
+}
+
 /* A write txn that must survive power loss (it cannot be redone from the log). */
 int store_commit_synced(struct node_store *s, MDB_txn *txn, int rc)
 {

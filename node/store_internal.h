@@ -105,6 +105,7 @@ int store_del_ok(int rc);
 int store_apply(struct node_store *s, MDB_txn *txn, enum node_record_type type,
                 const uint8_t k[KEY_BYTES], uint64_t version, uint32_t len, uint32_t crc,
                 uint32_t flags, uint32_t seg, uint64_t off);
+int store_read_cursor(struct node_store *s, MDB_dbi dbi, MDB_txn **txn, MDB_cursor **cur);
 int store_commit_synced(struct node_store *s, MDB_txn *txn, int rc);
 
 /* store_segments.c: the segment table and each segment's watermark. */

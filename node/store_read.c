@@ -138,14 +138,9 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
         return -EINVAL;
     MDB_txn *txn;
     MDB_cursor *cur;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    int rc = store_read_cursor(s, s->chunks, &txn, &cur);
     if (rc)
         return rc;
-    rc = mdb_err(mdb_cursor_open(txn, s->chunks, &cur));
-    if (rc) {
-        mdb_txn_abort(txn);
-        return rc;
-    }
     uint8_t k[KEY_BYTES];
     MDB_val key, val;
     int op = MDB_FIRST;

@@ -11,14 +11,9 @@ int node_store_list_repair(struct node_store *s, node_repair_cb cb, void *arg)
         return -EINVAL;
     MDB_txn *txn;
     MDB_cursor *cur;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    int rc = store_read_cursor(s, s->repair, &txn, &cur);
     if (rc)
         return rc;
-    rc = mdb_err(mdb_cursor_open(txn, s->repair, &cur));
-    if (rc) {
-        mdb_txn_abort(txn);
-        return rc;
-    }
     MDB_val key, val;
     int n = 0;
     for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;

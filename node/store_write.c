@@ -63,6 +63,21 @@ static int roll(struct node_store *s)
     return 0;
 }
 
+/* Submits the prepared sqe and waits for its completion: 0 and its result in
+ * *res, or the submit's or wait's -errno. */
+static int uring_wait_one(struct io_uring *ring, int *res)
+{
+    struct io_uring_cqe *cqe;
+    int rc = io_uring_submit_and_wait(ring, 1);
+    if (rc >= 0)
+        rc = io_uring_wait_cqe(ring, &cqe);
+    if (rc < 0)
+        return rc;
+    *res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    return 0;
+}
+
 /* Writes iov (consumed) at off until `total` bytes are down. */
 static int uring_write(struct io_uring *ring, int fd, struct iovec *iov, int niov, uint64_t off,
                        size_t total)
@@ -73,14 +88,9 @@ static int uring_write(struct io_uring *ring, int fd, struct iovec *iov, int nio
         if (!sqe)
             return -EBUSY;
         io_uring_prep_writev(sqe, fd, iov, (unsigned)niov, off + done);
-        struct io_uring_cqe *cqe;
-        int rc = io_uring_submit_and_wait(ring, 1);
-        if (rc >= 0)
-            rc = io_uring_wait_cqe(ring, &cqe);
+        int res, rc = uring_wait_one(ring, &res);
         if (rc < 0)
             return rc;
-        int res = cqe->res;
-        io_uring_cqe_seen(ring, cqe);
         if (res == -EINTR || res == -EAGAIN)
             continue;
         if (res < 0)
@@ -109,15 +119,10 @@ static int uring_fdatasync(struct io_uring *ring, int fd)
     if (!sqe)
         return -EBUSY;
     io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-    struct io_uring_cqe *cqe;
-    int rc = io_uring_submit_and_wait(ring, 1);
-    if (rc >= 0)
-        rc = io_uring_wait_cqe(ring, &cqe);
+    int res, rc = uring_wait_one(ring, &res);
     if (rc < 0)
         return rc;
-    rc = cqe->res;
-    io_uring_cqe_seen(ring, cqe);
-    return rc < 0 ? rc : 0;
+    return res < 0 ? res : 0;
 }
 
 /* The bytes r takes in a segment when it goes at off. */
