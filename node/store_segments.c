@@ -126,6 +126,7 @@ void store_seg_remove(struct node_store *s, uint32_t id)
     unlinkat(s->dirfd, name, 0);
 }
 
+/* Orders segment ids (qsort, bsearch). */
 int store_cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
