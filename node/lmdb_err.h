@@ -1,4 +1,4 @@
-/* LMDB's return codes as the node's negative errnos (node/store.c, node/meta_index.c). */
+/* LMDB's return codes as the node's negative errnos (node/store*.c, node/meta_index.c). */
 #ifndef INEC_NODE_LMDB_ERR_H
 #define INEC_NODE_LMDB_ERR_H
 

@@ -1,5 +1,5 @@
 /*
- * How per-object metadata is keyed in the node's LMDB index (store.c's "meta"
+ * How per-object metadata is keyed in the node's LMDB index (store_meta.c's "meta"
  * database), so that keys longer than LMDB's 511-byte key limit fit and
  * listings stay in exact key order.
  *

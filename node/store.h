@@ -8,7 +8,7 @@
  *                      "indexed up to" watermarks, the repair list
  *   LOCK               flock'ed by the one process that has the store open
  *
- * Invariants (the rest of store.c relies on them):
+ * Invariants (the files of the store, node/store*.c, rely on them):
  *  - A record is durable (written and fdatasync'ed) before its index entry is
  *    committed, and a write is acknowledged (put/delete returns 0) only after
  *    the index commit. The segment's watermark moves in that same LMDB txn.

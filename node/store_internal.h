@@ -1,0 +1,141 @@
+/*
+ * Shared by the files of the chunk store (node/store*.c): the store's state,
+ * the index's value, and the few helpers more than one of them calls.
+ * Nothing outside node/store*.c includes it; the API is node/store.h.
+ */
+#ifndef INEC_NODE_STORE_INTERNAL_H
+#define INEC_NODE_STORE_INTERNAL_H
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <liburing.h>
+#include <lmdb.h>
+
+#include "node/lmdb_err.h"
+#include "node/store.h"
+
+#define KEY_BYTES 28 /* object id, stripe (BE), index (BE): id order */
+#define SEG_NAME  "seg-%08" PRIx32 ".log"
+
+/* Index value of a chunk; host byte order (the index is not portable). */
+struct loc {
+    uint32_t seg;
+    uint32_t len;
+    uint64_t off; /* of the record header */
+    uint64_t version;
+    uint32_t crc;
+    uint32_t flags; /* the record's (NODE_REC_ALIGNED): where its payload is; 0 in old indexes */
+};
+
+struct seg {
+    uint32_t id;
+    int fd;
+};
+
+struct node_store {
+    struct node_store_options opt;
+    int dirfd;
+    int lockfd;
+    MDB_env *env;
+    MDB_dbi chunks, meta, segs, repair, info;
+
+    pthread_rwlock_t seg_lock; /* the table below and next_seg */
+    struct seg *seg;
+    size_t nseg, capseg;
+    uint32_t next_seg;
+    _Atomic uint64_t used; /* bytes of all segment files */
+
+    pthread_mutex_t write_mu; /* the active segment, the ring */
+    struct io_uring ring;
+    uint32_t active; /* 0: none yet */
+    int active_fd;
+    uint64_t active_off;
+    int broken;              /* a failed batch could not be truncated away: refuse writes */
+    int direct_fd;           /* the active segment opened O_DIRECT (-1: not open) */
+    uint32_t direct_seg;     /* which segment direct_fd is */
+    _Atomic bool direct_off; /* the file system refused O_DIRECT: every write buffered */
+    _Atomic uint64_t direct_bytes;
+
+    pthread_mutex_t mq_mu; /* metadata writes' group commit */
+    pthread_cond_t mq_cond;
+    struct meta_req *mq_head, *mq_tail;
+    bool mq_busy; /* a writer runs a batch */
+
+    pthread_mutex_t q_mu; /* group commit queue */
+    pthread_cond_t q_cond, done_cond;
+    struct wreq *q_head, *q_tail;
+    int stop;
+    int writer_running;
+    pthread_t writer;
+
+    pthread_mutex_t compact_mu;
+    _Atomic int reads;         /* chunk reads in flight: compaction yields to them */
+    _Atomic uint64_t appended; /* record bytes ever appended (tells auto compaction to look) */
+    _Atomic uint64_t compacted_segments, compacted_bytes; /* freed by compaction, ever */
+
+    char crash_at[32]; /* INEC_CRASH_AT=name[:n]: raise(SIGKILL) at the n-th hit */
+    long crash_n;
+    atomic_long crash_hits;
+};
+
+static inline int mdb_err(int rc)
+{
+    return node_lmdb_err(rc);
+}
+
+/* store_record.c: byte order, and where a record's payload lies. */
+uint32_t store_get32(const uint8_t *p);
+void store_putbe(uint8_t *p, uint64_t v, int n);
+uint64_t store_getbe(const uint8_t *p, int n);
+uint64_t store_align_up(uint64_t v);
+uint64_t store_payload_at(uint64_t off, uint32_t flags);
+
+/* store_index.c: the chunks index's keys and entries. */
+void store_key_of(const struct node_chunk_id *id, uint8_t k[KEY_BYTES]);
+void store_id_of(const uint8_t k[KEY_BYTES], struct node_chunk_id *id);
+int store_loc_get(struct node_store *s, MDB_txn *txn, const uint8_t k[KEY_BYTES], struct loc *l);
+int store_repair_mark(struct node_store *s, MDB_txn *txn, const uint8_t k[KEY_BYTES],
+                      uint64_t version);
+int store_del_ok(int rc);
+int store_apply(struct node_store *s, MDB_txn *txn, enum node_record_type type,
+                const uint8_t k[KEY_BYTES], uint64_t version, uint32_t len, uint32_t crc,
+                uint32_t flags, uint32_t seg, uint64_t off);
+int store_read_cursor(struct node_store *s, MDB_dbi dbi, MDB_txn **txn, MDB_cursor **cur);
+int store_commit_synced(struct node_store *s, MDB_txn *txn, int rc);
+
+/* store_segments.c: the segment table and each segment's watermark. */
+int store_seg_find(struct node_store *s, uint32_t id);
+int store_seg_insert(struct node_store *s, uint32_t id, int fd);
+int store_seg_fd(struct node_store *s, uint32_t id);
+uint64_t store_fd_size(int fd);
+int store_seg_create(struct node_store *s, uint32_t *id, int *fd);
+void store_seg_remove(struct node_store *s, uint32_t id);
+int store_wm_put(struct node_store *s, MDB_txn *txn, uint32_t seg, uint64_t wm);
+int store_wm_get(struct node_store *s, MDB_txn *txn, uint32_t seg, uint64_t *wm);
+int store_cmp_u32(const void *a, const void *b);
+
+/* store_write.c */
+void store_direct_close(struct node_store *s);
+void *store_writer_main(void *arg);
+
+/* store_read.c */
+int store_read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const struct loc *l,
+                      void *buf);
+
+/* store_stats.c */
+int store_live_per_segment(struct node_store *s, MDB_txn *txn, const uint32_t *ids, size_t n,
+                           uint64_t *live, uint64_t *chunks, uint64_t *total);
+
+/* store_recover.c */
+int store_recover(struct node_store *s, char *err, size_t errlen);
+
+/* store.c: the INEC_CRASH_AT test hook. */
+int store_crash_due(struct node_store *s, const char *name);
+void store_crash_point(struct node_store *s, const char *name);
+
+#endif
