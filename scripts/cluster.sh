@@ -18,12 +18,18 @@ shift || true
 INEC=${INEC:-build/cli/inec}
 
 
-# Alive and not a zombie (a killed node whose parent script is gone may linger as one).
+# Alive, not a zombie (a killed node whose parent script is gone may linger as
+# one), and still ours: pids wrap around (pid_max may be 32768), so the pid file
+# of a node that died a while ago may name an unrelated process by now (stop
+# would SIGTERM it, start would not restart the node). Ours run with
+# --config DIR/cluster.json, DIR being the pid file's (absolute) folder.
 pid_alive() {
     [ -f "$1" ] || return 1
-    local st
-    st=$(awk '{print $3}' "/proc/$(cat "$1")/stat" 2>/dev/null) || return 1
-    [ -n "$st" ] && [ "$st" != Z ]
+    local pid st
+    pid=$(cat "$1")
+    st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "$st" != Z ] || return 1
+    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$(dirname "$1")/cluster.json"
 }
 
 case "$cmd" in
@@ -91,18 +97,20 @@ EOF
     ;;
 stop)
     dir=${1:-${INEC_CLUSTER_DIR:-./inec-cluster}}
+    dir=$(cd "$dir" 2>/dev/null && pwd) || exit 0
     for p in "$dir"/*.pid; do
         [ -f "$p" ] || continue
         pid=$(cat "$p")
-        if kill -TERM "$pid" 2>/dev/null; then
+        if pid_alive "$p" && kill -TERM "$pid" 2>/dev/null; then
             for _ in $(seq 100); do pid_alive "$p" || break; sleep 0.1; done
-            kill -KILL "$pid" 2>/dev/null || true
+            if pid_alive "$p"; then kill -KILL "$pid" 2>/dev/null || true; fi
         fi
         rm -f "$p"
     done
     ;;
 status)
     dir=${1:-${INEC_CLUSTER_DIR:-./inec-cluster}}
+    dir=$(cd "$dir" 2>/dev/null && pwd) || { echo "no cluster in ${1:-${INEC_CLUSTER_DIR:-./inec-cluster}}" >&2; exit 1; }
     rc=0
     for p in "$dir"/*.pid; do
         [ -f "$p" ] || continue

@@ -220,13 +220,6 @@ class Chaos:
         if not dead:
             return
         self.rotate_logs(dead)
-        # Their pid files name dead processes: a pid the system handed out again
-        # since would make cluster.sh take the node for alive and not start it.
-        for n in dead:
-            try:
-                os.remove(os.path.join(self.srv.dir, n + ".pid"))
-            except FileNotFoundError:
-                pass
         r = subprocess.run(["bash", os.path.join(SCRIPTS, "cluster.sh"), "start", str(N),
                             self.srv.dir], env=self.srv.env, capture_output=True, text=True,
                            timeout=300)
