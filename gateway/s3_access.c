@@ -32,11 +32,8 @@ void gw_s3_get_acl(struct gw_s3_req *r)
     struct gw_buf b = {0};
     if (rc)
         gw_s3_answer_errno(r, rc, gw_s3_op_name(r->op));
-    else if (gw_xml_acl(&b, r->srv->owner_id, "inec", a) == 0)
-        gw_s3_answer_xml(r, 200, &b);
     else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+        gw_s3_answer_doc(r, gw_xml_acl(&b, r->srv->owner_id, "inec", a), &b);
 }
 
 /* Put{Bucket,Object}Acl: x-amz-acl or an AccessControlPolicy body, not both. */

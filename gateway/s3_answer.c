@@ -55,6 +55,17 @@ void gw_s3_answer_xml(struct gw_s3_req *r, int status, struct gw_buf *b)
     gw_s3_queue(r, status, resp);
 }
 
+/* The document a gw_xml_* call built into b (built: what it returned), or
+ * InternalError when it could not; b is freed either way. */
+void gw_s3_answer_doc(struct gw_s3_req *r, int built, struct gw_buf *b)
+{
+    if (built == 0)
+        gw_s3_answer_xml(r, 200, b);
+    else
+        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
+    gw_buf_free(b);
+}
+
 void gw_s3_answer_error(struct gw_s3_req *r, enum gw_s3_err e, const char *message)
 {
     const struct gw_s3_error_info *info = gw_s3_error(e);

@@ -136,11 +136,8 @@ void gw_s3_bucket_versioning(struct gw_s3_req *r)
     int rc = gw_bucket_head(r->srv->objects, r->t.bucket, &bi);
     if (rc)
         gw_s3_answer_errno(r, rc, "GetBucketVersioning");
-    else if (gw_xml_versioning_off(&b) == 0)
-        gw_s3_answer_xml(r, 200, &b);
     else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+        gw_s3_answer_doc(r, gw_xml_versioning_off(&b), &b);
 }
 
 struct list_walk {

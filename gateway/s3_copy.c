@@ -125,10 +125,6 @@ void gw_s3_copy_object(struct gw_s3_req *r)
         return;
     }
     struct gw_buf b = {0};
-    if (gw_xml_copy_result(&b, part, oi.etag, oi.mtime_ns / 1000000) == 0)
-        gw_s3_answer_xml(r, 200, &b);
-    else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+    gw_s3_answer_doc(r, gw_xml_copy_result(&b, part, oi.etag, oi.mtime_ns / 1000000), &b);
     gw_object_info_clear(&oi);
 }

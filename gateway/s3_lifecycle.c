@@ -55,11 +55,7 @@ void gw_s3_get_lifecycle(struct gw_s3_req *r)
                                    json_is_true(json_object_get(v, "enabled")),
                                    (int)json_integer_value(json_object_get(v, "abort_days"))};
     struct gw_buf b = {0};
-    if (rules && gw_xml_lifecycle(&b, rules, n) == 0)
-        gw_s3_answer_xml(r, 200, &b);
-    else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+    gw_s3_answer_doc(r, rules ? gw_xml_lifecycle(&b, rules, n) : -ENOMEM, &b);
     free(rules);
     json_decref(a);
 }

@@ -41,11 +41,7 @@ void gw_s3_create_multipart(struct gw_s3_req *r)
         return;
     }
     struct gw_buf b = {0};
-    if (gw_xml_initiate_multipart(&b, r->t.bucket, r->t.key, uid) == 0)
-        gw_s3_answer_xml(r, 200, &b);
-    else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+    gw_s3_answer_doc(r, gw_xml_initiate_multipart(&b, r->t.bucket, r->t.key, uid), &b);
 }
 
 void gw_s3_complete_multipart(struct gw_s3_req *r)
@@ -83,11 +79,7 @@ void gw_s3_complete_multipart(struct gw_s3_req *r)
     char loc[GW_BUCKET_MAX + GW_KEY_MAX + 3];
     snprintf(loc, sizeof(loc), "/%s/%s", r->t.bucket, r->t.key);
     struct gw_buf b = {0};
-    if (gw_xml_complete_multipart(&b, loc, r->t.bucket, r->t.key, oi.etag) == 0)
-        gw_s3_answer_xml(r, 200, &b);
-    else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+    gw_s3_answer_doc(r, gw_xml_complete_multipart(&b, loc, r->t.bucket, r->t.key, oi.etag), &b);
     gw_object_info_clear(&oi);
 }
 
@@ -162,11 +154,7 @@ void gw_s3_list_parts(struct gw_s3_req *r)
                                    w.p,
                                    truncated ? (size_t)max : (size_t)w.n};
         struct gw_buf b = {0};
-        if (gw_xml_list_parts(&b, &pg) == 0)
-            gw_s3_answer_xml(r, 200, &b);
-        else
-            gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-        gw_buf_free(&b);
+        gw_s3_answer_doc(r, gw_xml_list_parts(&b, &pg), &b);
     }
     free(w.p);
     free(w.etags);
@@ -234,11 +222,7 @@ void gw_s3_list_uploads(struct gw_s3_req *r)
             .n = (size_t)(w.n > max ? max : w.n),
         };
         struct gw_buf b = {0};
-        if (gw_xml_list_uploads(&b, &pg) == 0)
-            gw_s3_answer_xml(r, 200, &b);
-        else
-            gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-        gw_buf_free(&b);
+        gw_s3_answer_doc(r, gw_xml_list_uploads(&b, &pg), &b);
     }
     for (int i = 0; w.u && i < w.n; i++) {
         free((char *)w.u[i].key);

@@ -276,11 +276,7 @@ void gw_s3_delete_objects(struct gw_s3_req *r)
         }
     }
     struct gw_buf b = {0};
-    if (gw_xml_delete_result(&b, out, d->n, d->quiet) == 0)
-        gw_s3_answer_xml(r, 200, &b);
-    else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+    gw_s3_answer_doc(r, gw_xml_delete_result(&b, out, d->n, d->quiet), &b);
     free(out);
     gw_delete_request_free(d);
 }
@@ -292,9 +288,6 @@ void gw_s3_get_object_tagging(struct gw_s3_req *r)
     int rc = gw_object_head(r->srv->objects, r->t.bucket, r->t.key, NULL);
     if (rc)
         gw_s3_answer_errno(r, rc, "GetObjectTagging");
-    else if (gw_xml_empty_tagging(&b) == 0)
-        gw_s3_answer_xml(r, 200, &b);
     else
-        gw_s3_answer_error(r, GW_S3_INTERNAL_ERROR, NULL);
-    gw_buf_free(&b);
+        gw_s3_answer_doc(r, gw_xml_empty_tagging(&b), &b);
 }

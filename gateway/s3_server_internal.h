@@ -107,6 +107,7 @@ void gw_s3_queue(struct gw_s3_req *r, int status, struct MHD_Response *resp);
 struct MHD_Response *gw_s3_buffer_response(char *data, size_t len, const char *content_type);
 void gw_s3_answer_empty(struct gw_s3_req *r, int status);
 void gw_s3_answer_xml(struct gw_s3_req *r, int status, struct gw_buf *b);
+void gw_s3_answer_doc(struct gw_s3_req *r, int built, struct gw_buf *b);
 void gw_s3_answer_error(struct gw_s3_req *r, enum gw_s3_err e, const char *message);
 enum gw_s3_err gw_s3_map_errno(struct gw_s3_req *r, int rc);
 void gw_s3_answer_errno(struct gw_s3_req *r, int rc, const char *what);
