@@ -1,21 +1,10 @@
 /*
- * Shared between the files of the S3 front end; nothing else includes it.
- * A request lives in one struct gw_s3_req from the first byte of its URI to
- * its completion (s3_server.c, which routes it); the handlers answer it
- * through s3_answer.c and read its headers through s3_headers.c:
- *
- *   s3_server.c     libmicrohttpd start/stop, the callbacks, routing
- *   s3_headers.c    the request's headers
- *   s3_answer.c     answers and S3 errors
- *   s3_attrs.c      stored object headers, metadata and canned ACLs of a request
- *   s3_body.c       the checks of a request body (payload hash, aws-chunked, MD5)
- *   s3_objects.c    GET, HEAD, PUT, DELETE of objects, DeleteObjects
- *   s3_buckets.c    bucket operations and object listings
- *   s3_multipart.c  multipart uploads
- *   s3_copy.c       CopyObject and UploadPartCopy
- *   s3_access.c     ACLs and anonymous access
- *   s3_lifecycle.c  bucket lifecycle rules
- *   s3_floor.c      the benchmark floor (no object layer)
+ * Shared between the files of the S3 front end (gateway/s3_server.c and the
+ * handlers, one file per resource: docs/DESIGN.md lists them); nothing else
+ * includes it. A request lives in one struct gw_s3_req from the first byte
+ * of its URI to its completion (s3_server.c, which routes it); the handlers
+ * answer it through s3_answer.c and read its headers through s3_headers.c.
+ * Prototypes are grouped by the file that defines them.
  */
 #ifndef INEC_GATEWAY_S3_SERVER_INTERNAL_H
 #define INEC_GATEWAY_S3_SERVER_INTERNAL_H
