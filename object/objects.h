@@ -1,6 +1,6 @@
 /*
  * The object layer: buckets and objects over the cluster's nodes. The S3
- * front end (s3_server.c) and the control API speak only to this interface;
+ * front end (gateway/s3_*.c) and the control API speak only to this interface;
  * it in turn places stripes (placement/), moves and computes them through the
  * pool's DEGs (deg/), and keeps every byte and every metadata record on the
  * nodes (node/), so any gateway can serve any object.
