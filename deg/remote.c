@@ -331,6 +331,7 @@ out_quiet:
 
 static void *session_main(void *p)
 {
+    pthread_setname_np(pthread_self(), "deg-session");
     struct session *s = p;
     char err[512] = "";
     struct inec_keyring kr;

@@ -566,6 +566,7 @@ struct deg_runner {
 
 static void *worker_main(void *p)
 {
+    pthread_setname_np(pthread_self(), "deg-vertex");
     struct worker *w = p;
     struct deg_runner *r = w->r;
     uint64_t seen = 0;

@@ -67,6 +67,7 @@ static int64_t now_ns(void)
 
 static void *watchdog(void *arg)
 {
+    pthread_setname_np(pthread_self(), "conn-guard");
     struct gw_conn_guard *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {

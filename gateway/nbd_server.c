@@ -708,6 +708,7 @@ static void run_job(struct conn *c, struct job *j)
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "nbd-worker");
     struct conn *c = arg;
     pthread_mutex_lock(&c->qlock);
     for (;;) {
@@ -828,6 +829,7 @@ static void transmission(struct conn *c)
 
 static void *conn_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "nbd-conn");
     struct conn *c = arg;
     struct timeval tv = {HANDSHAKE_S, 0};
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -929,6 +931,7 @@ static void accept_one(struct gw_nbd_server *s, int lfd)
 
 static void *accept_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "nbd-accept");
     struct gw_nbd_server *s = arg;
     for (;;) {
         struct pollfd p[3] = {

@@ -42,6 +42,7 @@ static void take(struct gw_rates *r)
 
 static void *sampler(void *arg)
 {
+    pthread_setname_np(pthread_self(), "rates");
     struct gw_rates *r = arg;
     pthread_mutex_lock(&r->lock);
     while (!r->stop) {

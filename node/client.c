@@ -703,6 +703,7 @@ static json_t *call_json(struct node_client *c, int type, json_t *req, int timeo
 
 static void *job_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "node-client");
     struct node_job *jb = arg;
     struct run_ctx *x = jb->ctx;
     if (!jb->c) {
@@ -986,6 +987,7 @@ bool node_deg_session_fits(const struct deg_graph *g)
 
 static void *sess_main(void *p)
 {
+    pthread_setname_np(pthread_self(), "sess-vertex");
     struct sess_worker *w = p;
     struct node_deg_session *s = w->s;
     struct vstate *vs = &s->ctx.vs[w->v];

@@ -77,6 +77,7 @@ static int cancelled(void *arg)
 
 static void *compactor_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "node-compactor");
     struct node_compactor *c = arg;
     uint64_t seen = UINT64_MAX; /* at start, look once: a store may open with dead bytes */
     struct node_compact_options o = {

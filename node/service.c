@@ -717,6 +717,7 @@ static void collect(void *arg, const struct deg_graph *g, int v, struct deg_labe
 
 static void *vertex_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "node-vertex");
     struct hosted *h = arg;
     h->rc = deg_vx_run(h->x, collect, h, NULL, h->err, sizeof(h->err));
     return NULL;
@@ -934,6 +935,7 @@ static const struct {
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "node-worker");
     struct node_service *s = arg;
     pthread_mutex_lock(&s->lock);
     for (;;) {
@@ -1056,6 +1058,7 @@ static void reap_vertices(struct node_service *s)
 
 static void *loop_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "node-loop");
     struct node_service *s = arg;
     struct inec_wc wc[32];
     while (!atomic_load(&s->stop)) {
@@ -1173,6 +1176,7 @@ static void cm_serve(struct node_service *s, int fd, const char *from)
 
 static void *cm_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "node-cm");
     struct node_service *s = arg;
     while (!atomic_load(&s->stop)) {
         struct sockaddr_in sa;

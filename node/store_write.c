@@ -349,6 +349,7 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
 
 void *store_writer_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "store-writer");
     struct node_store *s = arg;
     struct wreq *batch[BATCH_MAX];
     pthread_mutex_lock(&s->q_mu);

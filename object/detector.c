@@ -40,6 +40,7 @@ static void probe_job(void *arg, int node)
 
 static void *detector_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "detector");
     struct gw_objects *o = arg;
     pthread_mutex_lock(&o->det_lock);
     while (!o->det_stop) {

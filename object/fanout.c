@@ -33,6 +33,7 @@ struct gw_fanout {
 
 static void *fan_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "fanout");
     struct gw_fanout *f = arg;
     pthread_mutex_lock(&f->lock);
     f->starting--;

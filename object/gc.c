@@ -94,6 +94,7 @@ void gw_gc_run(struct gw_objects *o, bool all)
 
 void *gw_gc_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "gc");
     struct gw_objects *o = arg;
     pthread_mutex_lock(&o->gc_lock);
     while (!o->gc_stop) {

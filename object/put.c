@@ -408,6 +408,7 @@ static const uint8_t *body_at(const struct gw_put *p, uint64_t at)
  * left. */
 static void *hasher_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "put-md5");
     struct gw_put *p = arg;
     pthread_mutex_lock(&p->hash_lock);
     for (;;) {
@@ -479,6 +480,7 @@ static void hash_unsubmitted(struct gw_put *p)
 
 static void *inflight_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "put-stripe");
     struct inflight *f = arg;
     f->rc = write_stripe(f->p, f->buf, f->s, f->L, &f->rec);
     return NULL;

@@ -546,6 +546,7 @@ static void pace(struct gw_repair *r, uint64_t bytes)
 
 void *gw_repair_worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "repair");
     struct gw_repair *r = arg;
     struct gw_objects *o = r->o;
     for (;;) {

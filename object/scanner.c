@@ -637,6 +637,7 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
 
 void *gw_scanner_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "scanner");
     struct gw_objects *o = arg;
     struct seen seen = {0};
     json_t *tombs = NULL;

@@ -135,6 +135,7 @@ static bool run_device(struct soft_device *dev);
 
 static void *engine_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "soft-engine");
     struct engine *eng = arg;
     /* The one task that submits is this thread (liburing 2.3 declares
      * io_uring_enable_rings but does not export it). */

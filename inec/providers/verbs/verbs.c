@@ -688,6 +688,7 @@ static void sleep_until_event(struct verbs_device *dev)
 
 static void *progress_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "verbs-progress");
     struct verbs_device *dev = arg;
     while (!atomic_load(&dev->stop))
         if (!pass(dev))
