@@ -8,7 +8,8 @@ gateway that is not there. `inec gateway` in front of nine node processes:
 one node SIGKILLed is HEALTH_WARN naming it and, after a scan, every stripe of
 the pool degraded; that node back with its clock 3 s ahead
 (INEC_CLOCK_OFFSET_MS) is HEALTH_WARN CLOCK_SKEW naming it; four nodes down
-are HEALTH_ERR (more lost than RS(6,3) tolerates). argv[1]: the inec binary."""
+are HEALTH_ERR (more lost than RS(6,3) tolerates). The server's threads are
+named by role. argv[1]: the inec binary."""
 import atexit
 import json
 import os
@@ -87,6 +88,17 @@ s3 = s3_client(srv)
 s3.create_bucket(Bucket="status")
 for i in range(4):
     s3.put_object(Bucket="status", Key="k%d" % i, Body=os.urandom(1 << 20))
+# Threads carry their role's name (top -H, perf): these live as long as the server.
+task = "/proc/%d/task" % srv.proc.pid
+roles = set()
+for t in os.listdir(task):
+    try:
+        roles.add(open(os.path.join(task, t, "comm")).read().strip())
+    except FileNotFoundError:  # a thread that ended meanwhile
+        pass
+missing = {"node-loop", "store-writer", "node-compactor", "soft-engine", "fanout", "gc",
+           "detector"} - roles
+expect(srv, not missing, "threads named %s, none %s" % (sorted(roles), sorted(missing)))
 deadline = time.monotonic() + 30
 while True:
     doc = json.loads(status("--json", "--data", srv.data).stdout)
