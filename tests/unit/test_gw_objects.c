@@ -85,16 +85,22 @@ static int put(struct gw_objects *o, const char *b, const char *k, const uint8_t
     return gw_put_commit(p, NULL);
 }
 
-/* Reads [off, off+len) and compares with want; returns the GET's error or 0. */
-static int get_check(struct gw_objects *o, const char *b, const char *k, uint64_t off, uint64_t len,
-                     const uint8_t *want, size_t size)
+/* Reads [off, off+len) and compares with the one of the n bodies wants[i]
+ * whose size sizes[i] the read found; returns the GET's error or 0. */
+static int get_check_one_of(struct gw_objects *o, const char *b, const char *k, uint64_t off,
+                            uint64_t len, const uint8_t *const *wants, const size_t *sizes, int n)
 {
     struct gw_get *g;
     struct gw_object_info info;
     int rc = gw_get_begin(o, b, k, off, len, &info, &g);
     if (rc)
         return rc;
-    assert_int_equal(info.size, size);
+    int which = 0;
+    while (which < n - 1 && sizes[which] != info.size)
+        which++;
+    assert_int_equal(info.size, sizes[which]);
+    const uint8_t *want = wants[which];
+    size_t size = sizes[which];
     uint64_t end = len == UINT64_MAX || off + len > size ? size : off + len;
     size_t got = 0;
     uint8_t *buf = malloc(size + 1);
@@ -117,6 +123,12 @@ static int get_check(struct gw_objects *o, const char *b, const char *k, uint64_
     gw_get_end(g);
     gw_object_info_clear(&info);
     return rc;
+}
+
+static int get_check(struct gw_objects *o, const char *b, const char *k, uint64_t off, uint64_t len,
+                     const uint8_t *want, size_t size)
+{
+    return get_check_one_of(o, b, k, off, len, &want, &size, 1);
 }
 
 /* The body's MD5 in hex, as its ETag must be. */
@@ -1684,13 +1696,12 @@ static void test_commit_replaced_and_in_doubt(void **state)
     gw_gc_run(o, true);
     usleep(300 * 1000);                        /* a discard would be due at once */
     assert_int_equal(all_chunks(o), base + 9); /* kept: readers may take the record */
-    struct gw_object_info info;
-    assert_int_equal(gw_object_head(o, "one", "a", &info), 0);
-    if (info.size == sizeof(e))
-        assert_int_equal(get_check(o, "one", "a", 0, UINT64_MAX, e, sizeof(e)), 0);
-    else
-        assert_int_equal(get_check(o, "one", "a", 0, UINT64_MAX, d, sizeof(d)), 0);
-    gw_object_info_clear(&info);
+    /* Either version reads exact. Not by a HEAD first: a read whose R homes
+     * lack the record in doubt returns the one before, and a later read whose
+     * homes include one that has it returns it (then never the older again). */
+    const uint8_t *bodies[] = {d, e};
+    const size_t sizes[] = {sizeof(d), sizeof(e)};
+    assert_int_equal(get_check_one_of(o, "one", "a", 0, UINT64_MAX, bodies, sizes, 2), 0);
     gw_objects_close(o);
 }
 
