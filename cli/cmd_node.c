@@ -372,17 +372,14 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
         snprintf(a->data, sizeof(a->data), "%s", data);
     if (!have_cap && cap)
         a->capacity = (unsigned long long)json_integer_value(cap);
-    /* Every node's "compaction" (the "node" section), then this node's own. */
-    if (node_compaction_from_json(json_object_get(json_object_get(root, "node"), "compaction"),
-                                  &a->compaction, err, sizeof(err)) ||
+    /* Every node's settings (the "node" section), then this node's own. */
+    json_t *every = json_object_get(root, "node");
+    if (node_compaction_from_json(json_object_get(every, "compaction"), &a->compaction, err,
+                                  sizeof(err)) ||
         node_compaction_from_json(json_object_get(local, "compaction"), &a->compaction, err,
-                                  sizeof(err))) {
-        fprintf(stderr, "inec node: %s: %s\n", path, err);
-        goto out;
-    }
-    /* The same for "direct_min". */
-    if (node_direct_min_from_json(json_object_get(json_object_get(root, "node"), "direct_min"),
-                                  &a->direct_min, err, sizeof(err)) ||
+                                  sizeof(err)) ||
+        node_direct_min_from_json(json_object_get(every, "direct_min"), &a->direct_min, err,
+                                  sizeof(err)) ||
         node_direct_min_from_json(json_object_get(local, "direct_min"), &a->direct_min, err,
                                   sizeof(err))) {
         fprintf(stderr, "inec node: %s: %s\n", path, err);
