@@ -226,17 +226,21 @@ int node_store_put_meta_old(struct node_store *s, const char *bucket, const char
     return r.rc;
 }
 
+/* A read transaction on the metadata index, once bucket and key are valid. */
+static int meta_read_begin(struct node_store *s, const char *bucket, const char *key, MDB_txn **txn)
+{
+    int rc = meta_key_check(bucket, key);
+    return rc ? rc : mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, txn));
+}
+
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
                         size_t *len)
 {
     if (!s || !blob || !len)
         return -EINVAL;
     *blob = NULL;
-    int rc = meta_key_check(bucket, key);
-    if (rc)
-        return rc;
     MDB_txn *txn;
-    rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    int rc = meta_read_begin(s, bucket, key, &txn);
     if (rc)
         return rc;
     MDB_val mv;
@@ -306,11 +310,8 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
         return -EINVAL;
     if (more)
         *more = 0;
-    int rc = meta_key_check(bucket, prefix ? prefix : "");
-    if (rc)
-        return rc;
     MDB_txn *txn;
-    rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    int rc = meta_read_begin(s, bucket, prefix ? prefix : "", &txn);
     if (rc)
         return rc;
     struct unversioned u = {cb, arg};
