@@ -845,6 +845,68 @@ static void test_few_control_frames(void **state)
     assert_int_equal(reposts, 0);
 }
 
+/* mem: a small SEND to an idle queue runs on the posting thread (its
+ * completions carry that thread's id) and wakes no sleeping engine, neither
+ * for the SEND nor for the RECVs reposted; a large one runs on the engine. */
+static void test_small_send_runs_here(void **state)
+{
+    struct world *w = *state;
+    if (on_verbs(w->opts) || strstr(w->opts, "tcp")) {
+        print_message("%s: every SEND runs on the engine\n", w->opts);
+        skip();
+    }
+    enum { N = 50, SZ = 4096 };
+    struct inec_device_stats a0, b0, a1, b1;
+    inec_device_stats(w->a, &a0);
+    inec_device_stats(w->b, &b0);
+    for (int i = 0; i < N; i++) {
+        post_recv(w->qb, w->bufb, SZ, w->mrb, (uint64_t)i);
+        usleep(2000); /* both engines fall asleep */
+        post_send(w->qa, w->bufa, SZ, w->mra, (uint64_t)i, INEC_SIGNALED);
+        struct inec_wc s = wait1(w->cqa), r = wait1(w->cqb);
+        assert_int_equal(s.status, INEC_WC_SUCCESS);
+        assert_int_equal(r.byte_len, SZ);
+        assert_int_equal(s.tid, (int32_t)gettid());
+        assert_int_equal(r.tid, (int32_t)gettid());
+    }
+    inec_device_stats(w->a, &a1);
+    inec_device_stats(w->b, &b1);
+    uint64_t wakes = a1.engine_wakes - a0.engine_wakes + b1.engine_wakes - b0.engine_wakes;
+    print_message("engine wake-ups for %d SENDs and RECVs: %llu\n", N, (unsigned long long)wakes);
+    assert_true(wakes < N / 5); /* each would cost one or two */
+    post_recv(w->qb, w->bufb, ARENA, w->mrb, 1);
+    post_send(w->qa, w->bufa, ARENA, w->mra, 2, INEC_SIGNALED);
+    assert_int_not_equal(wait1(w->cqa).tid, (int32_t)gettid());
+    assert_int_equal(wait1(w->cqb).byte_len, ARENA);
+}
+
+/* A WAIT holding a queue of a sleeping engine is released by a completion
+ * another thread pushes (here a SEND run on the poster's thread, whose RECV
+ * completion is what the WAIT counts) at once, not at the engine's next
+ * timer tick (1 s). */
+static void test_wait_wakes_sleeping_engine(void **state)
+{
+    struct world *w = *state;
+    post_recv(w->qa, w->bufa, 64, w->mra, 1);
+    struct inec_qp *held = rc_qp(w->a, w->trig);
+    struct inec_wr nop = {.wr_id = 7, .opcode = INEC_WR_NOP, .flags = INEC_SIGNALED};
+    struct inec_wr wait = {.opcode = INEC_WR_WAIT, .next = &nop};
+    wait.wait.cq = w->cqa;
+    wait.wait.count = inec_cq_count(w->cqa) + 1;
+    assert_int_equal(inec_post_send(held, &wait, NULL), 0);
+    usleep(100000); /* the engine sleeps, the WAIT still holding */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    post_send(w->qb, w->bufb, 64, w->mrb, 2, 0);
+    assert_int_equal(wait1(w->trig).wr_id, 7);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    print_message("WAIT released %.2f ms after the completion\n", ms);
+    assert_true(ms < 500);
+    assert_int_equal(wait1(w->cqa).wr_id, 1);
+    inec_qp_destroy(held);
+}
+
 /* A raw peer that proved the secret sends part of a large SEND into qb's
  * posted RECV and stops. Destroying qb must end the read into the RECV's
  * memory before it returns (the caller frees that memory next): nothing the
@@ -1471,6 +1533,8 @@ static int run_suite(const char *name, const char *opts)
         T(test_bytes_moved),
         T(test_recv_straight_into_place),
         T(test_few_control_frames),
+        T(test_small_send_runs_here),
+        T(test_wait_wakes_sleeping_engine),
         T(test_destroy_mid_message),
         T(test_placed_before_peer_gone),
         T(test_peer_gone),

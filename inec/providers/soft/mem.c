@@ -146,6 +146,7 @@ static enum exec_result mem_send(struct soft_qp *qp, struct wqe *e)
     }
     uint64_t r = atomic_load_explicit(&peer->rq.retire, memory_order_relaxed);
     if (r == atomic_load_explicit(&peer->rq.tail, memory_order_acquire)) {
+        peer->rq_starved = true; /* its next RECV wakes us */
         pthread_mutex_unlock(&peer->rq.lock);
         return EXEC_BLOCKED; /* receiver not ready: retried when a RECV is posted */
     }
@@ -175,6 +176,14 @@ static void mem_recv_posted(struct soft_qp *qp)
         engine_wake(soft_dev(qp->base.dev)->eng);
         return;
     }
+    /* A SEND found our RQ empty before this RECV was published, or it will
+     * find this RECV (both under rq.lock): only the first needs a wake-up. */
+    pthread_mutex_lock(&qp->rq.lock);
+    bool starved = qp->rq_starved;
+    qp->rq_starved = false;
+    pthread_mutex_unlock(&qp->rq.lock);
+    if (!starved)
+        return;
     pthread_rwlock_rdlock(&mem_lock);
     if (qp->mem_peer)
         engine_wake(soft_dev(qp->mem_peer->base.dev)->eng);

@@ -39,6 +39,9 @@ static const struct inec_device_attr soft_attr = {
     .max_msg_size = 1ull << 30,
 };
 
+/* Set on engine threads: they never run a posted SEND in place (post()). */
+static _Thread_local bool on_engine;
+
 static int32_t my_tid(void)
 {
     static _Thread_local int32_t tid;
@@ -74,14 +77,21 @@ static int check_options(const char *options)
 
 /* ---- engine ---------------------------------------------------------- */
 
-void engine_wake(struct engine *eng)
+/* Bumps gen (an engine awake makes another pass), and wakes a sleeping one
+ * only if it has something to do there. */
+static void engine_wake_if(struct engine *eng, bool work)
 {
     atomic_fetch_add(&eng->gen, 1);
-    if (atomic_load(&eng->sleeping)) {
+    if (work && atomic_load(&eng->sleeping)) {
         uint64_t one = 1;
         ssize_t rc = write(eng->efd, &one, sizeof(one));
         (void)rc; /* the counter cannot overflow in practice; a lost write means it is set */
     }
+}
+
+void engine_wake(struct engine *eng)
+{
+    engine_wake_if(eng, true);
 }
 
 struct io_uring_sqe *engine_sqe(struct engine *eng)
@@ -136,6 +146,7 @@ static bool run_device(struct soft_device *dev);
 static void *engine_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "soft-engine");
+    on_engine = true;
     struct engine *eng = arg;
     /* The one task that submits is this thread (liburing 2.3 declares
      * io_uring_enable_rings but does not export it). */
@@ -146,6 +157,7 @@ static void *engine_main(void *arg)
     while (!atomic_load(&eng->stop)) {
         uint64_t gen = atomic_load(&eng->gen);
         bool progress = false;
+        eng->pass_waits = false;
         /* Held for the pass and the I/O callbacks: destroy/close wait for it. */
         pthread_mutex_lock(&eng->lock);
         for (struct soft_device *d = eng->devs; d; d = d->next)
@@ -154,6 +166,9 @@ static void *engine_main(void *arg)
             io_uring_submit(&eng->ring); /* one submit per pass */
         progress |= reap(eng);
         pthread_mutex_unlock(&eng->lock);
+        /* Before `sleeping` is set: a completion that sees the engine asleep
+         * sees whether a WAIT of this pass needs it. */
+        atomic_store(&eng->waits, eng->pass_waits);
         if (progress || atomic_load(&eng->gen) != gen) {
             idle_since = 0;
             continue;
@@ -293,7 +308,9 @@ void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc)
     struct inec_wc w = *wc;
     w.tid = my_tid();
     inec_cq_ring_push(&cq->base, &cq->r, &w);
-    engine_wake(soft_dev(cq->base.dev)->eng);
+    /* Only a WAIT (on a queue of the CQ's own device) can be held for it. */
+    struct engine *eng = soft_dev(cq->base.dev)->eng;
+    engine_wake_if(eng, atomic_load(&eng->waits));
 }
 
 static int cq_create(struct inec_device *dev, uint32_t depth, struct inec_cq **out)
@@ -522,6 +539,9 @@ static void fill_wqe(struct wqe *e, const struct inec_wr *wr)
     }
 }
 
+static bool run_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain,
+                     uint64_t from, uint64_t to);
+
 static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr, const char *name)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
@@ -541,9 +561,10 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     pthread_mutex_unlock(&q->lock);
     atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
-    if (q == &qp->sq)
-        engine_wake(dev->eng);
-    else
+    if (q == &qp->sq) {
+        if (!run_here(dev, qp, chain, tail, i))
+            engine_wake(dev->eng);
+    } else
         dev->tr->recv_posted(qp); /* wakes whichever engine consumes the RQ */
     return 0;
 }
@@ -620,8 +641,10 @@ static enum exec_result exec(struct soft_device *dev, struct soft_qp *qp, struct
     case INEC_WR_WAIT: {
         struct inec_cq *cq = &e->wait.cq->base;
         if (!inec_count_reached(atomic_load_explicit(&cq->count, memory_order_acquire),
-                                e->wait.count))
+                                e->wait.count)) {
+            dev->eng->pass_waits = true; /* a WAIT only ever runs on the engine */
             return EXEC_BLOCKED;
+        }
         if (atomic_load_explicit(&cq->errors, memory_order_acquire) != e->wait.errors)
             e->status = INEC_WC_DEP_ERR;
         return EXEC_DONE;
@@ -652,12 +675,13 @@ static bool flush_rq(struct soft_qp *qp)
     return progress;
 }
 
-static bool run_qp(struct soft_device *dev, struct soft_qp *qp)
+/* Executes qp's send queue up to `end` (at most its tail), then retires what
+ * finished; under device.lock. */
+static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end)
 {
     bool progress = false;
     struct wq *q = &qp->sq;
-    const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
-    while (q->head != tail) {
+    while (q->head != end) {
         struct wqe *e = &q->e[q->head % q->depth];
         if (atomic_load(&qp->base.error)) {
             e->status = INEC_WC_FLUSH_ERR;
@@ -698,6 +722,44 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp)
     return progress;
 }
 
+/*
+ * A small SEND or WRITE chain just posted to an idle mem send queue (WRs
+ * [from, to)): all the engine would do is copy it into the peer and complete
+ * both sides, at the price of a wake-up, two context switches, per message
+ * (a metadata RPC is two messages). The posting thread does it here instead,
+ * under device.lock as the engine would, so order and completions are the
+ * engine's. Larger payloads, WAIT and CALC stay on the engine: they are its
+ * work to overlap with the host's. false: the engine must run the chain.
+ */
+#define RUN_HERE_MAX 65536
+
+static bool run_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain,
+                     uint64_t from, uint64_t to)
+{
+    if (dev->tr != &soft_mem_transport || on_engine)
+        return false;
+    uint64_t len = 0;
+    for (const struct inec_wr *wr = chain; wr; wr = wr->next) {
+        if (wr->opcode != INEC_WR_SEND && wr->opcode != INEC_WR_SEND_IMM &&
+            wr->opcode != INEC_WR_WRITE && wr->opcode != INEC_WR_WRITE_IMM)
+            return false;
+        for (int i = 0; i < wr->num_sge; i++)
+            len += wr->sg_list[i].length;
+    }
+    if (len > RUN_HERE_MAX)
+        return false;
+    bool ran = false;
+    soft_mem_lock(true);
+    pthread_mutex_lock(&dev->lock);
+    if (qp->sq.head == from) { /* nothing posted before it waits to run */
+        run_qp(dev, qp, to);
+        ran = qp->sq.head == to; /* not when the peer's RQ was empty */
+    }
+    pthread_mutex_unlock(&dev->lock);
+    soft_mem_lock(false);
+    return ran;
+}
+
 static bool run_device(struct soft_device *dev)
 {
     bool progress = false;
@@ -707,7 +769,8 @@ static bool run_device(struct soft_device *dev)
     pthread_mutex_lock(&dev->lock);
     for (uint32_t i = 0; i < dev->nqps; i++)
         if (dev->qps[i])
-            progress |= run_qp(dev, dev->qps[i]);
+            progress |= run_qp(dev, dev->qps[i],
+                               atomic_load_explicit(&dev->qps[i]->sq.tail, memory_order_acquire));
     pthread_mutex_unlock(&dev->lock);
     if (mem)
         soft_mem_lock(false);
@@ -832,8 +895,8 @@ static int list_devices(struct inec_device_info *out, int max)
         .max_qp_wr = soft_attr.max_qp_wr,
         .cross_channel = true, /* its engine holds a queue at a WAIT */
         .offload = INEC_OFFLOAD_WAIT_CALC,
-        .note = "engine threads run WAIT, CALC (ISA-L) and the transfers: no step of the "
-                "posting thread, but host CPU all the same",
+        .note = "engine threads run WAIT, CALC (ISA-L) and the transfers (on mem a small "
+                "SEND to an idle queue runs on its posting thread): host CPU all the same",
     };
     return 1;
 }

@@ -2,22 +2,30 @@
  * The soft provider: a software NIC. Internal to inec/providers/soft/.
  *
  * Threads. Every device is served by exactly one engine thread (its own, or
- * one of a shared pool). The engine is the only consumer of the device's send
- * queues; it executes each SQ in order, retires completed entries in order,
- * and moves bytes over the device's transport. Posting threads are the
- * producers: they fill entries under the queue's lock and publish them with
- * one release-store of `tail` (the doorbell) followed by engine_wake().
+ * one of a shared pool). The engine consumes the device's send queues: it
+ * executes each SQ in order, retires completed entries in order, and moves
+ * bytes over the device's transport, always under device.lock. Posting
+ * threads are the producers: they fill entries under the queue's lock and
+ * publish them with one release-store of `tail` (the doorbell) followed by
+ * engine_wake(). On the mem transport a small SEND or WRITE chain posted to
+ * an idle SQ is executed by its posting thread instead, under device.lock as
+ * the engine would (see run_here()): the engine would only copy it, at the
+ * price of a wake-up.
  *
  * A receive queue is consumed by whoever delivers into it: the peer's engine
  * (mem transport) or this device's engine (tcp). Consumers and posters of an
  * RQ serialize on rq.lock; so do flushes. Lock order:
- *   engine.lock > device.lock > mem_lock (read) > rq.lock > mr_lock > cq.lock.
+ *   engine.lock > mem_lock (read) > device.lock > rq.lock > mr_lock > cq.lock.
  *
  * Sleeping. An engine with nothing to do spins briefly, then sets `sleeping`
  * and blocks in io_uring on an eventfd read (and its sockets). engine_wake()
  * bumps `gen` and writes the eventfd only if the engine sleeps; the engine
  * re-checks `gen` after setting `sleeping` (seq_cst on both sides), so no
- * wake-up is lost and an idle device costs no CPU.
+ * wake-up is lost and an idle device costs no CPU. A wake-up costs two
+ * context switches, so nothing wakes an engine that would find nothing to
+ * do: a completion wakes it only while a WAIT holds one of its queues
+ * (`waits`), a RECV posted on mem only when a SEND of the peer found the RQ
+ * empty (`rq_starved`).
  */
 #ifndef INEC_SOFT_H
 #define INEC_SOFT_H
@@ -85,7 +93,8 @@ struct soft_qp {
     struct wq sq, rq;
     /* mem transport: the connected QP, read under mem_lock. */
     struct soft_qp *mem_peer;
-    bool flushing; /* engine: an error was retired, the rest reports flushed */
+    bool rq_starved; /* mem: a peer's SEND found our RQ empty (under rq.lock) */
+    bool flushing;   /* under device.lock: an error was retired, the rest reports flushed */
     /* tcp transport: engine-owned (changed under engine.lock). */
     struct tcp_conn *conn;
     uint32_t rqpn;
@@ -142,6 +151,10 @@ struct engine {
     _Atomic int sleeping;
     _Atomic bool stop;
     _Atomic uint64_t wakes;
+    /* A WAIT held a queue in the last pass, so a CQ's completion must wake
+     * the engine (pass_waits: this pass's, engine thread only). */
+    _Atomic bool waits;
+    bool pass_waits;
     int efd;
     uint64_t efd_buf;
     struct io_op efd_op;
