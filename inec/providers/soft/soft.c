@@ -539,17 +539,25 @@ static void fill_wqe(struct wqe *e, const struct inec_wr *wr)
     }
 }
 
-static bool run_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain,
-                     uint64_t from, uint64_t to);
+static bool runs_here(const struct soft_device *dev, const struct inec_wr *chain);
+static void device_hold(struct soft_device *dev, bool on);
+static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end);
 
 static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr, const char *name)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
+    /* A chain this thread may run holds the device, as an engine pass does,
+     * from before its doorbell: no pass can take it first. */
+    bool here = q == &qp->sq && runs_here(dev, chain);
+    if (here)
+        device_hold(dev, true);
     pthread_mutex_lock(&q->lock);
     uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
     uint64_t used = tail - atomic_load_explicit(&q->retire, memory_order_acquire);
     if (used + (uint64_t)nwr > q->depth) {
         pthread_mutex_unlock(&q->lock);
+        if (here)
+            device_hold(dev, false);
         return inec_fail(-ENOMEM, "%s full: %llu outstanding + %d > depth %u", name,
                          (unsigned long long)used, nwr, q->depth);
     }
@@ -561,11 +569,18 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     pthread_mutex_unlock(&q->lock);
     atomic_fetch_add_explicit(&dev->doorbells, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&dev->wrs_posted, (uint64_t)nwr, memory_order_relaxed);
+    if (here) {
+        if (q->head == tail) /* nothing posted before it waits to run */
+            run_qp(dev, qp, i);
+        here = q->head == i; /* not when the peer's RQ was empty */
+        device_hold(dev, false);
+    }
     if (q == &qp->sq) {
-        if (!run_here(dev, qp, chain, tail, i))
+        if (!here)
             engine_wake(dev->eng);
-    } else
+    } else {
         dev->tr->recv_posted(qp); /* wakes whichever engine consumes the RQ */
+    }
     return 0;
 }
 
@@ -723,18 +738,17 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end)
 }
 
 /*
- * A small SEND or WRITE chain just posted to an idle mem send queue (WRs
- * [from, to)): all the engine would do is copy it into the peer and complete
- * both sides, at the price of a wake-up, two context switches, per message
- * (a metadata RPC is two messages). The posting thread does it here instead,
- * under device.lock as the engine would, so order and completions are the
- * engine's. Larger payloads, WAIT and CALC stay on the engine: they are its
- * work to overlap with the host's. false: the engine must run the chain.
+ * A small SEND or WRITE chain posted to an idle mem send queue: all the
+ * engine would do is copy it into the peer and complete both sides, at the
+ * price of a wake-up, two context switches, per message (a metadata RPC is
+ * two messages). The posting thread runs it instead (post()), holding the
+ * device as the engine would, so order and completions are the engine's.
+ * Larger payloads, WAIT and CALC stay on the engine: they are its work to
+ * overlap with the host's.
  */
 #define RUN_HERE_MAX 65536
 
-static bool run_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain,
-                     uint64_t from, uint64_t to)
+static bool runs_here(const struct soft_device *dev, const struct inec_wr *chain)
 {
     if (dev->tr != &soft_mem_transport || on_engine)
         return false;
@@ -746,34 +760,32 @@ static bool run_here(struct soft_device *dev, struct soft_qp *qp, const struct i
         for (int i = 0; i < wr->num_sge; i++)
             len += wr->sg_list[i].length;
     }
-    if (len > RUN_HERE_MAX)
-        return false;
-    bool ran = false;
-    soft_mem_lock(true);
-    pthread_mutex_lock(&dev->lock);
-    if (qp->sq.head == from) { /* nothing posted before it waits to run */
-        run_qp(dev, qp, to);
-        ran = qp->sq.head == to; /* not when the peer's RQ was empty */
-    }
-    pthread_mutex_unlock(&dev->lock);
-    soft_mem_lock(false);
-    return ran;
+    return len <= RUN_HERE_MAX;
+}
+
+/* What running a device's queues holds: its lock, and on mem the peers. */
+static void device_hold(struct soft_device *dev, bool on)
+{
+    const bool mem = dev->tr == &soft_mem_transport;
+    if (on && mem)
+        soft_mem_lock(true);
+    if (on)
+        pthread_mutex_lock(&dev->lock);
+    else
+        pthread_mutex_unlock(&dev->lock);
+    if (!on && mem)
+        soft_mem_lock(false);
 }
 
 static bool run_device(struct soft_device *dev)
 {
     bool progress = false;
-    const bool mem = dev->tr == &soft_mem_transport;
-    if (mem)
-        soft_mem_lock(true);
-    pthread_mutex_lock(&dev->lock);
+    device_hold(dev, true);
     for (uint32_t i = 0; i < dev->nqps; i++)
         if (dev->qps[i])
             progress |= run_qp(dev, dev->qps[i],
                                atomic_load_explicit(&dev->qps[i]->sq.tail, memory_order_acquire));
-    pthread_mutex_unlock(&dev->lock);
-    if (mem)
-        soft_mem_lock(false);
+    device_hold(dev, false);
     if (dev->tr->pass)
         progress |= dev->tr->pass(dev);
     return progress;

@@ -9,13 +9,14 @@
  * publish them with one release-store of `tail` (the doorbell) followed by
  * engine_wake(). On the mem transport a small SEND or WRITE chain posted to
  * an idle SQ is executed by its posting thread instead, under device.lock as
- * the engine would (see run_here()): the engine would only copy it, at the
- * price of a wake-up.
+ * the engine would (see post()): the engine would only copy it, at the price
+ * of a wake-up.
  *
  * A receive queue is consumed by whoever delivers into it: the peer's engine
  * (mem transport) or this device's engine (tcp). Consumers and posters of an
  * RQ serialize on rq.lock; so do flushes. Lock order:
- *   engine.lock > mem_lock (read) > device.lock > rq.lock > mr_lock > cq.lock.
+ *   engine.lock > mem_lock (read) > device.lock > sq.lock, rq.lock > mr_lock >
+ *   cq.lock.
  *
  * Sleeping. An engine with nothing to do spins briefly, then sets `sleeping`
  * and blocks in io_uring on an eventfd read (and its sockets). engine_wake()
