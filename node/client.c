@@ -156,7 +156,7 @@ static int ep_setup(struct node_client *c)
     char peer[300];
     const char *local_addr = NULL;
     uint32_t peer_qpn = 0;
-    int rc = rpc_ep_open(c->dev, c->cq, &c->ep);
+    int rc = rpc_ep_open(c->dev, c->cq, c->cq, &c->ep);
     if (rc)
         return cfail(c, rc, "rpc endpoint: %s", inec_errmsg());
     uint32_t qpn = rpc_ep_qpn(c->ep);

@@ -33,7 +33,6 @@ struct rpc_out {
 struct rpc_ep {
     struct inec_device *dev;
     struct inec_qp *qp;
-    struct inec_cq *cq;
     uint64_t serial;
     uint8_t *rbuf;
     struct inec_mr *rmr;
@@ -81,17 +80,20 @@ static int post_recv(struct rpc_ep *ep, int i)
     return inec_post_recv(ep->qp, &wr, NULL);
 }
 
-int rpc_ep_open(struct inec_device *dev, struct inec_cq *cq, struct rpc_ep **out)
+int rpc_ep_open(struct inec_device *dev, struct inec_cq *send_cq, struct inec_cq *recv_cq,
+                struct rpc_ep **out)
 {
     struct rpc_ep *ep = calloc(1, sizeof(*ep));
     if (!ep)
         return -ENOMEM;
     ep->dev = dev;
-    ep->cq = cq;
     ep->serial = atomic_fetch_add(&serials, 1) & ((1ull << 56) - 1);
     pthread_mutex_init(&ep->lock, NULL);
-    struct inec_qp_attr qa = {
-        .type = INEC_QP_RC, .send_cq = cq, .recv_cq = cq, .sq_depth = 1024, .rq_depth = RPC_RECVS};
+    struct inec_qp_attr qa = {.type = INEC_QP_RC,
+                              .send_cq = send_cq,
+                              .recv_cq = recv_cq,
+                              .sq_depth = 1024,
+                              .rq_depth = RPC_RECVS};
     int rc = -ENOMEM;
     if (!(ep->rbuf = malloc((size_t)RPC_RECVS * NODE_RPC_FRAG)))
         goto fail;

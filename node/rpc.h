@@ -73,8 +73,10 @@ void rpc_rx_clear(struct rpc_rx *rx); /* frees a message half received */
 
 struct rpc_ep;
 
-/* A QP on dev whose send and receive completions go to cq. */
-int rpc_ep_open(struct inec_device *dev, struct inec_cq *cq, struct rpc_ep **out);
+/* A QP on dev whose send completions go to send_cq and receive completions
+ * to recv_cq (the same CQ, or one its owner polls without sleeping on it). */
+int rpc_ep_open(struct inec_device *dev, struct inec_cq *send_cq, struct inec_cq *recv_cq,
+                struct rpc_ep **out);
 void rpc_ep_close(struct rpc_ep *ep); /* destroys the QP, then frees pending sends */
 int rpc_ep_connect(struct rpc_ep *ep, const char *addr, uint32_t qpn);
 uint32_t rpc_ep_qpn(const struct rpc_ep *ep);

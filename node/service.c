@@ -1,7 +1,8 @@
 /*
- * The node service: an event loop over one CQ that gathers the send and
- * receive completions of every client connection, a handler per request
- * type, and DEG vertices hosted on devices of their own.
+ * The node service: an event loop over the CQ that gathers the receive
+ * completions of every client connection (their send completions go to a
+ * second CQ, reaped on each pass of the loop but never waited for), a
+ * handler per request type, and DEG vertices hosted on devices of their own.
  *
  * Handlers answer exactly once, with reply(): at once on the loop (reads,
  * metadata, stats), from the store's writer thread when a chunk write is
@@ -90,7 +91,10 @@ struct node_service {
     struct node_store *store;
     struct node_compactor *compactor;
     struct inec_device *dev;
-    struct inec_cq *cq;
+    /* The loop sleeps on cq (requests arriving); sends' completions go to
+     * send_cq, reaped on each pass: an answer's completion only releases what
+     * it held, which is not worth waking the loop for. */
+    struct inec_cq *cq, *send_cq;
     pthread_t loop, cm;
     bool has_loop, has_cm;
     int cm_fd;
@@ -1056,36 +1060,46 @@ static void reap_vertices(struct node_service *s)
     }
 }
 
+/* Feeds completions to their connections: requests are dispatched, broken
+ * connections dropped. */
+static void feed(struct node_service *s, const struct inec_wc *wc, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&s->lock);
+        struct conn *c = s->conns;
+        while (c && !rpc_ep_owns(c->ep, &wc[i]))
+            c = c->next;
+        if (c)
+            c->refs++;
+        pthread_mutex_unlock(&s->lock);
+        if (!c)
+            continue; /* of a connection already closed */
+        struct rpc_msg m = {0};
+        int rc = rpc_ep_complete(c->ep, &wc[i], &m);
+        if (rc == 1 || rc == -EMSGSIZE) {
+            dispatch(s, c, &m, rc == 1 ? 0 : rc);
+        } else if (rc == -EHOSTDOWN) {
+            inec_log(INEC_LOG_INFO, "node", "client gone id=%s qpn=%u", s->id, rpc_ep_qpn(c->ep));
+            conn_drop(s, c);
+        }
+        conn_unref(s, c);
+    }
+}
+
 static void *loop_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "node-loop");
     struct node_service *s = arg;
     struct inec_wc wc[32];
     while (!atomic_load(&s->stop)) {
+        /* At most 100 ms without a pass: what sent answers held is released
+         * by then even when no request comes. */
         int n = inec_cq_wait(s->cq, 32, wc, 100);
         if (n <= 0)
             reap_vertices(s);
-        for (int i = 0; i < n; i++) {
-            pthread_mutex_lock(&s->lock);
-            struct conn *c = s->conns;
-            while (c && !rpc_ep_owns(c->ep, &wc[i]))
-                c = c->next;
-            if (c)
-                c->refs++;
-            pthread_mutex_unlock(&s->lock);
-            if (!c)
-                continue; /* of a connection already closed */
-            struct rpc_msg m = {0};
-            int rc = rpc_ep_complete(c->ep, &wc[i], &m);
-            if (rc == 1 || rc == -EMSGSIZE) {
-                dispatch(s, c, &m, rc == 1 ? 0 : rc);
-            } else if (rc == -EHOSTDOWN) {
-                inec_log(INEC_LOG_INFO, "node", "client gone id=%s qpn=%u", s->id,
-                         rpc_ep_qpn(c->ep));
-                conn_drop(s, c);
-            }
-            conn_unref(s, c);
-        }
+        feed(s, wc, n);
+        while ((n = inec_poll_cq(s->send_cq, 32, wc)) > 0)
+            feed(s, wc, n);
     }
     return NULL;
 }
@@ -1098,7 +1112,7 @@ int node_service_accept(struct node_service *s, const char *addr, uint32_t qpn, 
     struct conn *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
-    int rc = rpc_ep_open(s->dev, s->cq, &c->ep);
+    int rc = rpc_ep_open(s->dev, s->send_cq, s->cq, &c->ep);
     if (rc == 0)
         rc = rpc_ep_connect(c->ep, addr, qpn);
     if (rc) {
@@ -1309,7 +1323,7 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         codec_errf(err, errlen, rc, "device (%s): %s", s->main_options, inec_errmsg());
         goto fail;
     }
-    if ((rc = inec_cq_create(s->dev, 0, &s->cq))) {
+    if ((rc = inec_cq_create(s->dev, 0, &s->cq)) || (rc = inec_cq_create(s->dev, 0, &s->send_cq))) {
         codec_errf(err, errlen, rc, "cq: %s", inec_errmsg());
         goto fail;
     }
@@ -1372,6 +1386,7 @@ void node_service_stop(struct node_service *s)
     node_compactor_stop(s->compactor);
     node_store_close(s->store); /* completes every queued write first */
     inec_cq_destroy(s->cq);
+    inec_cq_destroy(s->send_cq);
     inec_device_close(s->dev);
     if (s->has_loop)
         inec_log(INEC_LOG_INFO, "node", "stopped id=%s", s->id);
