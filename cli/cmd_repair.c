@@ -4,6 +4,7 @@
  * from the command line: status with a progress bar (`-w` redraws it until
  * the run ends), pause, resume, throttle, scan, the queue, and node states.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +65,11 @@ static void print_repair(const json_t *st)
     for (size_t i = 0; i < json_array_size(nodes); i++) {
         const json_t *n = json_array_get(nodes, i);
         const char *s = json_string_value(json_object_get(n, "state"));
+        bool moving = s && strcmp(s, "out") == 0 && json_is_true(json_object_get(n, "meta_member"));
         if ((s && strcmp(s, "up")) || json_is_true(json_object_get(n, "lost")))
-            printf("node %s: %s%s\n", json_string_value(json_object_get(n, "id")), s ? s : "?",
-                   json_is_true(json_object_get(n, "lost")) ? ", its chunks are rebuilt" : "");
+            printf("node %s: %s%s%s\n", json_string_value(json_object_get(n, "id")), s ? s : "?",
+                   json_is_true(json_object_get(n, "lost")) ? ", its chunks are rebuilt" : "",
+                   moving ? ", its metadata is being moved" : "");
     }
 }
 

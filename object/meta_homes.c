@@ -28,6 +28,11 @@
 
 #include "object/objects_internal.h"
 
+bool gw_meta_member(struct gw_objects *o, int node)
+{
+    return o->map->nodes[node].state != PLACE_OUT && !atomic_load(&o->nodes[node].meta_out);
+}
+
 int gw_meta_homes(struct gw_objects *o, const char *bucket, const char *key, int *out)
 {
     return gw_meta_homes_excl(o, bucket, key, NULL, out);
@@ -47,8 +52,7 @@ int gw_meta_homes_excl(struct gw_objects *o, const char *bucket, const char *key
     bool stack[64], *use = o->nnodes <= 64 ? stack : malloc((size_t)o->nnodes);
     int rc = use ? 0 : -ENOMEM;
     for (int i = 0; use && i < o->nnodes; i++)
-        use[i] = o->map->nodes[i].state != PLACE_OUT &&
-                 !(excl ? excl[i] : atomic_load(&o->nodes[i].meta_out));
+        use[i] = excl ? o->map->nodes[i].state != PLACE_OUT && !excl[i] : gw_meta_member(o, i);
     if (rc == 0)
         rc = place_stripe_among(o->map, use, name, bl + kl + 1, UINT64_MAX, o->meta_copies, out,
                                 NULL);

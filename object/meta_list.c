@@ -116,8 +116,7 @@ static int meta_list(struct gw_objects *o, const char *bucket, const char *prefi
     for (int i = 0; i < o->nnodes; i++) {
         struct cursor *c = &lj.cur[i];
         c->node = i;
-        c->more = o->map->nodes[i].state != PLACE_OUT &&
-                  !atomic_load(&o->nodes[i].meta_out); /* not a member: holds nothing live */
+        c->more = gw_meta_member(o, i); /* not a member: holds nothing live */
         c->e = malloc(PAGE * sizeof(*c->e));
         c->after = start_after && *start_after ? strdup(start_after) : NULL;
         if (!c->e || (start_after && *start_after && !c->after))

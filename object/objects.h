@@ -258,7 +258,8 @@ int gw_objects_counters(struct gw_objects *o, struct gw_objects_stats *st);
  * it unless its options say otherwise; the "repair" section of the options
  * (cluster.json's "gateway", or the embedded opts):
  *   {"paused": false, "throttle_mbps": 0 (unlimited), "scan_interval_ms": 60000
- *    (0: no scanner), "down_out_ms": 600000, "orphan_grace_ms": 3600000,
+ *    (0: scans only when asked or after a node state change),
+ *    "down_out_ms": 600000, "orphan_grace_ms": 3600000,
  *    "scheme": "auto" | "ppr" | "ecpipe" | "rs", "schemes": {"pool": "..."}}
  * Pause and throttle set through gw_objects_repair_set, and node states, are
  * kept on the nodes and win over the options.

@@ -335,6 +335,8 @@ bool gw_stripe_chunk_missing(const json_t *stripe, int c);
 
 /* meta_homes.c: Which nodes are a record's homes */
 
+/* Node i is a metadata member: not out, or out but its records not moved yet. */
+bool gw_meta_member(struct gw_objects *o, int node);
 int gw_meta_homes(struct gw_objects *o, const char *bucket, const char *key, int *out);
 int gw_meta_homes_excl(struct gw_objects *o, const char *bucket, const char *key, const bool *excl,
                        int *out);

@@ -65,7 +65,8 @@ struct gw_repair {
     /* settings (lock) */
     bool paused;
     double throttle_mbps; /* 0: unlimited */
-    int scan_interval_ms; /* 0: no scanner */
+    int scan_interval_ms; /* 0: no periodic scan (still on a kick, and metadata still moves) */
+    int64_t scan_at_ms;   /* when the next periodic scan is due (0: not counted yet) */
     int64_t down_out_ms;
     int64_t orphan_grace_ms;
     enum scheme scheme_default;
@@ -122,8 +123,11 @@ bool gw_repair_node_usable(struct gw_objects *o, int node);
  * for); true marks it done now. */
 bool gw_repair_scrub_due(struct gw_objects *o);
 
-/* The scanner's sleep: false when the service stops. */
-bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms);
+/* The scanner's sleep, until a scan is due (the interval passed, or a
+ * kick: *full) or until migrate_at_ms (gw_repair_now_ms: a metadata move
+ * to try again; INT64_MAX: none). False when the service stops. */
+bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms,
+                         bool *full);
 
 bool gw_repair_stopping(struct gw_objects *o);
 

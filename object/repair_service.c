@@ -51,7 +51,7 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     gw_repair_admin_load(o);
     if (pthread_create(&r->worker, NULL, gw_repair_worker_main, r) == 0)
         r->worker_started = true;
-    if (r->scan_interval_ms > 0 && pthread_create(&r->scanner, NULL, gw_scanner_main, o) == 0)
+    if (pthread_create(&r->scanner, NULL, gw_scanner_main, o) == 0)
         r->scanner_started = true;
     return 0;
 }

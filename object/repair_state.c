@@ -71,17 +71,30 @@ struct timespec gw_repair_deadline(int64_t ms)
 /* --- start / stop --------------------------------------------------------------------- */
 
 /* The scanner's wake-up (interval, or a kick) and its view of the settings. */
-bool gw_repair_wait_scan(struct gw_objects *o, int64_t *grace_ms)
+bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms, bool *full)
 {
     struct gw_repair *r = o->rep;
     pthread_mutex_lock(&r->lock);
-    struct timespec ts = gw_repair_deadline(r->scan_interval_ms);
-    while (!r->stop && !r->scan_now)
-        if (pthread_cond_timedwait(&r->cond, &r->lock, &ts))
-            break;
-    r->scan_now = false;
+    int64_t now = gw_repair_now_ms();
+    if (!r->scan_at_ms) /* the interval counts from the end of the last scan */
+        r->scan_at_ms = r->scan_interval_ms > 0 ? now + r->scan_interval_ms : INT64_MAX;
+    while (!r->stop && !r->scan_now && now < r->scan_at_ms && now < migrate_at_ms) {
+        int64_t until = r->scan_at_ms < migrate_at_ms ? r->scan_at_ms : migrate_at_ms;
+        if (until == INT64_MAX) {
+            pthread_cond_wait(&r->cond, &r->lock);
+        } else {
+            struct timespec ts = gw_repair_deadline(until - now);
+            pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+        }
+        now = gw_repair_now_ms();
+    }
+    *full = r->scan_now || now >= r->scan_at_ms;
+    if (*full) {
+        r->scan_now = false;
+        r->scan_at_ms = 0;
+    }
     bool stop = r->stop;
-    r->scanning = !stop;
+    r->scanning = !stop && *full;
     *grace_ms = r->orphan_grace_ms;
     pthread_mutex_unlock(&r->lock);
     return !stop;

@@ -60,10 +60,11 @@ int gw_objects_repair_status(struct gw_objects *o, json_t **out)
     json_t *nodes = json_array();
     for (int i = 0; i < o->nnodes; i++) {
         int st = atomic_load(&o->nodes[i].admin);
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:I}", "id", o->nodes[i].id, "state",
-                                               place_state_name((enum place_state)st), "lost",
-                                               gw_repair_node_lost(o, i), "down_ms",
-                                               (json_int_t)gw_node_silent_ms(o, i)));
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:I,s:b}", "id", o->nodes[i].id,
+                                               "state", place_state_name((enum place_state)st),
+                                               "lost", gw_repair_node_lost(o, i), "down_ms",
+                                               (json_int_t)gw_node_silent_ms(o, i), "meta_member",
+                                               gw_meta_member(o, i)));
     }
     json_int_t oldest_s =
         r->oldest_ns ? (json_int_t)((gw_realtime_ns() - r->oldest_ns) / 1000000000) : 0;

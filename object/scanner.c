@@ -6,7 +6,9 @@
  *   1. moves metadata when membership changed: a node set out leaves the
  *      metadata homes only after every record (tombstones too) was copied to
  *      the homes it will have without it; until then writes still go to the
- *      old homes, reads too, so no record is ever unreachable;
+ *      old homes, reads too, so no record is ever unreachable. This step
+ *      also runs alone, periodic scans or not: when the gateway starts, and
+ *      every MIGRATE_RETRY_MS while a copy fails;
  *   2. walks every record that names chunks (objects of every bucket, parts
  *      of multipart uploads) and lists what each stripe should have where;
  *   3. lists every live node's chunk inventory and repair list (chunks found
@@ -36,8 +38,9 @@
 #include "object/repair.h"
 #include "inec/log.h"
 
-#define ORPHANS_MAX (1u << 20) /* candidates remembered between scans */
-#define LOST_WORDS  ((PLACE_MAX_CHUNKS + 63) / 64)
+#define ORPHANS_MAX      (1u << 20) /* candidates remembered between scans */
+#define MIGRATE_RETRY_MS 5000
+#define LOST_WORDS       ((PLACE_MAX_CHUNKS + 63) / 64)
 
 struct sstripe {
     uint32_t rec;
@@ -191,12 +194,12 @@ static int migrate_cb(const char *key, json_t *rec, void *arg)
 }
 
 /* Copies every record to its homes without the out nodes, then makes that
- * the membership. */
-static void migrate_metadata(struct gw_objects *o)
+ * the membership. False while a move is left to do (a copy failed). */
+static bool migrate_metadata(struct gw_objects *o)
 {
     bool *excl = calloc((size_t)o->nnodes, sizeof(bool));
     if (!excl)
-        return;
+        return false;
     bool change = false;
     for (int i = 0; i < o->nnodes; i++) {
         excl[i] = atomic_load(&o->nodes[i].admin) == PLACE_OUT;
@@ -204,7 +207,7 @@ static void migrate_metadata(struct gw_objects *o)
     }
     if (!change) {
         free(excl);
-        return;
+        return true;
     }
     int64_t t0 = gw_now_ms();
     struct migrate m = {.o = o, .excl = excl, .buckets = json_array()};
@@ -231,6 +234,7 @@ static void migrate_metadata(struct gw_objects *o)
              (long long)(gw_now_ms() - t0));
     json_decref(m.buckets);
     free(excl);
+    return rc == 0 && m.failed == 0;
 }
 
 /* --- 2. the walk ---------------------------------------------------------------------- */
@@ -537,7 +541,6 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
     int64_t t0 = gw_now_ms();
     if (gw_repair_scrub_due(o))
         gw_fanout_run(o, o->nnodes, scrub_one, o);
-    migrate_metadata(o);
     struct scan sc = {.o = o};
     json_t *buckets = json_array();
     int rc = gw_meta_list(o, GW_META_BUCKET, NULL, NULL, bucket_cb, buckets);
@@ -642,8 +645,16 @@ void *gw_scanner_main(void *arg)
     struct seen seen = {0};
     json_t *tombs = NULL;
     int64_t grace_ms;
-    while (gw_repair_wait_scan(o, &grace_ms))
-        scan_once(o, &seen, &tombs, grace_ms);
+    /* Metadata moves (step 1) with or without periodic scans: at once when
+     * the gateway starts (a move a gateway died in is finished by the next),
+     * before every scan, and again every MIGRATE_RETRY_MS while a copy fails. */
+    int64_t migrate_at = 0;
+    bool full;
+    while (gw_repair_wait_scan(o, migrate_at, &grace_ms, &full)) {
+        migrate_at = migrate_metadata(o) ? INT64_MAX : gw_repair_now_ms() + MIGRATE_RETRY_MS;
+        if (full && !gw_repair_stopping(o))
+            scan_once(o, &seen, &tombs, grace_ms);
+    }
     free(seen.v);
     json_decref(tombs);
     return NULL;

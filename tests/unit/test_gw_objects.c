@@ -927,7 +927,7 @@ static bool note_kicks(struct gw_objects *o, int *lost, int nlost)
 static void test_repair_note_once(void **state)
 {
     (void)state;
-    /* No scanner: the end of a scan wakes the worker too. */
+    /* No periodic scans: the end of a scan wakes the worker too. */
     json_t *opts = json_pack("{s:i,s:i,s:{s:b,s:i}}", "chunk_size", CHUNK, "timeout_ms", 3000,
                              "repair", "paused", 1, "scan_interval_ms", 0);
     struct gw_objects *o = NULL;
@@ -1105,6 +1105,70 @@ static void test_repair_service(void **state)
     json_decref(scan);
     for (int i = 0; i < NOBJ; i++)
         free(d[i]);
+    gw_objects_close(o);
+}
+
+/* Node `id`'s records were moved off it: the repair status no longer counts
+ * it a metadata member (waits up to 60 s). */
+static void wait_meta_moved(struct gw_objects *o, const char *id)
+{
+    for (int i = 0; i < 600; i++) {
+        json_t *st;
+        assert_int_equal(gw_objects_repair_status(o, &st), 0);
+        bool member = true;
+        size_t k;
+        json_t *n;
+        json_array_foreach(json_object_get(st, "nodes"), k, n)
+        {
+            if (strcmp(json_string_value(json_object_get(n, "id")), id) == 0)
+                member = json_is_true(json_object_get(n, "meta_member"));
+        }
+        json_decref(st);
+        if (!member)
+            return;
+        usleep(100000);
+    }
+    fail_msg("the records of %s were not moved off it in 60 s", id);
+}
+
+/* With periodic scans off (and repair paused), a node set out still leaves
+ * the metadata homes: every record is copied to the homes it has without
+ * it. A gateway opened afterwards knows, and with that node and two more
+ * down (M + 1 = 3 of 9, R = 3 of C = 5 homes) every record still reads. */
+static void test_meta_moves_without_scans(void **state)
+{
+    (void)state;
+    json_t *opts = json_pack("{s:i,s:i,s:s,s:i,s:{s:b,s:i}}", "chunk_size", CHUNK, "timeout_ms",
+                             3000, "profile", "rs:k=4,m=2", "inline_max", 0, "repair", "paused", 1,
+                             "scan_interval_ms", 0);
+    struct gw_objects *o = NULL;
+    char msg[256];
+    assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+    assert_int_equal(gw_bucket_create(o, "mov"), 0);
+    enum { NOBJ = 24 };
+    uint8_t d[1000];
+    char key[16];
+    for (int i = 0; i < NOBJ; i++) {
+        snprintf(key, sizeof(key), "m%02d", i);
+        fill(d, sizeof(d), 700 + (uint32_t)i);
+        assert_int_equal(put(o, "mov", key, d, sizeof(d) - (size_t)i), 0);
+    }
+    assert_int_equal(gw_objects_node_state(o, "n3", "out", msg, sizeof(msg)), 0);
+    wait_meta_moved(o, "n3");
+    gw_objects_close(o);
+    assert_int_equal(gw_objects_open_embedded_opts(dir, opts, &o, msg, sizeof(msg)), 0);
+    json_decref(opts);
+    wait_meta_moved(o, "n3");
+    assert_int_equal(gw_objects_node_set_running(o, "n3", false), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n5", false), 0);
+    assert_int_equal(gw_objects_node_set_running(o, "n7", false), 0);
+    for (int i = 0; i < NOBJ; i++) {
+        struct gw_object_info info;
+        snprintf(key, sizeof(key), "m%02d", i);
+        assert_int_equal(gw_object_head(o, "mov", key, &info), 0);
+        assert_int_equal(info.size, sizeof(d) - (size_t)i);
+        gw_object_info_clear(&info);
+    }
     gw_objects_close(o);
 }
 
@@ -1758,6 +1822,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_repair_note_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repair_service, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_moves_without_scans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_stripes_md5, setup, teardown),
