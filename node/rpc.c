@@ -20,12 +20,21 @@
 #define RPC_HDR_BYTES 32
 #define FRAG_PAYLOAD  (NODE_RPC_FRAG - RPC_HDR_BYTES)
 #define CHAIN_MAX     128
+/* Send buffers registered once per endpoint: a message whose headers, head
+ * and data fit in one is copied there, a larger one's headers and head go in
+ * one while its data is sent in place. So an RPC costs no registration (on
+ * verbs ibv_reg_mr is a system call that pins pages); only data outside
+ * every registered pool does (verbs.c), and messages sent while all 16
+ * slots are in flight. */
+#define SLOTS      16
+#define SLOT_BYTES 4096
 
 struct rpc_out {
     struct rpc_out *next;
     uint64_t serial;
-    uint8_t *meta; /* fragment headers, then the head */
-    struct inec_mr *meta_mr, *data_mr;
+    int slot;      /* the endpoint's send buffer holding meta, or -1: meta is its own */
+    uint8_t *meta; /* fragment headers, then the head (then the data, in a slot) */
+    struct inec_mr *meta_mr, *data_mr; /* registered for this send only (NULL: none) */
     void (*done)(void *arg);
     void *arg;
 };
@@ -36,8 +45,11 @@ struct rpc_ep {
     uint64_t serial;
     uint8_t *rbuf;
     struct inec_mr *rmr;
-    pthread_mutex_t lock; /* pending sends */
+    uint8_t *sbuf; /* SLOTS send buffers of SLOT_BYTES */
+    struct inec_mr *smr;
+    pthread_mutex_t lock; /* pending sends, free slots */
     struct rpc_out *pending;
+    uint32_t free_slots; /* bit i: slot i is free */
     bool broken;
     struct rpc_rx rx; /* reassembly (one completing thread at a time) */
 };
@@ -99,6 +111,12 @@ int rpc_ep_open(struct inec_device *dev, struct inec_cq *send_cq, struct inec_cq
         goto fail;
     if ((rc = inec_mr_reg(dev, ep->rbuf, (size_t)RPC_RECVS * NODE_RPC_FRAG, &ep->rmr)))
         goto fail;
+    rc = -ENOMEM;
+    if (!(ep->sbuf = malloc((size_t)SLOTS * SLOT_BYTES)))
+        goto fail;
+    if ((rc = inec_mr_reg(dev, ep->sbuf, (size_t)SLOTS * SLOT_BYTES, &ep->smr)))
+        goto fail;
+    ep->free_slots = (uint32_t)((1ull << SLOTS) - 1);
     if ((rc = inec_qp_create(dev, &qa, &ep->qp)))
         goto fail;
     for (int i = 0; i < RPC_RECVS && rc == 0; i++)
@@ -112,11 +130,14 @@ fail:
     return rc;
 }
 
+/* Frees a send whose slot (if any) the endpoint has back. */
 static void out_free(struct rpc_out *o)
 {
     inec_mr_dereg(o->data_mr);
-    inec_mr_dereg(o->meta_mr);
-    free(o->meta);
+    if (o->slot < 0) {
+        inec_mr_dereg(o->meta_mr);
+        free(o->meta);
+    }
     if (o->done)
         o->done(o->arg);
     free(o);
@@ -133,6 +154,8 @@ void rpc_ep_close(struct rpc_ep *ep)
     }
     inec_mr_dereg(ep->rmr);
     free(ep->rbuf);
+    inec_mr_dereg(ep->smr);
+    free(ep->sbuf);
     rpc_rx_clear(&ep->rx);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
@@ -177,8 +200,11 @@ static void send_done(struct rpc_ep *ep, uint64_t serial)
     while (*pp && (*pp)->serial != serial)
         pp = &(*pp)->next;
     struct rpc_out *o = *pp;
-    if (o)
+    if (o) {
         *pp = o->next;
+        if (o->slot >= 0)
+            ep->free_slots |= 1u << o->slot;
+    }
     pthread_mutex_unlock(&ep->lock);
     if (o)
         out_free(o);
@@ -266,18 +292,41 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
     size_t nfrag = total ? (total + FRAG_PAYLOAD - 1) / FRAG_PAYLOAD : 1;
     size_t hdrs = nfrag * RPC_HDR_BYTES;
     struct rpc_out *o = calloc(1, sizeof(*o));
-    int rc = -ENOMEM;
-    if (!o || !(o->meta = malloc(hdrs + hlen + 1))) {
+    if (!o)
+        return -ENOMEM;
+    o->slot = -1;
+    bool copy = hdrs + total <= SLOT_BYTES; /* the data too */
+    if (hdrs + hlen <= SLOT_BYTES) {
+        pthread_mutex_lock(&ep->lock);
+        if (ep->free_slots) {
+            o->slot = __builtin_ctz(ep->free_slots);
+            ep->free_slots &= ~(1u << o->slot);
+        }
+        pthread_mutex_unlock(&ep->lock);
+    }
+    int rc = 0;
+    const uint8_t *dp = data;
+    struct inec_mr *dmr = NULL;
+    if (o->slot >= 0) {
+        o->meta = ep->sbuf + (size_t)o->slot * SLOT_BYTES;
+        o->meta_mr = ep->smr;
+        if (copy && dlen) {
+            memcpy(o->meta + hdrs + hlen, data, dlen);
+            dp = o->meta + hdrs + hlen;
+            dmr = ep->smr;
+        }
+    } else if (!(o->meta = malloc(hdrs + hlen + 1))) {
         free(o);
         return -ENOMEM;
+    } else if ((rc = inec_mr_reg(ep->dev, o->meta, hdrs + hlen + 1, &o->meta_mr))) {
+        goto fail;
     }
     o->serial = atomic_fetch_add(&serials, 1);
     if (hlen)
         memcpy(o->meta + hdrs, head, hlen);
-    if ((rc = inec_mr_reg(ep->dev, o->meta, hdrs + hlen + 1, &o->meta_mr)))
+    if (dlen && !dmr && (rc = inec_mr_reg(ep->dev, (void *)data, dlen, &o->data_mr)))
         goto fail;
-    if (dlen && (rc = inec_mr_reg(ep->dev, (void *)data, dlen, &o->data_mr)))
-        goto fail;
+    dmr = dmr ? dmr : o->data_mr;
     o->done = done;
     o->arg = arg;
     pthread_mutex_lock(&ep->lock);
@@ -301,7 +350,7 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
                                                  (end < hlen ? end : hlen) - off, o->meta_mr};
             if (end > hlen) {
                 size_t d0 = off > hlen ? off - hlen : 0;
-                sge[n][ns++] = (struct inec_sge){(uint8_t *)data + d0, end - hlen - d0, o->data_mr};
+                sge[n][ns++] = (struct inec_sge){(uint8_t *)dp + d0, end - hlen - d0, dmr};
             }
             bool last = f + 1 == nfrag;
             wr[n] = (struct inec_wr){.wr_id = last ? o->serial : 0,
@@ -317,9 +366,7 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
     if (rc && f <= CHAIN_MAX) { /* nothing posted: take it back */
         ep->pending = o->next;
         pthread_mutex_unlock(&ep->lock);
-        o->done = NULL;
-        out_free(o);
-        return rc;
+        goto fail;
     }
     /* A failure after some chains were posted breaks the connection: the
      * receiver drops the partial message and rpc_ep_close frees this send
@@ -329,6 +376,11 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
     pthread_mutex_unlock(&ep->lock);
     return 0;
 fail:
+    if (o->slot >= 0) {
+        pthread_mutex_lock(&ep->lock);
+        ep->free_slots |= 1u << o->slot;
+        pthread_mutex_unlock(&ep->lock);
+    }
     o->done = NULL;
     out_free(o);
     return rc;

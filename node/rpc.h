@@ -10,8 +10,10 @@
  * order, so fragments of a message are contiguous; a fragment at offset 0
  * starts a new message and discards any unfinished one.
  *
- * The payload of a send is a small `head` (copied) followed by `data` (sent
- * in place from a registered region, so a 64 MiB chunk is not copied).
+ * The payload of a send is a small `head` (copied) followed by `data`:
+ * copied too when the message fits one of the endpoint's send buffers
+ * (registered once, 4 KiB), else sent in place, so a 64 MiB chunk is not
+ * copied.
  */
 #ifndef INEC_NODE_RPC_H
 #define INEC_NODE_RPC_H

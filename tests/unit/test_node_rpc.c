@@ -221,6 +221,35 @@ static int on_meta(const char *key, const void *blob, size_t len, void *arg)
     return 0;
 }
 
+/* Small RPCs leave from the endpoint's send buffers, registered once: no
+ * registration per message (on verbs each would pin pages, ibv_reg_mr).
+ * test_chunks covers the sends too large for them (sent in place). */
+static void test_no_registration_per_rpc(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t d[1000];
+    fill(d, sizeof(d), 5);
+    struct node_chunk_id id = chunk_id(0x5a, 1, 0);
+    struct inec_device_stats s0, s1;
+    inec_device_stats(f->dev, &s0);
+    for (int i = 0; i < 50; i++) {
+        struct node_health h;
+        assert_int_equal(node_client_health(f->c, &h), 0);
+        assert_int_equal(node_client_put_meta(f->c, "bk", "k", (uint64_t)i + 1, 0, "v", 2, NULL),
+                         0);
+        assert_int_equal(node_client_put_chunk(f->c, &id, (uint64_t)i + 1, d, sizeof(d)), 0);
+        void *got;
+        size_t len;
+        assert_int_equal(node_client_get_chunk(f->c, &id, &got, &len, NULL), 0);
+        assert_int_equal(len, sizeof(d));
+        assert_memory_equal(got, d, sizeof(d));
+        free(got);
+    }
+    inec_device_stats(f->dev, &s1);
+    /* Before: one or two per request, 200 to 250 here. */
+    assert_true(s1.registrations - s0.registrations < 5);
+}
+
 static void test_meta(void **state)
 {
     struct fixture *f = *state;
@@ -653,6 +682,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reassembly),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_registration_per_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_reused, setup, teardown),

@@ -370,6 +370,7 @@ static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr 
     dev->mrs[i] = mr;
     mr->base.rkey = i + 1;
     pthread_mutex_unlock(&dev->mr_lock);
+    atomic_fetch_add_explicit(&dev->registrations, 1, memory_order_relaxed);
     *out = &mr->base;
     return 0;
 }
@@ -801,6 +802,7 @@ static void device_stats(const struct inec_device *d, struct inec_device_stats *
     s->engine_wakes = atomic_load(&dev->eng->wakes);
     s->rx_staged_bytes = atomic_load_explicit(&dev->rx_staged, memory_order_relaxed);
     s->control_frames = atomic_load_explicit(&dev->control_frames, memory_order_relaxed);
+    s->registrations = atomic_load_explicit(&dev->registrations, memory_order_relaxed);
 }
 
 static int device_open(const char *options, struct inec_device **out)

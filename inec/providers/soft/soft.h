@@ -180,6 +180,7 @@ struct soft_device {
     uint32_t nmrs;
     _Atomic uint64_t doorbells, wrs_posted;
     _Atomic uint64_t rx_staged;      /* inec_device_stats.rx_staged_bytes */
+    _Atomic uint64_t registrations;  /* inec_device_stats.registrations */
     _Atomic uint64_t control_frames; /* inec_device_stats.control_frames */
     int tick_ms; /* the transport's passes must not be further apart (0: none) */
 };

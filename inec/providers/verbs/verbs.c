@@ -75,6 +75,7 @@ struct verbs_device {
     pthread_mutex_t mr_lock;
     struct verbs_mr *mrs;                          /* whole registrations, for windows into them */
     _Atomic uint64_t doorbells, wrs_posted, wakes; /* as inec_device_stats: per posted chain */
+    _Atomic uint64_t registrations;                /* inec_device_stats.registrations */
 };
 
 struct verbs_mr {
@@ -234,6 +235,7 @@ static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr 
         return inec_fail(-err, "verbs: ibv_reg_mr of %zu bytes: %s", len, strerror(err));
     }
     mr->base.rkey = mr->mr->rkey;
+    atomic_fetch_add_explicit(&dev->registrations, 1, memory_order_relaxed);
     pthread_mutex_lock(&dev->mr_lock);
     mr->next = dev->mrs;
     dev->mrs = mr;
@@ -767,6 +769,7 @@ static void device_stats(const struct inec_device *d, struct inec_device_stats *
     s->doorbells = atomic_load(&dev->doorbells);
     s->wrs_posted = atomic_load(&dev->wrs_posted);
     s->engine_wakes = atomic_load(&dev->wakes);
+    s->registrations = atomic_load_explicit(&dev->registrations, memory_order_relaxed);
 }
 
 static uint32_t min_u32(uint64_t a, uint64_t b)
