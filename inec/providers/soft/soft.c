@@ -540,8 +540,8 @@ static void fill_wqe(struct wqe *e, const struct inec_wr *wr)
     }
 }
 
-static bool runs_here(const struct soft_device *dev, const struct inec_wr *chain);
-static void device_hold(struct soft_device *dev, bool on);
+static bool runs_here(const struct inec_wr *chain);
+static bool poster_hold(struct soft_device *dev, bool on);
 static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end);
 
 static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr, const char *name)
@@ -549,16 +549,14 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     struct soft_device *dev = soft_dev(qp->base.dev);
     /* A chain this thread may run holds the device, as an engine pass does,
      * from before its doorbell: no pass can take it first. */
-    bool here = q == &qp->sq && runs_here(dev, chain);
-    if (here)
-        device_hold(dev, true);
+    bool here = q == &qp->sq && runs_here(chain) && poster_hold(dev, true);
     pthread_mutex_lock(&q->lock);
     uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
     uint64_t used = tail - atomic_load_explicit(&q->retire, memory_order_acquire);
     if (used + (uint64_t)nwr > q->depth) {
         pthread_mutex_unlock(&q->lock);
         if (here)
-            device_hold(dev, false);
+            poster_hold(dev, false);
         return inec_fail(-ENOMEM, "%s full: %llu outstanding + %d > depth %u", name,
                          (unsigned long long)used, nwr, q->depth);
     }
@@ -573,8 +571,10 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     if (here) {
         if (q->head == tail) /* nothing posted before it waits to run */
             run_qp(dev, qp, i);
-        here = q->head == i; /* not when the peer's RQ was empty */
-        device_hold(dev, false);
+        here = q->head == i; /* not when the peer's RQ was empty, or it lacks credit */
+        if (dev->tr->transmit_here)
+            here = dev->tr->transmit_here(qp) && here;
+        poster_hold(dev, false);
     }
     if (q == &qp->sq) {
         if (!here)
@@ -739,19 +739,19 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end)
 }
 
 /*
- * A small SEND or WRITE chain posted to an idle mem send queue: all the
- * engine would do is copy it into the peer and complete both sides, at the
- * price of a wake-up, two context switches, per message (a metadata RPC is
- * two messages). The posting thread runs it instead (post()), holding the
- * device as the engine would, so order and completions are the engine's.
- * Larger payloads, WAIT and CALC stay on the engine: they are its work to
- * overlap with the host's.
+ * A small SEND or WRITE chain posted to an idle send queue: all the engine
+ * would do is copy it into the peer and complete both sides (mem), or hand
+ * it to the socket (tcp), at the price of a wake-up, two context switches,
+ * per message (a metadata RPC is two messages). The posting thread runs it
+ * instead (post()), holding what an engine pass holds, so order and
+ * completions are the engine's. Larger payloads, WAIT and CALC stay on the
+ * engine: they are its work to overlap with the host's.
  */
 #define RUN_HERE_MAX 65536
 
-static bool runs_here(const struct soft_device *dev, const struct inec_wr *chain)
+static bool runs_here(const struct inec_wr *chain)
 {
-    if (dev->tr != &soft_mem_transport || on_engine)
+    if (on_engine)
         return false;
     uint64_t len = 0;
     for (const struct inec_wr *wr = chain; wr; wr = wr->next) {
@@ -776,6 +776,20 @@ static void device_hold(struct soft_device *dev, bool on)
         pthread_mutex_unlock(&dev->lock);
     if (!on && mem)
         soft_mem_lock(false);
+}
+
+/* A poster's hold: the device, and where the transport's state is the
+ * engine's (transmit_here) the engine too, only tried: false while a pass
+ * holds it, and that engine runs the chain. */
+static bool poster_hold(struct soft_device *dev, bool on)
+{
+    const bool engine = dev->tr->transmit_here != NULL;
+    if (on && engine && pthread_mutex_trylock(&dev->eng->lock))
+        return false;
+    device_hold(dev, on);
+    if (!on && engine)
+        pthread_mutex_unlock(&dev->eng->lock);
+    return true;
 }
 
 static bool run_device(struct soft_device *dev)

@@ -7,10 +7,11 @@
  * bytes over the device's transport, always under device.lock. Posting
  * threads are the producers: they fill entries under the queue's lock and
  * publish them with one release-store of `tail` (the doorbell) followed by
- * engine_wake(). On the mem transport a small SEND or WRITE chain posted to
- * an idle SQ is executed by its posting thread instead, under device.lock as
- * the engine would (see post()): the engine would only copy it, at the price
- * of a wake-up.
+ * engine_wake(). A small SEND or WRITE chain posted to an idle SQ is
+ * executed by its posting thread instead, holding what an engine pass holds
+ * (see post()): on mem the engine would only copy it, on tcp only hand it to
+ * the socket (the poster then tries engine.lock, and leaves the chain to a
+ * pass that holds it), at the price of a wake-up.
  *
  * A receive queue is consumed by whoever delivers into it: the peer's engine
  * (mem transport) or this device's engine (tcp). Consumers and posters of an
@@ -26,7 +27,7 @@
  * context switches, so nothing wakes an engine that would find nothing to
  * do: a completion wakes it only while a WAIT holds one of its queues
  * (`waits`), a RECV posted on mem only when a SEND of the peer found the RQ
- * empty (`rq_starved`).
+ * empty (`rq_starved`), on tcp only when the peer is due a credit.
  */
 #ifndef INEC_SOFT_H
 #define INEC_SOFT_H
@@ -99,17 +100,17 @@ struct soft_qp {
     /* tcp transport: engine-owned (changed under engine.lock). */
     struct tcp_conn *conn;
     uint32_t rqpn;
-    uint64_t peer_posted; /* RECVs the peer announced (absolute) */
-    uint64_t consumed;    /* of those, used by our SEND/WRITE_IMM */
-    uint64_t announced;   /* our RECVs announced to the peer */
-    uint64_t placed;      /* peer messages we placed (acknowledged cumulatively) */
-    uint64_t acked_sent;  /* `placed` as last sent to the peer */
-    bool ack_now;         /* a placed message asked for its F_ACK at once */
-    uint64_t ack_since;   /* ns: when the oldest placed, unacknowledged message came */
-    uint32_t unflagged;   /* messages sent since the last one that asked for an ACK */
-    uint64_t acked;       /* our messages the peer acknowledged */
-    uint64_t ack_cursor;  /* SQ index from which to look for unacknowledged messages */
-    bool err_sent;        /* the peer was told we are in error */
+    uint64_t peer_posted;       /* RECVs the peer announced (absolute) */
+    uint64_t consumed;          /* of those, used by our SEND/WRITE_IMM */
+    _Atomic uint64_t announced; /* our RECVs announced to the peer (read by posters) */
+    uint64_t placed;            /* peer messages we placed (acknowledged cumulatively) */
+    uint64_t acked_sent;        /* `placed` as last sent to the peer */
+    bool ack_now;               /* a placed message asked for its F_ACK at once */
+    uint64_t ack_since;         /* ns: when the oldest placed, unacknowledged message came */
+    uint32_t unflagged;         /* messages sent since the last one that asked for an ACK */
+    uint64_t acked;             /* our messages the peer acknowledged */
+    uint64_t ack_cursor;        /* SQ index from which to look for unacknowledged messages */
+    bool err_sent;              /* the peer was told we are in error */
     /* A passive device's QP waits for its peer's authenticated connection
      * (the address it will come from, since when in ns) instead of dialing. */
     char await_peer[96];
@@ -127,6 +128,11 @@ struct soft_transport {
     int (*connect)(struct soft_qp *qp, const char *addr, uint32_t rqpn);
     void (*qp_detach)(struct soft_qp *qp);
     enum exec_result (*send)(struct soft_qp *qp, struct wqe *e);
+    /* After a poster ran a chain (post()), under engine.lock and
+     * device.lock: sends what it queued from the posting thread; false if
+     * the engine must finish. NULL: send() itself delivers (mem), and the
+     * poster holds the device only. */
+    bool (*transmit_here)(struct soft_qp *qp);
     /* The RQ doorbell's wake-up: of the engine that consumes the RQ. */
     void (*recv_posted)(struct soft_qp *qp);
     /* Once per engine pass, on the engine thread; true if it made progress. */

@@ -35,8 +35,9 @@
  * once more). A direct read in flight writes into its QP's memory outside
  * the engine's lock, so detaching that QP waits until it has ended (see
  * tcp_detach).
- * All of it runs on the device's engine thread (under engine.lock); the
- * posting thread only connects. Frames are in host byte order: peers share
+ * All of it runs under engine.lock: on the device's engine thread, but for
+ * the connect of a posting thread and its transmit of a small chain
+ * (tcp_transmit_here). Frames are in host byte order: peers share
  * an architecture. Listen on an address peers can reach: it is the device's
  * address.
  *
@@ -139,6 +140,7 @@ struct tcp_conn {
     struct io_op tx_op;
     struct txi *tx_head, *tx_tail; /* queued, the first tx_batch of them in flight */
     int tx_batch;
+    bool tx_resume; /* the batch's rest is the engine's to send (tcp_transmit_here) */
     struct iovec tx_iov[TX_BATCH_IOV];
     int tx_niov, tx_first;
     struct msghdr tx_msg;
@@ -306,11 +308,9 @@ static void tx_submit(struct tcp_conn *c)
     c->ops++;
 }
 
-/* Gather as many queued frames as fit into one sendmsg. */
-static void tx_kick(struct tcp_conn *c)
+/* Gather as many queued frames as fit into one sendmsg: the batch. */
+static void tx_gather(struct tcp_conn *c)
 {
-    if (c->dead || c->tx_batch || !c->tx_head)
-        return;
     int n = 0;
     for (struct txi *x = c->tx_head; x && n + 1 + x->niov <= TX_BATCH_IOV; x = x->next) {
         c->tx_iov[n++] = (struct iovec){&x->hdr, sizeof(x->hdr)};
@@ -320,7 +320,43 @@ static void tx_kick(struct tcp_conn *c)
     }
     c->tx_niov = n;
     c->tx_first = 0;
+}
+
+static void tx_kick(struct tcp_conn *c)
+{
+    if (c->dead)
+        return;
+    if (c->tx_resume) { /* a batch the posting thread began */
+        c->tx_resume = false;
+        tx_submit(c);
+        return;
+    }
+    if (c->tx_batch || !c->tx_head)
+        return;
+    tx_gather(c);
     tx_submit(c);
+}
+
+/* `n` more bytes of the batch went out: true once all of it did (then its
+ * frames are released). */
+static bool tx_advance(struct tcp_conn *c, size_t n)
+{
+    while (c->tx_first < c->tx_niov && n >= c->tx_iov[c->tx_first].iov_len)
+        n -= c->tx_iov[c->tx_first++].iov_len;
+    if (c->tx_first < c->tx_niov) {
+        struct iovec *v = &c->tx_iov[c->tx_first];
+        v->iov_base = (uint8_t *)v->iov_base + n;
+        v->iov_len -= n;
+        return false;
+    }
+    for (; c->tx_batch > 0; c->tx_batch--) {
+        struct txi *x = c->tx_head;
+        c->tx_head = x->next;
+        if (!c->tx_head)
+            c->tx_tail = NULL;
+        txi_put(td(c->dev), x);
+    }
+    return true;
 }
 
 static void tx_done(struct io_op *op, int res, uint32_t flags)
@@ -332,23 +368,10 @@ static void tx_done(struct io_op *op, int res, uint32_t flags)
         conn_fail(c, res < 0 ? strerror(-res) : "short send");
         return;
     }
-    size_t left = (size_t)res;
-    while (c->tx_first < c->tx_niov && left >= c->tx_iov[c->tx_first].iov_len)
-        left -= c->tx_iov[c->tx_first++].iov_len;
-    if (c->tx_first < c->tx_niov) { /* short write: send the rest */
-        struct iovec *v = &c->tx_iov[c->tx_first];
-        v->iov_base = (uint8_t *)v->iov_base + left;
-        v->iov_len -= left;
+    if (!tx_advance(c, (size_t)res)) { /* short write: send the rest */
         if (!c->dead)
             tx_submit(c);
         return;
-    }
-    for (; c->tx_batch > 0; c->tx_batch--) {
-        struct txi *x = c->tx_head;
-        c->tx_head = x->next;
-        if (!c->tx_head)
-            c->tx_tail = NULL;
-        txi_put(td(c->dev), x);
     }
     tx_kick(c);
 }
@@ -991,9 +1014,42 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
     return EXEC_INFLIGHT; /* done when acknowledged */
 }
 
+/*
+ * The posting thread's transmit (post(), under engine.lock): what its chain
+ * queued on qp's connection goes out in one non-blocking sendmsg from this
+ * thread, when no sendmsg of the engine is in flight there; only the peer's
+ * acknowledgement wakes this device's engine. Per small RPC over tcp that
+ * saves a wake-up, two context switches, of the engine of the request's
+ * sender and of the answer's. What the socket does not take (or an error,
+ * which the engine's own sendmsg then meets and fails the connection on) is
+ * the engine's to send: false.
+ */
+static bool tcp_transmit_here(struct soft_qp *qp)
+{
+    struct tcp_conn *c = qp->conn;
+    if (!c || c->dead || !c->started || !c->authed || c->tx_batch || !c->tx_head)
+        return false;
+    tx_gather(c);
+    struct msghdr m = {.msg_iov = c->tx_iov, .msg_iovlen = (size_t)c->tx_niov};
+    ssize_t n = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (tx_advance(c, n > 0 ? (size_t)n : 0))
+        return !c->tx_head;
+    c->tx_resume = true;
+    return false;
+}
+
+/* The engine announces reposted RECVs once the peer holds at most a quarter
+ * of the RQ (tcp_pass): wake it only then, not for every repost. A
+ * repost that sees more held needs no wake-up: the peer can only use them
+ * up through this device's engine, whose pass after placing them sees this
+ * tail (the fences: one of the two sides sees the other's store). */
 static void tcp_recv_posted(struct soft_qp *qp)
 {
-    engine_wake(soft_dev(qp->base.dev)->eng); /* it announces the credit */
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t used = atomic_load_explicit(&qp->rq.retire, memory_order_relaxed);
+    uint64_t announced = atomic_load_explicit(&qp->announced, memory_order_relaxed);
+    if (announced <= used || announced - used <= qp->rq.depth / 4)
+        engine_wake(soft_dev(qp->base.dev)->eng);
 }
 
 static bool tcp_pass(struct soft_device *dev)
@@ -1022,6 +1078,7 @@ static bool tcp_pass(struct soft_device *dev)
          * used but we have not placed yet count as held: they arrive and
          * bring it lower); an ACK when asked, along with a credit, or half
          * a heartbeat late at most. */
+        atomic_thread_fence(memory_order_seq_cst); /* see tcp_recv_posted */
         uint64_t posted = atomic_load_explicit(&qp->rq.tail, memory_order_acquire);
         uint64_t used = atomic_load_explicit(&qp->rq.retire, memory_order_acquire);
         uint64_t held = qp->announced > used ? qp->announced - used : 0; /* a peer may overrun */
@@ -1192,6 +1249,7 @@ const struct soft_transport soft_tcp_transport = {
     .connect = tcp_connect,
     .qp_detach = tcp_detach,
     .send = tcp_send,
+    .transmit_here = tcp_transmit_here,
     .recv_posted = tcp_recv_posted,
     .pass = tcp_pass,
 };
