@@ -33,7 +33,8 @@
 
 struct node_client {
     struct inec_device *dev;
-    struct inec_cq *cq;
+    struct inec_cq *cq;  /* answers (waited on) */
+    struct inec_cq *scq; /* send completions (polled; see call_timeout) */
     struct rpc_ep *ep;
     struct node_service *local; /* in-process node, or NULL */
     char addr[300];
@@ -156,7 +157,7 @@ static int ep_setup(struct node_client *c)
     char peer[300];
     const char *local_addr = NULL;
     uint32_t peer_qpn = 0;
-    int rc = rpc_ep_open(c->dev, c->cq, c->cq, &c->ep);
+    int rc = rpc_ep_open(c->dev, c->scq, c->cq, &c->ep);
     if (rc)
         return cfail(c, rc, "rpc endpoint: %s", inec_errmsg());
     uint32_t qpn = rpc_ep_qpn(c->ep);
@@ -192,6 +193,8 @@ static int client_new(struct inec_device *dev, const struct node_client_opts *op
     snprintf(c->node_id, sizeof(c->node_id), "%s", opts && opts->node_id ? opts->node_id : "");
     pthread_mutex_init(&c->lock, NULL);
     int rc = inec_cq_create(dev, 4096, &c->cq);
+    if (rc == 0 && (rc = inec_cq_create(dev, 4096, &c->scq)))
+        inec_cq_destroy(c->cq);
     if (rc) {
         pthread_mutex_destroy(&c->lock);
         free(c);
@@ -245,6 +248,7 @@ void node_client_close(struct node_client *c)
         return;
     rpc_ep_close(c->ep);
     inec_cq_destroy(c->cq);
+    inec_cq_destroy(c->scq);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -284,12 +288,27 @@ static int call_timeout(struct node_client *c, int type, const void *head, size_
         pthread_mutex_unlock(&c->lock);
         return cfail(c, rc, "request to node %s: %s", c->addr, strerror(-rc));
     }
+    /* Send completions have a CQ of their own, polled here rather than
+     * slept on: on tcp the node acknowledges the request well before it
+     * answers, and that would wake this thread once more per RPC. The
+     * answer is what the call waits for, and then for its request's send
+     * only if the caller's data went in place (the engine still reads it).
+     * A connection that fails flushes the receives too, so the wait for an
+     * answer learns of it. */
     int64_t deadline = now_ms() + timeout_ms;
     bool got = false;
-    while (rc == 0 && !(got && rpc_ep_idle(c->ep))) {
-        int64_t left = deadline - now_ms();
+    for (;;) {
         struct inec_wc wc[16];
-        int n = left > 0 ? inec_cq_wait(c->cq, 16, wc, (int)left) : -ETIMEDOUT;
+        struct rpc_msg m;
+        int n = inec_poll_cq(c->scq, 16, wc);
+        for (int i = 0; i < n; i++)
+            if (rpc_ep_owns(c->ep, &wc[i]) && rpc_ep_complete(c->ep, &wc[i], &m) < 0 && !rc)
+                rc = cfail(c, -EHOSTDOWN, "connection to node %s broke", c->addr);
+        bool wait_send = got && rpc_ep_sending_in_place(c->ep);
+        if (rc || (got && !wait_send))
+            break;
+        int64_t left = deadline - now_ms();
+        n = left > 0 ? inec_cq_wait(wait_send ? c->scq : c->cq, 16, wc, (int)left) : -ETIMEDOUT;
         if (n < 0) {
             rc = cfail(c, -ETIMEDOUT, "node %s did not answer within %d ms", c->addr, timeout_ms);
             break;
@@ -297,7 +316,6 @@ static int call_timeout(struct node_client *c, int type, const void *head, size_
         for (int i = 0; i < n; i++) {
             if (!rpc_ep_owns(c->ep, &wc[i]))
                 continue; /* of an endpoint closed earlier */
-            struct rpc_msg m;
             int r = rpc_ep_complete(c->ep, &wc[i], &m);
             if (r == 1 && (m.flags & RPC_F_RESPONSE) && m.req_id == h.req_id && !got) {
                 *resp = m;

@@ -176,12 +176,14 @@ bool rpc_ep_broken(const struct rpc_ep *ep)
     return ep->broken || inec_qp_in_error(ep->qp);
 }
 
-bool rpc_ep_idle(struct rpc_ep *ep)
+bool rpc_ep_sending_in_place(struct rpc_ep *ep)
 {
     pthread_mutex_lock(&ep->lock);
-    bool idle = ep->pending == NULL;
+    const struct rpc_out *o = ep->pending;
+    while (o && !o->data_mr)
+        o = o->next;
     pthread_mutex_unlock(&ep->lock);
-    return idle;
+    return o != NULL;
 }
 
 bool rpc_ep_owns(const struct rpc_ep *ep, const struct inec_wc *wc)

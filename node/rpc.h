@@ -91,8 +91,9 @@ bool rpc_ep_broken(const struct rpc_ep *ep);
  * fragments are then dropped), -EHOSTDOWN when the QP failed.
  */
 int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg *msg);
-/* No send of ep is still in flight. */
-bool rpc_ep_idle(struct rpc_ep *ep);
+/* A send of ep still in flight reads its caller's data (sent in place: too
+ * large for a send buffer); the others were copied when sent. */
+bool rpc_ep_sending_in_place(struct rpc_ep *ep);
 /* Is this completion (from a shared CQ) one of ep's? */
 bool rpc_ep_owns(const struct rpc_ep *ep, const struct inec_wc *wc);
 
