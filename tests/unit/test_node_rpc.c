@@ -250,6 +250,54 @@ static void test_no_registration_per_rpc(void **state)
     assert_true(s1.registrations - s0.registrations < 5);
 }
 
+/* A send's data is the caller's until its completion only when it went in
+ * place; a message that fits a send buffer was copied when sent, so the
+ * node client's call waits for no completion of it (node/client.c). */
+static void test_in_place_sends(void **state)
+{
+    struct fixture *f = *state;
+    struct inec_cq *cqa, *cqb;
+    struct rpc_ep *a, *b;
+    assert_int_equal(inec_cq_create(f->dev, 64, &cqa), 0);
+    assert_int_equal(inec_cq_create(f->dev, 64, &cqb), 0);
+    assert_int_equal(rpc_ep_open(f->dev, cqa, cqa, &a), 0);
+    assert_int_equal(rpc_ep_open(f->dev, cqb, cqb, &b), 0);
+    assert_int_equal(rpc_ep_connect(a, inec_device_addr(f->dev), rpc_ep_qpn(b)), 0);
+    assert_int_equal(rpc_ep_connect(b, inec_device_addr(f->dev), rpc_ep_qpn(a)), 0);
+    static uint8_t small[1000], large[64 << 10];
+    fill(small, sizeof(small), 1);
+    fill(large, sizeof(large), 2);
+    struct rpc_msg h = {.type = 1, .req_id = 1};
+    assert_int_equal(rpc_ep_send(a, &h, NULL, 0, small, sizeof(small), NULL, NULL), 0);
+    assert_false(rpc_ep_sending_in_place(a));
+    memset(small, 0, sizeof(small)); /* the caller may reuse it at once */
+    h.req_id = 2;
+    assert_int_equal(rpc_ep_send(a, &h, NULL, 0, large, sizeof(large), NULL, NULL), 0);
+    assert_true(rpc_ep_sending_in_place(a)); /* until its completion is taken */
+    struct inec_wc wc;
+    while (rpc_ep_sending_in_place(a)) {
+        assert_int_equal(inec_cq_wait(cqa, 1, &wc, 5000), 1);
+        struct rpc_msg m;
+        assert_true(rpc_ep_owns(a, &wc));
+        assert_int_equal(rpc_ep_complete(a, &wc, &m), 0);
+    }
+    fill(small, sizeof(small), 1);
+    for (int got = 0; got < 2;) {
+        assert_int_equal(inec_cq_wait(cqb, 1, &wc, 5000), 1);
+        struct rpc_msg m;
+        if (rpc_ep_complete(b, &wc, &m) != 1)
+            continue;
+        got++;
+        assert_int_equal(m.len, m.req_id == 1 ? sizeof(small) : sizeof(large));
+        assert_memory_equal(m.data, m.req_id == 1 ? small : large, m.len);
+        free(m.data);
+    }
+    rpc_ep_close(a);
+    rpc_ep_close(b);
+    inec_cq_destroy(cqa);
+    inec_cq_destroy(cqb);
+}
+
 static void test_meta(void **state)
 {
     struct fixture *f = *state;
@@ -683,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_reassembly),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_registration_per_rpc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_place_sends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_reused, setup, teardown),
