@@ -92,14 +92,15 @@ bool rpc_ep_broken(const struct rpc_ep *ep);
  */
 int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg *msg);
 /* A send of ep still in flight reads its caller's data (sent in place: too
- * large for a send buffer); the others were copied when sent. */
+ * large for a send buffer, or none was free); the others were copied. */
 bool rpc_ep_sending_in_place(struct rpc_ep *ep);
 /* Is this completion (from a shared CQ) one of ep's? */
 bool rpc_ep_owns(const struct rpc_ep *ep, const struct inec_wc *wc);
 
-/* Sends a message (thread-safe). data must stay valid until the send's last
- * fragment completes or the endpoint is closed; done(arg) (may be NULL) is
- * called then, on the completing or closing thread. */
+/* Sends a message (thread-safe). data sent in place (rpc_ep_sending_in_place)
+ * must stay valid until the send's last fragment completes or the endpoint
+ * is closed; copied data is free at once. done(arg) (may be NULL) is called
+ * at that completion or close, on the completing or closing thread. */
 int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
                 const void *data, size_t dlen, void (*done)(void *arg), void *arg);
 
