@@ -216,8 +216,8 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * the mem transport, sharing one engine-thread pool, node i's store in
  * DIR/node-i. The first open writes DIR/cluster.json (9 nodes, pool "default"
  * rs:k=6,m=3 with 1 MiB chunks, or what `opts` says: {"nodes", "profile",
- * "chunk_size", "engine_threads", "timeout_ms", "gc_delay_ms"}); later opens
- * and pools created through the control API keep to that file.
+ * "chunk_size", "engine_threads", "timeout_ms", "heartbeat_ms", "gc_delay_ms"});
+ * later opens and pools created through the control API keep to that file.
  *
  * gw_objects_close: closes; embedded, it first finishes pending garbage
  * collection (no other gateway can be reading), otherwise it leaves it to the
