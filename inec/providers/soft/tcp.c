@@ -111,6 +111,7 @@ struct tcp_conn {
     int fd;
     char peer[128]; /* the peer device's address ("" until it proved it) */
     bool dead, started;
+    bool lost_frame; /* a frame could not be queued: the stream is broken, the pass fails it */
     /* acceptor: the handshake (inec/auth.h) before anything else */
     bool authed;
     uint64_t born;    /* ns: the handshake must end within timeout_ms */
@@ -240,14 +241,18 @@ static void txi_put(struct tcp_dev *t, struct txi *x)
 
 static void conn_fail(struct tcp_conn *c, const char *why);
 
+/* Callers may hold dev->lock, which conn_fail takes: a frame that cannot be
+ * queued (out of memory) breaks the stream, so nothing more is queued, and
+ * the engine's next pass fails the connection. */
 static void queue_frame(struct tcp_conn *c, const struct frame *h, const struct inec_sge *sg,
                         int nsg)
 {
-    if (c->dead)
+    if (c->dead || c->lost_frame)
         return;
     struct txi *x = txi_get(td(c->dev));
     if (!x) {
-        conn_fail(c, "out of memory");
+        c->lost_frame = true;
+        engine_wake(c->dev->eng);
         return;
     }
     x->hdr = *h;
@@ -1102,6 +1107,10 @@ static bool tcp_pass(struct soft_device *dev)
             conn_free(c);
             progress = true;
             continue;
+        }
+        if (c->lost_frame && !c->dead) {
+            conn_fail(c, "out of memory");
+            progress = true;
         }
         if (!c->started) {
             conn_start(c);
