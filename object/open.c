@@ -202,9 +202,8 @@ static json_t *embedded_map(const json_t *opts)
     }
     json_t *map = json_pack("{s:i,s:o,s:[{s:s,s:s,s:i}]}", "peer_timeout_ms",
                             opt_int(opts, "timeout_ms", PLACE_PEER_TIMEOUT_MS), "nodes", nodes,
-                            "pools", "name", "default", "profile",
-                            profile ? profile : "rs:k=6,m=3", "chunk_size",
-                            opt_int(opts, "chunk_size", PLACE_CHUNK_SIZE));
+                            "pools", "name", "default", "profile", profile ? profile : "rs:k=6,m=3",
+                            "chunk_size", opt_int(opts, "chunk_size", PLACE_CHUNK_SIZE));
     if (map && json_object_get(opts, "heartbeat_ms"))
         json_object_set(map, "heartbeat_ms", json_object_get(opts, "heartbeat_ms"));
     return map;
