@@ -719,11 +719,17 @@ static void collect(void *arg, const struct deg_graph *g, int v, struct deg_labe
     }
 }
 
+static void vertex_run(struct hosted *h)
+{
+    h->rc = deg_vx_run(h->x, collect, h, NULL, h->err, sizeof(h->err));
+}
+
+/* Named here, not in vertex_run: a lone vertex runs on the worker itself,
+ * which must keep its name. */
 static void *vertex_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "node-vertex");
-    struct hosted *h = arg;
-    h->rc = deg_vx_run(h->x, collect, h, NULL, h->err, sizeof(h->err));
+    vertex_run(arg);
     return NULL;
 }
 
@@ -838,7 +844,7 @@ static void h_vertex_run(struct req *r)
     }
     /* One vertex (a sink of an encode) runs on this worker: no thread to start. */
     if (n == 1 && rc == 0)
-        vertex_main(v[0]);
+        vertex_run(v[0]);
     for (size_t i = 0; i < n && rc == 0 && n > 1; i++)
         started[i] = pthread_create(&t[i], NULL, vertex_main, v[i]) == 0;
     for (size_t i = 0; i < n && rc == 0 && n > 1; i++) {

@@ -478,11 +478,17 @@ static void hash_unsubmitted(struct gw_put *p)
     }
 }
 
+static void inflight_write(struct inflight *f)
+{
+    f->rc = write_stripe(f->p, f->buf, f->s, f->L, &f->rec);
+}
+
+/* Named here, not in inflight_write: the last stripe is written on the
+ * request's own thread, which must keep its name. */
 static void *inflight_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "put-stripe");
-    struct inflight *f = arg;
-    f->rc = write_stripe(f->p, f->buf, f->s, f->L, &f->rec);
+    inflight_write(arg);
     return NULL;
 }
 
@@ -554,7 +560,7 @@ static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
     f->busy = true;
     f->threaded = !here && pthread_create(&f->thread, NULL, inflight_main, f) == 0;
     if (!f->threaded)
-        inflight_main(f); /* collected in order by inflight_join */
+        inflight_write(f); /* collected in order by inflight_join */
     return 0;
 }
 

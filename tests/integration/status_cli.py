@@ -9,7 +9,7 @@ one node SIGKILLed is HEALTH_WARN naming it and, after a scan, every stripe of
 the pool degraded; that node back with its clock 3 s ahead
 (INEC_CLOCK_OFFSET_MS) is HEALTH_WARN CLOCK_SKEW naming it; four nodes down
 are HEALTH_ERR (more lost than RS(6,3) tolerates). The server's threads are
-named by role. argv[1]: the inec binary."""
+named by role, and keep it. argv[1]: the inec binary."""
 import atexit
 import json
 import os
@@ -99,6 +99,10 @@ for t in os.listdir(task):
 missing = {"node-loop", "store-writer", "node-compactor", "soft-engine", "fanout", "gc",
            "detector"} - roles
 expect(srv, not missing, "threads named %s, none %s" % (sorted(roles), sorted(missing)))
+# A stripe or a vertex run on a thread that has another role (the request's,
+# a node worker) leaves it that role's name: none of the passing roles stays.
+stale = roles & {"put-stripe", "node-vertex"}
+expect(srv, not stale, "threads named %s after the uploads ended" % sorted(stale))
 deadline = time.monotonic() + 30
 while True:
     doc = json.loads(status("--json", "--data", srv.data).stdout)
