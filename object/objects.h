@@ -215,7 +215,7 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * gw_objects_open_embedded: the gateway and its nodes in this process over
  * the mem transport, sharing one engine-thread pool, node i's store in
  * DIR/node-i. The first open writes DIR/cluster.json (9 nodes, pool "default"
- * rs:k=6,m=3 with 1 MiB chunks, or what `opts` says: {"nodes", "profile",
+ * rs:k=6,m=3 with PLACE_CHUNK_SIZE chunks, or what `opts` says: {"nodes", "profile",
  * "chunk_size", "engine_threads", "timeout_ms", "heartbeat_ms", "gc_delay_ms"});
  * later opens and pools created through the control API keep to that file.
  *
