@@ -158,7 +158,9 @@ static size_t write_len(int i)
 static int cmd_writes(struct inec_device *dev, char *addr, int count, bool check)
 {
     struct node_client *c;
-    if (connect_all(dev, addr, &c, 2000) != 1)
+    /* 10 s: a write waits for the node's fdatasync, which other tests'
+     * I/O may slow for seconds; a stopped node fails the call at once. */
+    if (connect_all(dev, addr, &c, 10000) != 1)
         return 1;
     uint8_t *buf = malloc(write_len(count));
     int rc = 0;

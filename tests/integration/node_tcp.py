@@ -25,7 +25,7 @@ import time
 INEC, PEER = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="inec-nodetcp-")
 ETIMEDOUT = 110
-BOUND_MS = 15000  # a call's timeout (2-5 s) plus generous slack for a loaded machine
+BOUND_MS = 15000  # a call's timeout (1-10 s) plus slack for a loaded machine
 # The cluster secret nodes and node_peer prove to each other; cluster.json's
 # default (cluster.secret beside it) is this same file.
 SECRET = os.path.join(TMP, "cluster.secret")

@@ -210,7 +210,9 @@ int main(int argc, char **argv)
         CHECK(get(o, "f-100000", 0, UINT64_MAX, d, 100000) == 0);
         struct gw_objects_stats st;
         gw_objects_counters(o, &st);
-        CHECK(st.corrupt_chunks == 1 && st.degraded_reads == 1 && st.repair_queue >= 1);
+        /* the corrupt stripe decoded; others only if hedged (a late read under load) */
+        CHECK(st.corrupt_chunks == 1 && st.degraded_reads >= 1 &&
+              st.degraded_reads <= 1 + st.hedged_reads && st.repair_queue >= 1);
     } else {
         fprintf(stderr, "objects_check: unknown step %s\n", step);
         return 2;

@@ -768,7 +768,10 @@ static void test_corrupt_chunk(void **state)
     assert_int_equal(get_check(o, "corrupt", "c", 0, UINT64_MAX, d, sizeof(d)), 0);
     gw_objects_counters(o, &after);
     assert_int_equal(after.corrupt_chunks, before.corrupt_chunks + 1);
-    assert_int_equal(after.degraded_reads, before.degraded_reads + 1);
+    /* The corrupt stripe decoded; a healthy one only if a read of it was
+     * late enough to be hedged (a loaded machine). */
+    uint64_t degraded = after.degraded_reads - before.degraded_reads;
+    assert_true(degraded >= 1 && degraded <= 1 + after.hedged_reads - before.hedged_reads);
     json_t *q;
     assert_int_equal(gw_objects_repair_json(o, &q), 0);
     bool found = false;
