@@ -157,9 +157,14 @@ expect(srv, r.returncode == 2 and "no admin token" in r.stderr, "no token", r)
 # -w redraws until interrupted.
 p = subprocess.Popen([INEC, "status", "-w", "0.5", "--data", srv.data], stdout=subprocess.PIPE,
                      text=True)
-time.sleep(3)
+out, deadline = "", time.monotonic() + 30  # each redraw asks every node: slow under load
+while out.count("health: HEALTH_OK") < 2 and time.monotonic() < deadline:
+    line = p.stdout.readline()
+    if not line:
+        break
+    out += line
 p.terminate()
-out = p.communicate(timeout=30)[0]
+out += p.communicate(timeout=30)[0]
 expect(srv, out.count("health: HEALTH_OK") >= 2, "-w printed:\n" + out)
 srv.stop()
 
