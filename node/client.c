@@ -953,7 +953,8 @@ struct sess_worker {
     int v; /* the node vertex this worker runs */
     pthread_t thread;
     bool started;
-    int rc;
+    bool late; /* left running by the last run (a quorum's): rc and err are its own */
+    int rc;    /* of its last RUN (s->lock) */
     char err[512];
 };
 
@@ -969,6 +970,7 @@ struct node_deg_session {
     int pending;
     bool stop, broken;
     bool unsettled; /* a decode returned before its workers' answers */
+    bool refused;   /* the last run did not start: no sink stored */
     /* the run in progress */
     char *run_head; /* JSON of the per-run fields, without the handles */
     int *chunk_of;  /* per vertex: the chunk its result is stored as */
@@ -1025,19 +1027,20 @@ static void *sess_main(void *p)
         seen = s->gen;
         pthread_mutex_unlock(&s->lock);
         json_t *req = json_loads(s->run_head, 0, NULL);
-        w->rc = req ? 0 : -ENOMEM;
+        int rc = req ? 0 : -ENOMEM;
         if (req) {
             json_object_set_new(req, "handles", json_pack("[i]", vs->handle));
             json_object_set_new(req, "chunks", json_pack("[i]", s->chunk_of[w->v]));
             json_decref(
-                call_json(vs->c, NODE_RPC_VERTEX_RUN, req, s->ctx.timeout_ms * 2 + 2000, &w->rc));
+                call_json(vs->c, NODE_RPC_VERTEX_RUN, req, s->ctx.timeout_ms * 2 + 2000, &rc));
         }
-        if (w->rc)
+        if (rc)
             snprintf(w->err, sizeof(w->err), "vertex %s: %s", s->g->vertices[w->v].name,
                      node_client_errmsg(vs->c));
         pthread_mutex_lock(&s->lock);
-        if (--s->pending == 0)
-            pthread_cond_broadcast(&s->cv);
+        w->rc = rc; /* under the lock: a run waiting for a quorum reads it */
+        s->pending--;
+        pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -1054,6 +1057,7 @@ void node_deg_session_close(struct node_deg_session *s)
     for (int i = 0; i < s->nworkers; i++)
         if (s->w[i].started)
             pthread_join(s->w[i].thread, NULL);
+    free(s->run_head);
     if (s->ctx.vs)
         teardown(&s->ctx);
     pthread_mutex_destroy(&s->ctx.lock);
@@ -1132,12 +1136,13 @@ int node_deg_session_sink_rc(const struct node_deg_session *s, int node)
 {
     for (int i = 0; i < s->nworkers; i++)
         if (s->g->vertices[s->w[i].v].node == node)
-            return s->w[i].rc;
+            return s->w[i].late ? -EINPROGRESS : s->refused ? -EIO : s->w[i].rc;
     return -ENOENT;
 }
 
 static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
-                   deg_result_fn result, void *arg, bool early, char *err, size_t errlen);
+                   deg_result_fn result, void *arg, bool early, const struct node_deg_quorum *q,
+                   char *err, size_t errlen);
 
 /* Waits for the workers of a run that returned before them: one that
  * failed there breaks the session (its node dropped its vertex). */
@@ -1160,12 +1165,11 @@ static bool settle(struct node_deg_session *s, char *err, size_t errlen)
 }
 
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
-                         uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
-                         size_t errlen)
+                         uint8_t *const *chunks, const struct node_stripe *stripe,
+                         const struct node_deg_quorum *quorum, char *err, size_t errlen)
 {
     bool failed = settle(s, err, errlen);
-    for (int i = 0; i < s->nworkers; i++) /* nothing stored until a worker says so */
-        s->w[i].rc = -EIO;
+    s->refused = true; /* until a run starts: nothing stored */
     if (s->broken) {
         if (!failed)
             snprintf(err, errlen, "an earlier run of this session failed");
@@ -1211,18 +1215,50 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
         rc = deg_vx_route_out(x, route);
     if (rc)
         return rc;
-    return run_all(s, len, stripe, NULL, NULL, false, err, errlen);
+    return run_all(s, len, stripe, NULL, NULL, false, quorum, err, errlen);
+}
+
+/* Until every worker answered, or (q) the grace after a quorum of them
+ * has passed: the others are then left running (s->lock held). */
+static void wait_workers(struct node_deg_session *s, const struct node_deg_quorum *q,
+                         int64_t started_ms)
+{
+    int64_t until = -1;
+    while (s->pending > 0) {
+        if (!q || until < 0) {
+            if (q && q->enough(q->arg, s)) {
+                int64_t now = now_ms(), took = now - started_ms;
+                until = now + (took > q->grace_min_ms ? took : q->grace_min_ms);
+                continue;
+            }
+            pthread_cond_wait(&s->cv, &s->lock);
+            continue;
+        }
+        int64_t left = until - now_ms();
+        if (left <= 0)
+            break;
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_sec += left / 1000;
+        t.tv_nsec += (left % 1000) * 1000000L;
+        t.tv_sec += t.tv_nsec / 1000000000L;
+        t.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->cv, &s->lock, &t);
+    }
 }
 
 /* One run of every vertex: the node ones by their workers' RUN messages,
  * the gateway's here. early: back as soon as the gateway's vertex is done
  * (a decode: it has every input then, so every source sent, and the RUN
- * answers are waited for by the next run, settle()). */
+ * answers are waited for by the next run, settle()). q: an encode's quorum
+ * (node_deg_session_run). */
 static int run_all(struct node_deg_session *s, size_t len, const struct node_stripe *stripe,
-                   deg_result_fn result, void *arg, bool early, char *err, size_t errlen)
+                   deg_result_fn result, void *arg, bool early, const struct node_deg_quorum *q,
+                   char *err, size_t errlen)
 {
     struct deg_vx *x = s->ctx.vs[s->gv].x;
     int rc;
+    int64_t started = now_ms();
     char obj[2 * NODE_OBJECT_ID_BYTES + 1];
     obj_hex(stripe, obj);
     json_t *head = json_pack("{s:I,s:s,s:I,s:I}", "len", (json_int_t)len, "object", obj, "stripe",
@@ -1232,6 +1268,9 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     if (!s->run_head)
         return -ENOMEM;
     pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->nworkers; i++) /* nothing stored until a worker says so */
+        s->w[i].rc = -EINPROGRESS;
+    s->refused = false;
     s->pending = s->nworkers;
     s->gen++;
     pthread_cond_broadcast(&s->cv);
@@ -1247,9 +1286,15 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     }
     pthread_mutex_lock(&s->lock);
     /* Every worker's call is bounded, so this wait is too. */
-    while (s->pending > 0)
-        pthread_cond_wait(&s->cv, &s->lock);
+    wait_workers(s, grc ? NULL : q, started);
+    bool late = s->pending > 0;
+    for (int i = 0; i < s->nworkers; i++)
+        s->w[i].late = s->w[i].rc == -EINPROGRESS;
     pthread_mutex_unlock(&s->lock);
+    if (late) { /* the workers left running still read run_head: freed at close */
+        s->broken = true;
+        return 0;
+    }
     free(s->run_head);
     s->run_head = NULL;
     /* The root cause first: a failure other than a timeout. */
@@ -1274,8 +1319,7 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
                             deg_result_fn result, void *arg, char *err, size_t errlen)
 {
     bool failed = settle(s, err, errlen);
-    for (int i = 0; i < s->nworkers; i++)
-        s->w[i].rc = -EIO;
+    s->refused = true;
     if (s->broken) {
         if (!failed)
             snprintf(err, errlen, "an earlier run of this session failed");
@@ -1326,5 +1370,5 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
     int rc = deg_vx_rebind(x, len, NULL, err, errlen);
     if (rc)
         return rc;
-    return run_all(s, len, stripe, result, arg, true, err, errlen);
+    return run_all(s, len, stripe, result, arg, true, NULL, err, errlen);
 }

@@ -172,13 +172,27 @@ int node_deg_run(const struct deg_graph *g, size_t len, uint8_t *const *chunks,
  * open a new one. Bounded by opts->timeout_ms as node_deg_run.
  */
 struct node_deg_session;
+
+/* An encode run that need not wait for every sink: once the gateway's
+ * vertex has sent every chunk and enough(arg, s) says the sinks that stored
+ * theirs so far (node_deg_session_sink_rc) suffice, the others get as long
+ * again as the run took until then, at least grace_min_ms; the run then
+ * returns 0 without them. Their sink_rc is -EINPROGRESS, and the session
+ * must be closed (the close waits for their answers): a sink whose disk
+ * stalls holds its stripe for a grace, not for the peer timeout. */
+struct node_deg_quorum {
+    bool (*enough)(void *arg, const struct node_deg_session *s); /* called under a lock */
+    void *arg;
+    int grace_min_ms;
+};
+
 bool node_deg_session_fits(const struct deg_graph *g);
 int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_client *const *nodes,
                           int nnodes, const struct deg_run_opts *opts,
                           struct node_deg_session **out, char *err, size_t errlen);
 int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, size_t len,
-                         uint8_t *const *chunks, const struct node_stripe *stripe, char *err,
-                         size_t errlen);
+                         uint8_t *const *chunks, const struct node_stripe *stripe,
+                         const struct node_deg_quorum *quorum, char *err, size_t errlen);
 /* A decode run: g is a decode of the session's shape (the same number of
  * sources and rows) whose sources are on the session's nodes in any order,
  * reading any chunks of `stripe`; its node participants are node_of[p]
@@ -192,8 +206,9 @@ int node_deg_session_decode(struct node_deg_session *s, const struct deg_graph *
                             deg_result_fn result, void *arg, char *err, size_t errlen);
 void node_deg_session_close(struct node_deg_session *s); /* NULL is a no-op */
 /* After a run, failed ones too: 0 when the sink on node `node` stored its
- * chunk durably, else its error (-ENOENT: no sink there). Lets a writer
- * count what a partly failed run did store. */
+ * chunk durably, else its error (-ENOENT: no sink there; -EINPROGRESS: left
+ * behind by a quorum). Lets a writer count what a partly failed run did
+ * store. */
 int node_deg_session_sink_rc(const struct node_deg_session *s, int node);
 
 #endif

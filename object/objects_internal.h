@@ -43,8 +43,9 @@ struct gw_node {
     _Atomic int misses;             /* failed calls and probes since its last answer */
     _Atomic int verdict;            /* the last one logged (enum gw_peer_state) */
     _Atomic uint64_t failures, suspicions, downs;
-    _Atomic int admin;     /* enum place_state set through the control API (repair_admin.c) */
-    _Atomic bool meta_out; /* holds no metadata: its records moved (repair_admin.c) */
+    _Atomic int late_sinks; /* chunk writes left behind by a quorum, running (session_pool.c) */
+    _Atomic int admin;      /* enum place_state set through the control API (repair_admin.c) */
+    _Atomic bool meta_out;  /* holds no metadata: its records moved (repair_admin.c) */
 };
 
 enum gw_peer_state { GW_PEER_UP, GW_PEER_SUSPECT, GW_PEER_DOWN };
@@ -158,6 +159,13 @@ struct gw_objects {
 /* Used by open.c and sessions.c. */
 #define GW_SESSIONS_IDLE 12 /* idle encode sessions kept */
 
+/* Used by put.c: how long a stripe write waits for the chunks still out
+ * once a write quorum is durable, at least (as long again as the quorum
+ * took, if that is longer); those left out are degraded and repaired. Well
+ * above a healthy disk's slowest fdatasync under load, so that only a
+ * stalled one is written around, and far below the peer timeout. */
+#define GW_WRITE_GRACE_MS 2000
+
 /* Used by put.c and sessions.c. */
 struct gw_session {
     struct gw_pooled_session base;  /* over the nodes written to */
@@ -196,6 +204,9 @@ int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg,
 enum gw_peer_state gw_peer_state(struct gw_objects *o, int node);
 const char *gw_peer_state_name(enum gw_peer_state s);
 bool gw_node_is_down(struct gw_objects *o, int node);
+/* Up, in service (not set out or draining) and with no chunk write left
+ * behind still running: new chunks may go there. */
+bool gw_node_takes_chunks(struct gw_objects *o, int node);
 void gw_peer_answered(struct gw_objects *o, int node);
 
 /* A call failed at the transport; connecting: while setting up a connection. */
@@ -461,7 +472,10 @@ int gw_pooled_session_open(struct gw_objects *o, struct gw_pooled_session *ss,
                            const struct deg_graph *g, char *err, size_t errlen);
 
 /* Back to the idle list after a good run (the oldest beyond max_idle
- * closed); closed after a failed one (rc), its clients that failed too. */
+ * closed); closed after a failed one (rc), its clients that failed too.
+ * -EINPROGRESS: a run that left sinks running (node_deg_quorum): closed on
+ * the fan-out (the close waits for them), their nodes taking no new chunks
+ * until then. */
 void gw_session_pool_release(struct gw_objects *o, struct gw_session_pool *sp,
                              struct gw_pooled_session *ss, int rc);
 

@@ -67,6 +67,13 @@ bool gw_node_is_down(struct gw_objects *o, int node)
     return gw_peer_state(o, node) == GW_PEER_DOWN;
 }
 
+bool gw_node_takes_chunks(struct gw_objects *o, int node)
+{
+    struct gw_node *nd = &o->nodes[node];
+    return atomic_load(&nd->admin) == PLACE_UP && atomic_load(&nd->late_sinks) == 0 &&
+           !gw_node_is_down(o, node);
+}
+
 /* Logs a change of verdict once (the first caller to see it). */
 void gw_peer_note(struct gw_objects *o, int node, const char *why)
 {

@@ -244,9 +244,27 @@ static int drop_sinks(const struct deg_graph *g, const int *place, const bool *m
     return 0;
 }
 
+/* The sinks that stored their chunk so far make the stripe's write quorum. */
+struct stored_arg {
+    const struct gw_pool *pool;
+    const int *place;
+    const bool *missing;
+};
+
+static bool quorum_stored(void *arg, const struct node_deg_session *s)
+{
+    const struct stored_arg *a = arg;
+    bool miss[PLACE_MAX_CHUNKS];
+    for (int c = 0; c < a->pool->p.n; c++)
+        miss[c] = a->missing[c] || node_deg_session_sink_rc(s, a->place[c]) != 0;
+    return quorum_check(a->pool, miss, NULL, 0) == 0;
+}
+
 /* One encode run of a stripe on place[c] for every chunk not missing (the
- * buffer holds the k data chunks of L bytes). After a failed run on a new
- * session the sinks that did not store their chunk are added to missing. */
+ * buffer holds the k data chunks of L bytes). The run returns once a write
+ * quorum stored its chunks and the others had a grace (GW_WRITE_GRACE_MS at
+ * least): those left behind are missing, as are, after a failed run on a new
+ * session, the sinks that did not store their chunk. */
 static int encode_once(struct gw_objects *o, const struct gw_pool *pool, const int *place,
                        bool *missing, size_t L, uint8_t *const *chunks,
                        const struct node_stripe *ns, bool fresh, bool *reused, char *err,
@@ -269,12 +287,18 @@ static int encode_once(struct gw_objects *o, const struct gw_pool *pool, const i
         struct gw_session *ss;
         rc = gw_session_get(o, pool, g, place, missing, fresh, &ss, reused, err, errlen);
         if (rc == 0) {
-            rc = node_deg_session_run(ss->base.s, g, L, chunks, ns, err, errlen);
+            struct stored_arg sa = {pool, place, missing};
+            struct node_deg_quorum q = {quorum_stored, &sa, GW_WRITE_GRACE_MS};
+            rc = node_deg_session_run(ss->base.s, g, L, chunks, ns, &q, err, errlen);
             int sink[PLACE_MAX_CHUNKS] = {0};
-            for (int c = 0; rc && c < n; c++)
+            bool late = false;
+            for (int c = 0; c < n; c++)
                 if (!missing[c])
                     sink[c] = node_deg_session_sink_rc(ss->base.s, place[c]);
-            gw_session_put(o, ss, rc);
+            for (int c = 0; rc == 0 && c < n; c++)
+                if (!missing[c] && sink[c] == -EINPROGRESS)
+                    missing[c] = late = true;
+            gw_session_put(o, ss, late ? -EINPROGRESS : rc);
             /* An idle session may only have outlived a node's restart: the
              * caller tries again on a new one before giving up on a node. */
             for (int c = 0; rc && !*reused && c < n; c++) {
@@ -314,8 +338,8 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     bool *down = calloc((size_t)o->nnodes, sizeof(bool));
     if (!down)
         return -ENOMEM;
-    for (int i = 0; i < o->nnodes; i++) /* set out or draining: no new chunks either */
-        down[i] = gw_node_is_down(o, i) || atomic_load(&o->nodes[i].admin) != PLACE_UP;
+    for (int i = 0; i < o->nnodes; i++) /* set out, draining or late: no new chunks either */
+        down[i] = !gw_node_takes_chunks(o, i);
     int rc = place_stripe_write(o->map, p->oid, sizeof(p->oid), s, pp->n, down, place, missing);
     free(down);
     if (rc)
@@ -332,8 +356,7 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
     bool fresh = false, probed = false, retried = false;
     for (int attempt = 0; attempt < 4; attempt++) {
         for (int c = 0; c < pp->n; c++) /* found down since (a failed connect marks them) */
-            missing[c] |=
-                gw_node_is_down(o, place[c]) || atomic_load(&o->nodes[place[c]].admin) != PLACE_UP;
+            missing[c] |= !gw_node_takes_chunks(o, place[c]);
         if ((rc = quorum_check(p->pool, missing, err, sizeof(err)))) {
             if (probed)
                 break;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "deg/deg.h"
+#include "inec/log.h"
 #include "object/objects_internal.h"
 
 void gw_session_pool_init(struct gw_session_pool *sp, int max_idle)
@@ -110,9 +111,53 @@ int gw_pooled_session_open(struct gw_objects *o, struct gw_pooled_session *ss,
     return rc;
 }
 
+/* A session whose run left sinks running, and their nodes. */
+struct late_close {
+    struct gw_objects *o;
+    struct gw_pooled_session *ss;
+    int nodes[PLACE_MAX_CHUNKS], n;
+};
+
+static void late_close(void *arg, int i)
+{
+    (void)i;
+    struct late_close *lc = arg;
+    pooled_free(lc->o, lc->ss, -EIO); /* waits for the sinks left running */
+    for (int j = 0; j < lc->n; j++)
+        atomic_fetch_sub(&lc->o->nodes[lc->nodes[j]].late_sinks, 1);
+    free(lc);
+}
+
+/* Marks the nodes of ss's late sinks and closes it on the fan-out. */
+static void release_late(struct gw_objects *o, struct gw_pooled_session *ss)
+{
+    struct late_close *lc = calloc(1, sizeof(*lc));
+    if (!lc) {
+        pooled_free(o, ss, -EIO);
+        return;
+    }
+    *lc = (struct late_close){.o = o, .ss = ss};
+    for (int i = 0; i < ss->n; i++) {
+        if (node_deg_session_sink_rc(ss->s, ss->nodes[i]) != -EINPROGRESS)
+            continue;
+        lc->nodes[lc->n++] = ss->nodes[i];
+        atomic_fetch_add(&o->nodes[ss->nodes[i]].late_sinks, 1);
+        inec_log(INEC_LOG_WARN, "gateway",
+                 "node %s: a chunk write still out after the write quorum's grace; written "
+                 "around, no new chunks there until it answers",
+                 o->nodes[ss->nodes[i]].id);
+    }
+    if (gw_fanout_post(o->fan, late_close, lc, 0))
+        late_close(lc, 0);
+}
+
 void gw_session_pool_release(struct gw_objects *o, struct gw_session_pool *sp,
                              struct gw_pooled_session *ss, int rc)
 {
+    if (rc == -EINPROGRESS) {
+        release_late(o, ss);
+        return;
+    }
     if (rc) {
         pooled_free(o, ss, rc);
         return;

@@ -10,9 +10,9 @@ are metadata only are made on keys whose homes include it (7 of 9 nodes are
 homes of any key; twelve keys): CreateBucket, PutObjectAcl, DeleteObject.
 Each must answer well inside the peer timeout (an availability property, not
 a speed figure: the bound is a quarter of the timeout), and after the node
-is resumed every change must read back. (A PUT's stripe write still needs
-every chunk's node of a 9-wide stripe: not covered here.) argv[1]: the inec
-binary."""
+is resumed every change must read back. (A PUT's stripe write waits for a
+frozen node's transport until the failure detector judges it down; a node
+whose disk stalls is put_slow_disk.py.) argv[1]: the inec binary."""
 import json
 import os
 import signal
