@@ -365,9 +365,8 @@ static int write_stripe(const struct gw_put *p, const uint8_t *buf, uint64_t s, 
             probed = true;
             gw_probe_nodes(o, place, missing, pp->n, true);
             for (int c = 0; c < pp->n; c++)
-                missing[c] &= gw_node_is_down(o, place[c]) ||
-                              o->map->nodes[place[c]].state != PLACE_UP ||
-                              atomic_load(&o->nodes[place[c]].admin) != PLACE_UP;
+                missing[c] &=
+                    !gw_node_takes_chunks(o, place[c]) || o->map->nodes[place[c]].state != PLACE_UP;
             continue;
         }
         bool was[PLACE_MAX_CHUNKS], reused;

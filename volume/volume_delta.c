@@ -339,8 +339,7 @@ int gw_volume_delta_write(struct gw_volume *v, uint64_t s, size_t off, size_t le
     for (int i = 0; rc == 0 && i < pool->p.n; i++) {
         const char *id = json_string_value(json_array_get(json_object_get(st, "nodes"), (size_t)i));
         holder[i] = id ? place_map_node(o->map, id) : -1;
-        if (holder[i] < 0 || gw_node_is_down(o, holder[i]) ||
-            atomic_load(&o->nodes[holder[i]].admin) != PLACE_UP)
+        if (holder[i] < 0 || !gw_node_takes_chunks(o, holder[i]))
             rc = -EAGAIN; /* a degraded stripe: read-modify-write follows the write quorum */
     }
     /* The new chunk: the old one with the write in it (read only for a part). */
