@@ -206,6 +206,9 @@ static void write_cluster(const json_t *cluster, FILE *f)
          "seconds since the node last answered a call or a probe"},
         {"inec_node_peer_failures_total", "peer_failures",
          "calls and probes the node failed at the transport"},
+        {"inec_node_late_writes", "late_writes",
+         "chunk writes to the node a stripe's write quorum left behind, still running (the "
+         "node takes no new chunks meanwhile)"},
         {"inec_node_clock_offset_seconds", "clock_offset_s",
          "the node's wall clock minus the gateway's (midpoint of a health call's round trip)"},
     };

@@ -118,11 +118,11 @@ json_t *gw_peer_json(struct gw_objects *o, int node)
 {
     struct gw_node *nd = &o->nodes[node];
     enum gw_peer_state s = gw_peer_state(o, node);
-    return json_pack("{s:s,s:b,s:f,s:i,s:I,s:I,s:I}", "peer_state", gw_peer_state_name(s),
-                     "suspect", s != GW_PEER_UP, "last_seen_age_seconds",
-                     (double)(gw_now_ms() - atomic_load(&nd->last_seen_ms)) / 1000.0, "misses",
-                     atomic_load(&nd->misses), "peer_failures",
-                     (json_int_t)atomic_load(&nd->failures), "suspicions",
-                     (json_int_t)atomic_load(&nd->suspicions), "down_verdicts",
-                     (json_int_t)atomic_load(&nd->downs));
+    return json_pack(
+        "{s:s,s:b,s:f,s:i,s:I,s:I,s:I,s:i}", "peer_state", gw_peer_state_name(s), "suspect",
+        s != GW_PEER_UP, "last_seen_age_seconds",
+        (double)(gw_now_ms() - atomic_load(&nd->last_seen_ms)) / 1000.0, "misses",
+        atomic_load(&nd->misses), "peer_failures", (json_int_t)atomic_load(&nd->failures),
+        "suspicions", (json_int_t)atomic_load(&nd->suspicions), "down_verdicts",
+        (json_int_t)atomic_load(&nd->downs), "late_writes", atomic_load(&nd->late_sinks));
 }

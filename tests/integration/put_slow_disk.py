@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster  # noqa: E402
@@ -80,6 +81,17 @@ try:
             if took >= PEER_TIMEOUT_MS / 4000:
                 srv.fail("PUT %s took %.1f s with %s's disk stalled (peer timeout %d ms)"
                          % (key, took, victim, PEER_TIMEOUT_MS))
+        # Until the write left behind answers, the node is shown late and
+        # takes no new chunks.
+        late = [n.get("late_writes") for n in admin("/admin/v1/cluster")["nodes"]
+                if n["id"] == victim]
+        if late != [1]:
+            srv.fail("%s's chunk write left behind is not shown: late_writes %r" % (victim, late))
+        req = urllib.request.Request(srv.admin + "/metrics",
+                                     headers={"Authorization": "Bearer " + srv.token})
+        metrics = urllib.request.urlopen(req, timeout=60).read().decode()
+        if ('inec_node_late_writes{node="%s"} 1' % victim) not in metrics:
+            srv.fail("inec_node_late_writes does not show %s's late write" % victim)
     finally:
         with open(os.path.join(cgroup, "blkio.throttle.write_bps_device"), "w") as f:
             f.write("%s 0" % disk)
