@@ -65,9 +65,11 @@ static struct gw_objects *open_cluster(void)
 }
 
 /* For a commit that must reach the homes before the gateway knows they
- * stopped: no probe within the test (stopping 6 nodes may take a second on a
- * loaded machine, and a probe refused marks a node down at once; see
- * stop_unnoticed for the other callers). */
+ * stopped: no probe within the test. stop_unnoticed resets the gateway's
+ * belief after the stops, but a probe falls due one heartbeat (500 ms) after
+ * it, and a refused probe marks a node down at once: a stall that long
+ * between the reset and the commit on a loaded machine would fail the test
+ * for the wrong reason. */
 static struct gw_objects *open_cluster_unprobed(void)
 {
     json_t *opts = cluster_opts(CHUNK, 0, "direct");
