@@ -5,10 +5,10 @@
  * handler per request type, and DEG vertices hosted on devices of their own.
  *
  * Handlers answer exactly once, with reply(): at once on the loop (reads,
- * metadata, stats), from the store's writer thread when a chunk write is
- * durable (node_store_put_chunk_async, so concurrent writes share a flush),
- * or from a worker thread for work that blocks (chunk reads, metadata writes,
- * scrub, vertex runs). `inflight` counts requests not yet answered; stopping
+ * metadata, stats, chunk reads the page cache holds), from the store's
+ * writer thread when a chunk write is durable (node_store_put_chunk_async,
+ * so concurrent writes share a flush), or from a worker thread for work that
+ * blocks (other chunk reads, metadata writes, scrub, vertex runs). `inflight` counts requests not yet answered; stopping
  * waits for it to drain.
  *
  * Workers: a pool that grows while a request waits with no idle worker, up to
@@ -51,6 +51,7 @@
 #define MAX_WORKERS      64
 #define KEEP_IDLE        8 /* idle workers kept past WORKER_IDLE_MS */
 #define WORKER_IDLE_MS   2000
+#define LOOP_READ_MAX    (1u << 20) /* chunks the loop reads from the page cache, at most */
 
 struct conn {
     struct conn *next;
@@ -237,6 +238,32 @@ static void h_get_chunk(struct req *r)
     uint8_t head[8];
     rpc_put64(head, version);
     reply_data(r, 0, head, 8, buf, len, free, buf);
+}
+
+/* A chunk read answered on the loop when the page cache holds it (a worker
+ * costs the request two thread switches): false when it would block, is
+ * large (the loop would copy and checksum it while others wait), or needs
+ * the worker's full read (a corrupt chunk is reported there). */
+static bool h_get_chunk_cached(struct req *r)
+{
+    struct node_chunk_id id;
+    uint64_t version;
+    void *buf = NULL;
+    size_t len = 0;
+    if (r->msg.len != RPC_CHUNK_HEAD)
+        return false;
+    rpc_chunk_head_decode(r->msg.data, &id, &version);
+    int rc = node_store_get_chunk_cached(r->svc->store, &id, LOOP_READ_MAX, &buf, &len, &version);
+    if (rc == -EAGAIN)
+        return false;
+    if (rc) {
+        reply_err(r, rc, node_store_strerror(rc));
+        return true;
+    }
+    uint8_t head[8];
+    rpc_put64(head, version);
+    reply_data(r, 0, head, 8, buf, len, free, buf);
+    return true;
 }
 
 static void h_delete_chunk(struct req *r)
@@ -919,14 +946,15 @@ static void h_vertex_close(struct req *r)
 }
 
 /* Blocking handlers (disk reads and syncs, vertex runs) run on a worker
- * thread so the loop keeps serving; chunk writes need none (the store's
- * writer thread answers them). */
+ * thread so the loop keeps serving, unless their `nowait` answers at once;
+ * chunk writes need none (the store's writer thread answers them). */
 static const struct {
     void (*fn)(struct req *);
     bool blocking;
+    bool (*nowait)(struct req *); /* true: answered on the loop */
 } handlers[NODE_RPC_NTYPES] = {
     [NODE_RPC_PUT_CHUNK] = {h_put_chunk, false},
-    [NODE_RPC_GET_CHUNK] = {h_get_chunk, true},
+    [NODE_RPC_GET_CHUNK] = {h_get_chunk, true, h_get_chunk_cached},
     [NODE_RPC_DELETE_CHUNK] = {h_delete_chunk, true},
     [NODE_RPC_PUT_META] = {h_put_meta, true},
     [NODE_RPC_GET_META] = {h_get_meta, false},
@@ -1035,6 +1063,8 @@ static void dispatch(struct node_service *s, struct conn *c, struct rpc_msg *m, 
         return reply_err(r, -ESHUTDOWN, "node is shutting down");
     if (m->type >= NODE_RPC_NTYPES || !handlers[m->type].fn)
         return reply_err(r, -EOPNOTSUPP, "unknown request type");
+    if (handlers[m->type].nowait && handlers[m->type].nowait(r))
+        return;
     if (handlers[m->type].blocking && work_submit(s, r))
         return;
     handlers[m->type].fn(r);

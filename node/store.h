@@ -109,6 +109,11 @@ int node_store_get_chunk(struct node_store *s, const struct node_chunk_id *id, v
 /* As above into a malloc'ed buffer the caller frees. */
 int node_store_get_chunk_alloc(struct node_store *s, const struct node_chunk_id *id, void **buf,
                                size_t *len, uint64_t *version);
+/* The same without blocking, for an event loop: -EAGAIN (and nothing else
+ * done, a corrupt chunk included: the blocking read reports it) unless the
+ * chunk is at most `max` bytes, entirely in the page cache and verified. */
+int node_store_get_chunk_cached(struct node_store *s, const struct node_chunk_id *id, size_t max,
+                                void **buf, size_t *len, uint64_t *version);
 
 /* Deletes (durable tombstone) a chunk whose version is <= `version`; -ENOENT, -ESTALE. */
 int node_store_delete_chunk(struct node_store *s, const struct node_chunk_id *id, uint64_t version);

@@ -134,7 +134,7 @@ static int compact_group(struct node_store *s, const uint32_t *victims, const ui
             cap = e[i].old.len;
         }
         pthread_rwlock_rdlock(&s->seg_lock);
-        int rd = store_read_record(s, e[i].key, &e[i].old, buf);
+        int rd = store_read_record(s, e[i].key, &e[i].old, buf, 0);
         pthread_rwlock_unlock(&s->seg_lock);
         if (rd) /* marked for repair in the switch txn, if still current then */
             continue;

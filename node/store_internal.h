@@ -124,8 +124,9 @@ void store_direct_close(struct node_store *s);
 void *store_writer_main(void *arg);
 
 /* store_read.c */
+/* rwf: 0, or RWF_NOWAIT (-EAGAIN unless every byte is in the page cache). */
 int store_read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const struct loc *l,
-                      void *buf);
+                      void *buf, int rwf);
 
 /* store_stats.c */
 int store_live_per_segment(struct node_store *s, MDB_txn *txn, const uint32_t *ids, size_t n,

@@ -14,7 +14,7 @@
 
 /* Reads and verifies the record at l into buf[l->len]; under seg_lock (shared). */
 int store_read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const struct loc *l,
-                      void *buf)
+                      void *buf, int rwf)
 {
     uint8_t hdr[NODE_RECORD_HDR_BYTES];
     int fd = store_seg_fd(s, l->seg);
@@ -30,11 +30,11 @@ int store_read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const st
         iov[1] = iov[2], niov = 2;
     if (!l->len)
         niov--;
-    ssize_t got = preadv(fd, iov, niov, (off_t)l->off);
+    ssize_t got = preadv2(fd, iov, niov, (off_t)l->off, rwf);
     if (got < 0)
         return -errno;
     if ((size_t)got != sizeof(hdr) + skip + l->len)
-        return -EBADMSG; /* cut short */
+        return rwf ? -EAGAIN : -EBADMSG; /* partly cached, or cut short */
     struct node_record rec;
     uint8_t rk[KEY_BYTES];
     if (node_record_decode(hdr, &rec) != 0)
@@ -98,7 +98,7 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
             rc = -EMSGSIZE;
         }
     }
-    int rd = rc == 0 ? store_read_record(s, k, &l, buf) : 0;
+    int rd = rc == 0 ? store_read_record(s, k, &l, buf, 0) : 0;
     pthread_rwlock_unlock(&s->seg_lock);
     atomic_fetch_sub(&s->reads, 1);
     if (rd) {
@@ -129,6 +129,40 @@ int node_store_get_chunk_alloc(struct node_store *s, const struct node_chunk_id 
         return -EINVAL;
     *buf = NULL;
     return get_impl(s, id, NULL, 0, buf, len, version);
+}
+
+int node_store_get_chunk_cached(struct node_store *s, const struct node_chunk_id *id, size_t max,
+                                void **buf, size_t *len, uint64_t *version)
+{
+    uint8_t k[KEY_BYTES];
+    store_key_of(id, k);
+    struct loc l;
+    MDB_txn *txn;
+    *buf = NULL;
+    if (pthread_rwlock_tryrdlock(&s->seg_lock))
+        return -EAGAIN; /* a compaction swaps segments */
+    atomic_fetch_add(&s->reads, 1);
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    if (rc == 0) {
+        rc = store_loc_get(s, txn, k, &l);
+        mdb_txn_abort(txn);
+    }
+    if (rc == 0 && l.len > max)
+        rc = -EAGAIN;
+    if (rc == 0 && !(*buf = malloc(l.len ? l.len : 1)))
+        rc = -ENOMEM;
+    if (rc == 0 && store_read_record(s, k, &l, *buf, RWF_NOWAIT))
+        rc = -EAGAIN;
+    pthread_rwlock_unlock(&s->seg_lock);
+    atomic_fetch_sub(&s->reads, 1);
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+        return rc == -ENOENT ? rc : -EAGAIN;
+    }
+    *len = l.len;
+    *version = l.version;
+    return 0;
 }
 
 int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *start_after,

@@ -790,6 +790,31 @@ static void test_corruption(void **state)
     assert_int_equal(check_n(s, 0, 1, LEN), 0);
     uint8_t buf[LEN];
     struct node_chunk_id id = cid(1);
+
+    /* The event loop's read (page cache only, never blocking): a good chunk
+     * as the blocking read gives it; a large one, and a corrupt one, left to
+     * the blocking read (-EAGAIN), which alone marks it for repair. */
+    struct node_chunk_id id0 = cid(0), none = cid(99);
+    void *cached = NULL;
+    size_t clen = 0;
+    uint64_t cver = 0;
+    assert_int_equal(node_store_get_chunk(s, &id0, buf, sizeof(buf), NULL, NULL), 0);
+    assert_int_equal(node_store_get_chunk_cached(s, &id0, LEN, &cached, &clen, &cver), 0);
+    assert_int_equal(clen, LEN);
+    assert_int_equal(cver, 1);
+    assert_memory_equal(cached, buf, LEN);
+    free(cached);
+    assert_int_equal(node_store_get_chunk_cached(s, &id0, LEN - 1, &cached, &clen, &cver), -EAGAIN);
+    assert_null(cached);
+    assert_int_equal(node_store_get_chunk_cached(s, &none, LEN, &cached, &clen, &cver), -ENOENT);
+    for (int i = 1; i <= 4; i++) {
+        struct node_chunk_id bad = cid((uint64_t)i);
+        assert_int_equal(node_store_get_chunk_cached(s, &bad, LEN, &cached, &clen, &cver), -EAGAIN);
+        assert_null(cached);
+    }
+    struct idlist none_marked = {.n = 0};
+    assert_int_equal(node_store_list_repair(s, repair_cb, &none_marked), 0);
+
     memset(buf, 0x77, sizeof(buf));
     assert_int_equal(node_store_get_chunk(s, &id, buf, sizeof(buf), NULL, NULL), -EBADMSG);
     for (int i = 0; i < LEN; i++) /* nothing of the corrupt record reaches the caller */
