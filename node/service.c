@@ -8,8 +8,9 @@
  * metadata, stats, chunk reads the page cache holds), from the store's
  * writer thread when a chunk write is durable (node_store_put_chunk_async,
  * so concurrent writes share a flush), or from a worker thread for work that
- * blocks (other chunk reads, metadata writes, scrub, vertex runs). `inflight` counts requests not yet answered; stopping
- * waits for it to drain.
+ * blocks (other chunk reads, metadata writes, scrub, vertex runs).
+ * `inflight` counts requests not yet answered; stopping waits for it to
+ * drain.
  *
  * Workers: a pool that grows while a request waits with no idle worker, up to
  * MAX_WORKERS (a vertex run may wait its whole timeout for another node's
