@@ -224,38 +224,26 @@ static void h_put_chunk(struct req *r)
         reply(r, rc);
 }
 
-static void h_get_chunk(struct req *r)
+/* A chunk read: a worker's, or (cached) on the loop, answered only when the
+ * page cache holds the chunk (a worker costs the request two thread
+ * switches). False when that read would block, the chunk is large (the loop
+ * would copy and checksum it while others wait), or it needs the worker's
+ * full read (a corrupt chunk is reported there). */
+static bool get_chunk(struct req *r, bool cached)
 {
     struct node_chunk_id id;
     uint64_t version;
     void *buf = NULL;
     size_t len = 0;
-    if (r->msg.len != RPC_CHUNK_HEAD)
-        return reply(r, -EPROTO);
+    if (r->msg.len != RPC_CHUNK_HEAD) {
+        reply(r, -EPROTO);
+        return true;
+    }
     rpc_chunk_head_decode(r->msg.data, &id, &version);
-    int rc = node_store_get_chunk_alloc(r->svc->store, &id, &buf, &len, &version);
-    if (rc)
-        return reply_err(r, rc, node_store_strerror(rc));
-    uint8_t head[8];
-    rpc_put64(head, version);
-    reply_data(r, 0, head, 8, buf, len, free, buf);
-}
-
-/* A chunk read answered on the loop when the page cache holds it (a worker
- * costs the request two thread switches): false when it would block, is
- * large (the loop would copy and checksum it while others wait), or needs
- * the worker's full read (a corrupt chunk is reported there). */
-static bool h_get_chunk_cached(struct req *r)
-{
-    struct node_chunk_id id;
-    uint64_t version;
-    void *buf = NULL;
-    size_t len = 0;
-    if (r->msg.len != RPC_CHUNK_HEAD)
-        return false;
-    rpc_chunk_head_decode(r->msg.data, &id, &version);
-    int rc = node_store_get_chunk_cached(r->svc->store, &id, LOOP_READ_MAX, &buf, &len, &version);
-    if (rc == -EAGAIN)
+    int rc = cached ? node_store_get_chunk_cached(r->svc->store, &id, LOOP_READ_MAX, &buf, &len,
+                                                  &version)
+                    : node_store_get_chunk_alloc(r->svc->store, &id, &buf, &len, &version);
+    if (cached && rc == -EAGAIN)
         return false;
     if (rc) {
         reply_err(r, rc, node_store_strerror(rc));
@@ -265,6 +253,16 @@ static bool h_get_chunk_cached(struct req *r)
     rpc_put64(head, version);
     reply_data(r, 0, head, 8, buf, len, free, buf);
     return true;
+}
+
+static void h_get_chunk(struct req *r)
+{
+    get_chunk(r, false);
+}
+
+static bool h_get_chunk_cached(struct req *r)
+{
+    return get_chunk(r, true);
 }
 
 static void h_delete_chunk(struct req *r)
