@@ -111,7 +111,7 @@ int node_store_get_chunk_alloc(struct node_store *s, const struct node_chunk_id 
                                size_t *len, uint64_t *version);
 /* The same without blocking, for an event loop: -EAGAIN (and nothing else
  * done, a corrupt chunk included: the blocking read reports it) unless the
- * chunk is at most `max` bytes, entirely in the page cache and verified. */
+ * chunk is at most `max` (> 0) bytes, entirely in the page cache and verified. */
 int node_store_get_chunk_cached(struct node_store *s, const struct node_chunk_id *id, size_t max,
                                 void **buf, size_t *len, uint64_t *version);
 

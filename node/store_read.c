@@ -69,8 +69,11 @@ static void mark_corrupt(struct node_store *s, const uint8_t k[KEY_BYTES], uint6
         inec_log(INEC_LOG_ERROR, "node", "cannot mark for repair err=%s", strerror(-rc));
 }
 
+/* nowait > 0: the event loop's read (node_store_get_chunk_cached): a chunk
+ * of at most nowait bytes, from the page cache only, and a failed check
+ * marks nothing (-EAGAIN: the blocking read reports it). */
 static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *buf, size_t cap,
-                    void **alloc, size_t *len, uint64_t *version)
+                    void **alloc, size_t *len, uint64_t *version, size_t nowait)
 {
     if (!s || !id)
         return -EINVAL;
@@ -78,8 +81,11 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
     store_key_of(id, k);
     struct loc l;
     MDB_txn *txn;
+    if (nowait && pthread_rwlock_tryrdlock(&s->seg_lock))
+        return -EAGAIN; /* a compaction swaps segments */
+    if (!nowait)
+        pthread_rwlock_rdlock(&s->seg_lock);
     atomic_fetch_add(&s->reads, 1);
-    pthread_rwlock_rdlock(&s->seg_lock);
     int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc == 0) {
         rc = store_loc_get(s, txn, k, &l);
@@ -90,7 +96,9 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
             *len = l.len;
         if (version)
             *version = l.version;
-        if (alloc) {
+        if (nowait && l.len > nowait) {
+            rc = -EAGAIN;
+        } else if (alloc) {
             buf = *alloc = malloc(l.len ? l.len : 1);
             if (!buf)
                 rc = -ENOMEM;
@@ -98,7 +106,7 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
             rc = -EMSGSIZE;
         }
     }
-    int rd = rc == 0 ? store_read_record(s, k, &l, buf, 0) : 0;
+    int rd = rc == 0 ? store_read_record(s, k, &l, buf, nowait ? RWF_NOWAIT : 0) : 0;
     pthread_rwlock_unlock(&s->seg_lock);
     atomic_fetch_sub(&s->reads, 1);
     if (rd) {
@@ -108,6 +116,8 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
             free(*alloc);
             *alloc = NULL;
         }
+        if (nowait)
+            return -EAGAIN;
         mark_corrupt(s, k, l.version, rd);
         rc = rd;
     }
@@ -119,7 +129,7 @@ int node_store_get_chunk(struct node_store *s, const struct node_chunk_id *id, v
 {
     if (!buf && cap)
         return -EINVAL;
-    return get_impl(s, id, buf, cap, NULL, len, version);
+    return get_impl(s, id, buf, cap, NULL, len, version, 0);
 }
 
 int node_store_get_chunk_alloc(struct node_store *s, const struct node_chunk_id *id, void **buf,
@@ -128,41 +138,17 @@ int node_store_get_chunk_alloc(struct node_store *s, const struct node_chunk_id 
     if (!buf)
         return -EINVAL;
     *buf = NULL;
-    return get_impl(s, id, NULL, 0, buf, len, version);
+    return get_impl(s, id, NULL, 0, buf, len, version, 0);
 }
 
 int node_store_get_chunk_cached(struct node_store *s, const struct node_chunk_id *id, size_t max,
                                 void **buf, size_t *len, uint64_t *version)
 {
-    uint8_t k[KEY_BYTES];
-    store_key_of(id, k);
-    struct loc l;
-    MDB_txn *txn;
+    if (!buf || !max)
+        return -EINVAL;
     *buf = NULL;
-    if (pthread_rwlock_tryrdlock(&s->seg_lock))
-        return -EAGAIN; /* a compaction swaps segments */
-    atomic_fetch_add(&s->reads, 1);
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
-    if (rc == 0) {
-        rc = store_loc_get(s, txn, k, &l);
-        mdb_txn_abort(txn);
-    }
-    if (rc == 0 && l.len > max)
-        rc = -EAGAIN;
-    if (rc == 0 && !(*buf = malloc(l.len ? l.len : 1)))
-        rc = -ENOMEM;
-    if (rc == 0 && store_read_record(s, k, &l, *buf, RWF_NOWAIT))
-        rc = -EAGAIN;
-    pthread_rwlock_unlock(&s->seg_lock);
-    atomic_fetch_sub(&s->reads, 1);
-    if (rc) {
-        free(*buf);
-        *buf = NULL;
-        return rc == -ENOENT ? rc : -EAGAIN;
-    }
-    *len = l.len;
-    *version = l.version;
-    return 0;
+    int rc = get_impl(s, id, NULL, 0, buf, len, version, max);
+    return rc == 0 || rc == -ENOENT ? rc : -EAGAIN;
 }
 
 int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *start_after,
