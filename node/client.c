@@ -1277,6 +1277,8 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     pthread_mutex_unlock(&s->lock);
     char gerr[512] = "";
     int grc = deg_vx_run(x, result, arg, NULL, gerr, sizeof(gerr));
+    if (grc == 0 && q && q->sent)
+        q->sent(q->sent_arg);
     if (early && grc == 0) {
         /* Every worker read run_head before its source could send. */
         free(s->run_head);

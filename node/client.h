@@ -184,6 +184,11 @@ struct node_deg_quorum {
     bool (*enough)(void *arg, const struct node_deg_session *s); /* called under a lock */
     void *arg;
     int grace_min_ms;
+    /* When set: called once on the caller's thread when the gateway's vertex
+     * has sent every chunk, before the wait for the sinks, so the caller's
+     * own work (a PUT's MD5) overlaps their disk writes, not follows them. */
+    void (*sent)(void *sent_arg);
+    void *sent_arg;
 };
 
 bool node_deg_session_fits(const struct deg_graph *g);
