@@ -965,7 +965,11 @@ struct node_deg_session {
     int nworkers;
     struct sess_worker *w;
     pthread_mutex_t lock;
-    pthread_cond_t cv;
+    /* Two conditions, so a worker's answer wakes the run's waiter alone, not
+     * every idle worker too (each rechecking gen and sleeping again: up to
+     * 8 wake-ups for each of 9 answers of an RS(6,3) stripe). */
+    pthread_cond_t go; /* to the workers: a run started (gen), or stop */
+    pthread_cond_t cv; /* to the run: a worker answered (pending) */
     uint64_t gen;
     int pending;
     bool stop, broken;
@@ -1021,7 +1025,7 @@ static void *sess_main(void *p)
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (!s->stop && s->gen == seen)
-            pthread_cond_wait(&s->cv, &s->lock);
+            pthread_cond_wait(&s->go, &s->lock);
         if (s->stop)
             break;
         seen = s->gen;
@@ -1052,7 +1056,7 @@ void node_deg_session_close(struct node_deg_session *s)
         return;
     pthread_mutex_lock(&s->lock);
     s->stop = true;
-    pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->go);
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < s->nworkers; i++)
         if (s->w[i].started)
@@ -1062,6 +1066,7 @@ void node_deg_session_close(struct node_deg_session *s)
         teardown(&s->ctx);
     pthread_mutex_destroy(&s->ctx.lock);
     pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->go);
     pthread_cond_destroy(&s->cv);
     deg_graph_destroy(s->g);
     free(s->w);
@@ -1087,6 +1092,7 @@ int node_deg_session_open(const struct deg_graph *g, size_t len, struct node_cli
         return -ENOMEM;
     pthread_mutex_init(&s->ctx.lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->go, NULL);
     pthread_cond_init(&s->cv, NULL);
     /* The session keeps its own copy: the caller's graph is per stripe. */
     char *text = deg_to_json(g);
@@ -1273,7 +1279,7 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     s->refused = false;
     s->pending = s->nworkers;
     s->gen++;
-    pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->go);
     pthread_mutex_unlock(&s->lock);
     char gerr[512] = "";
     int grc = deg_vx_run(x, result, arg, NULL, gerr, sizeof(gerr));
