@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <time.h>
 
 #include "object/objects_internal.h"
 
@@ -58,14 +57,7 @@ static void *detector_main(void *arg)
             if (gw_fanout_post(o->det_fan, probe_job, o, i))
                 atomic_store(&nd->probe_since_ms, 0);
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += o->heartbeat_ms / 1000;
-        until.tv_nsec += (long)(o->heartbeat_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = gw_deadline_in_ms(o->heartbeat_ms);
         pthread_cond_timedwait(&o->det_cond, &o->det_lock, &until);
     }
     pthread_mutex_unlock(&o->det_lock);

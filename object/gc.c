@@ -114,15 +114,7 @@ void *gw_gc_main(void *arg)
             pthread_mutex_lock(&o->gc_lock);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = next == INT64_MAX ? 1000 : next - now;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = gw_deadline_in_ms(next == INT64_MAX ? 1000 : next - now);
         pthread_cond_timedwait(&o->gc_cond, &o->gc_lock, &ts);
     }
     pthread_mutex_unlock(&o->gc_lock);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <jansson.h>
 #include "codecs/codec.h"
 #include "object/objects.h"
@@ -187,6 +188,8 @@ struct gw_meta_round {
 
 int64_t gw_now_ms(void);
 int64_t gw_realtime_ns(void);
+/* The absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+struct timespec gw_deadline_in_ms(int64_t ms);
 
 /* fanout.c: The fan-out */
 

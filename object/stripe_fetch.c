@@ -59,18 +59,6 @@ struct gw_fetch {
     bool left;                    /* the waiter is gone: late reads report their own losses */
 };
 
-/* The absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
-static struct timespec in_ms(int64_t ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    t.tv_sec += t.tv_nsec / 1000000000L;
-    t.tv_nsec %= 1000000000L;
-    return t;
-}
-
 static int64_t now_us(void)
 {
     struct timespec ts;
@@ -397,7 +385,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
             if (now + pause > deadline)
                 pause = (int)(deadline - now);
             res->retries++;
-            struct timespec until = in_ms(pause);
+            struct timespec until = gw_deadline_in_ms(pause);
             pthread_cond_timedwait(&f->cond, &f->lock, &until);
             for (int c = 0; c < st->n; c++)
                 if (retryable(f, c) ||
@@ -410,7 +398,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
             rc = -EIO;
             break;
         }
-        struct timespec until = in_ms(wake > now ? wake - now : 1);
+        struct timespec until = gw_deadline_in_ms(wake > now ? wake - now : 1);
         pthread_cond_timedwait(&f->cond, &f->lock, &until);
     }
     for (int c = 0; c < st->n; c++) {
