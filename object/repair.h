@@ -73,9 +73,10 @@ struct gw_repair {
     json_t *schemes; /* pool name -> scheme name */
     uint64_t admin_version;
     int64_t admin_loaded_ms;
-    bool kick;     /* the worker has something new to do */
-    bool scan_now; /* the scanner walks at once */
-    bool scanning; /* a walk is under way */
+    bool kick;           /* the worker has something new to do */
+    uint64_t note_wakes; /* reports that set kick (the worker clears kick, not this) */
+    bool scan_now;       /* the scanner walks at once */
+    bool scanning;       /* a walk is under way */
     int64_t scrub_interval_ms, last_scrub_ms;
     bool scrub_now;
 

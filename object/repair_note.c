@@ -42,6 +42,7 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
             r->left_bytes += len * (uint64_t)nlost;
         }
         r->kick = true;
+        r->note_wakes++;
         pthread_cond_broadcast(&r->cond);
         pthread_mutex_unlock(&r->lock);
         return;
@@ -66,6 +67,7 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
     if (json_object_size(r->pending) < GW_REPAIR_PENDING_MAX && !json_object_get(r->pending, qkey))
         json_object_set(r->pending, qkey, e);
     r->kick = true;
+    r->note_wakes++;
     pthread_cond_broadcast(&r->cond);
     pthread_mutex_unlock(&r->lock);
     json_decref(e);

@@ -939,14 +939,15 @@ static void test_degraded_direct(void **state)
 static bool note_kicks(struct gw_objects *o, int *lost, int nlost)
 {
     struct gw_repair *r = o->rep;
+    /* Counted, not kick itself: the worker clears kick each time round. */
     pthread_mutex_lock(&r->lock);
-    r->kick = false; /* only a report sets it again */
+    uint64_t wakes = r->note_wakes;
     pthread_mutex_unlock(&r->lock);
     const char *at[2] = {"n1", "n2"}, *reason[2] = {"node-down", "node-down"};
     gw_repair_note(o, "note", "k", "00112233445566778899aabbccddeeff", 3, CHUNK, lost, at, reason,
                    nlost, false, false);
     pthread_mutex_lock(&r->lock);
-    bool kicked = r->kick;
+    bool kicked = r->note_wakes != wakes;
     pthread_mutex_unlock(&r->lock);
     return kicked;
 }
