@@ -1,8 +1,14 @@
 /*
  * Metadata records, reads.
  *
- * Sent to every home, answered once R homes have answered (a record or "none").
- * R + W > C, so some answer holds the newest acknowledged record. When the R
+ * Sent to R homes first (the first R that are not judged down: for an inline
+ * record, the holders of its data shards first, so it needs no decode), and
+ * to the rest when one of them fails, lacks what the read needs, or has not
+ * answered within META_HEDGE_MS; answered once R homes have answered (a
+ * record or "none"). R + W > C, so some answer holds the newest acknowledged
+ * record. Asking R homes rather than all C cuts a read's calls to R/C (4 of 7
+ * by default); the homes it does not ask, it does not repair: a write that
+ * missed a home has the heal give it the record (meta_heal.c). When the R
  * answers do not all hold the newest record they name, it is written back to
  * the ones that lack it before the read returns (so it is then on W homes and
  * no later read can return anything older: reads are monotonic even after a
@@ -17,13 +23,19 @@
 #include "inec/log.h"
 #include "object/objects_internal.h"
 
+/* How long the first R homes have to answer before the rest are asked too. A
+ * metadata call takes well under a millisecond; this only bounds what a home
+ * frozen, but not judged down yet, adds to a read. */
+#define META_HEDGE_MS 20
+
 struct read_job {
     struct gw_objects *o;
     char *bucket, *key;
     int n, nodes[PLACE_MAX_CHUNKS];
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int done, answered, refs;
+    int posted, done, answered, refs;
+    bool asked[PLACE_MAX_CHUNKS];
     json_t *best; /* once the caller returned: what it returned (NULL: nothing) */
     bool returned;
     bool back[PLACE_MAX_CHUNKS]; /* home i's call ended: rc[i] and rec[i] are its answer */
@@ -128,8 +140,10 @@ static void read_one(void *arg, int i)
     json_t *rec = NULL;
     int idx = -1;
     const uint8_t *shard = NULL;
-    if (rc == 0)
+    if (rc == 0) {
+        atomic_fetch_add(&o->meta_read_calls, 1);
         rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
+    }
     gw_client_put(o, node, c, rc == -ENOENT ? 0 : rc);
     if (rc == 0 && !(rec = gw_rec_load(blob, len)))
         rc = -EBADMSG;
@@ -157,8 +171,8 @@ static void read_one(void *arg, int i)
     uint64_t version = j->best ? gw_rec_version(j->best) : 0;
     pthread_cond_broadcast(&j->cond);
     pthread_mutex_unlock(&j->lock);
-    if (rb)
-        repair_one(o, node, j->bucket, j->key, version, rb, len);
+    if (rb && repair_one(o, node, j->bucket, j->key, version, rb, len))
+        gw_meta_heal_note(o, j->bucket, j->key);
     read_job_put(j);
 }
 
@@ -167,14 +181,15 @@ struct writeback {
     uint64_t version;
     char *blob[PLACE_MAX_CHUNKS]; /* NULL: home i is not written */
     size_t len[PLACE_MAX_CHUNKS];
+    int rc[PLACE_MAX_CHUNKS];
 };
 
 static void writeback_one(void *arg, int i)
 {
     struct writeback *w = arg;
     if (w->blob[i])
-        repair_one(w->j->o, w->j->nodes[i], w->j->bucket, w->j->key, w->version, w->blob[i],
-                   w->len[i]);
+        w->rc[i] = repair_one(w->j->o, w->j->nodes[i], w->j->bucket, w->j->key, w->version,
+                              w->blob[i], w->len[i]);
 }
 
 /* Distinct good shards of best answered so far (lock held). */
@@ -275,7 +290,30 @@ static void log_unreadable(struct read_job *j, int rc)
              strerror(-rc), j->answered, j->n, why);
 }
 
-int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
+/* Ask homes not asked yet until `want` are: first those not judged down, in
+ * home order, then (want = n) every one left. */
+static void ask(struct read_job *j, int want)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < j->n; i++) {
+            pthread_mutex_lock(&j->lock);
+            bool go = !j->asked[i] && j->posted < want &&
+                      (pass == 1 || !gw_node_is_down(j->o, j->nodes[i]));
+            if (go) {
+                j->asked[i] = true;
+                j->posted++;
+                j->refs++;
+            }
+            pthread_mutex_unlock(&j->lock);
+            if (go && gw_fanout_post(j->o->fan, read_one, j, i))
+                read_one(j, i);
+        }
+}
+
+/* all: ask every home at once; whole (all only): wait for each too, and
+ * tell whether each answered and holds the record now. */
+static int meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
+                     bool all, bool *whole)
 {
     *out = NULL;
     struct read_job *j = calloc(1, sizeof(*j));
@@ -294,13 +332,22 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
     }
     pthread_mutex_init(&j->lock, NULL);
     pthread_cond_init(&j->cond, NULL);
-    j->refs = j->n + 1;
-    for (int i = 0; i < j->n; i++)
-        if (gw_fanout_post(o->fan, read_one, j, i))
-            read_one(j, i);
+    j->refs = 1;
+    ask(j, all ? j->n : o->meta_rq);
+    int64_t hedge_at = gw_now_ms() + META_HEDGE_MS;
     pthread_mutex_lock(&j->lock);
-    while (!answered_enough(j) && j->done < j->n)
-        pthread_cond_wait(&j->cond, &j->lock);
+    while ((whole || !answered_enough(j)) && j->done < j->n) {
+        if (j->posted < j->n && (j->done == j->posted || gw_now_ms() >= hedge_at)) {
+            pthread_mutex_unlock(&j->lock);
+            ask(j, j->n);
+            pthread_mutex_lock(&j->lock);
+        } else if (j->posted < j->n) {
+            struct timespec until = gw_deadline_in_ms(hedge_at - gw_now_ms());
+            pthread_cond_timedwait(&j->cond, &j->lock, &until);
+        } else {
+            pthread_cond_wait(&j->cond, &j->lock);
+        }
+    }
     json_t *best = NULL, *ret = NULL;
     /* Fallback only once every home ANSWERED: a home that is down may hold
      * the newest record, so its silence does not show that fewer than k
@@ -334,6 +381,13 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
     pthread_mutex_unlock(&j->lock);
     if (lacking)
         gw_fanout_run(o, j->n, writeback_one, &w);
+    bool wrote = true; /* every home that lacked it took it (or holds a newer one) */
+    for (int i = 0; i < j->n; i++)
+        wrote &= !w.blob[i] || w.rc[i] == 0 || w.rc[i] == -ESTALE || w.rc[i] == -EEXIST;
+    if (whole)
+        *whole = enough && j->answered == j->n && wrote;
+    if (!all && !wrote)
+        gw_meta_heal_note(o, bucket, key);
     if (enough) {
         rc = best ? 0 : -ENOENT;
         if (best)
@@ -344,4 +398,17 @@ int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json
     }
     read_job_put(j);
     return rc;
+}
+
+int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
+{
+    return meta_read(o, bucket, key, out, false, NULL);
+}
+
+int gw_meta_read_all(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
+                     bool *whole)
+{
+    if (whole)
+        *whole = false;
+    return meta_read(o, bucket, key, out, true, whole);
 }

@@ -118,7 +118,8 @@ struct gw_objects {
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (meta_*.c) */
     size_t inline_max; /* bodies up to this many bytes go inline in their records (inline.c) */
-    _Atomic uint64_t meta_repairs; /* copies rewritten by read repair */
+    _Atomic uint64_t meta_repairs;    /* copies rewritten by read repair */
+    _Atomic uint64_t meta_read_calls; /* homes asked by reads */
 
     struct gw_fanout *fan;
     struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
@@ -143,6 +144,14 @@ struct gw_objects {
     int bucket_cache_ms; /* how long an entry is trusted; 0: no cache */
     pthread_mutex_t bucket_lock;
     json_t *buckets; /* name -> {"rec": record, "until": gw_now_ms} */
+
+    /* Keys some home may lack the newest record of (meta_heal.c). */
+    pthread_mutex_t heal_lock;
+    pthread_cond_t heal_cond;
+    json_t *heal;                  /* heal key -> {"due": ms, "tries": n} */
+    _Atomic uint64_t heal_dropped; /* past the bound */
+    bool heal_stop, heal_started;
+    pthread_t heal_thread;
 
     pthread_mutex_t gc_lock;
     pthread_cond_t gc_cond;
@@ -398,6 +407,22 @@ int gw_meta_put_as_is(struct gw_objects *o, const char *bucket, const char *key,
 
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
+
+/* The same, asking every home at once, so that each that lacks the record
+ * gets it. whole NULL: returns once R answered, the rest repaired as they
+ * answer; else waits for every home, and *whole says whether each answered
+ * and now holds the record. */
+int gw_meta_read_all(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
+                     bool *whole);
+
+/* meta_heal.c: Metadata heal */
+
+/* Some home of bucket/key may lack its newest record: read it from every
+ * home once they are all up. */
+void gw_meta_heal_note(struct gw_objects *o, const char *bucket, const char *key);
+int gw_meta_heal_start(struct gw_objects *o);
+void gw_meta_heal_stop(struct gw_objects *o);
+size_t gw_meta_heal_pending(struct gw_objects *o); /* keys waiting */
 
 /* meta_decide.c: Metadata records, decisions */
 

@@ -139,6 +139,8 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         return snprintf(msg, msglen, "cannot start threads"), rc;
     if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
         o->gc_started = true;
+    if ((rc = gw_meta_heal_start(o)))
+        return snprintf(msg, msglen, "cannot start threads"), rc;
     return 0;
 }
 
@@ -324,6 +326,7 @@ void gw_objects_close(struct gw_objects *o)
     if (!o)
         return;
     gw_repair_stop(o);
+    gw_meta_heal_stop(o);
     gw_detector_stop(o);
     if (o->gc_started) {
         pthread_mutex_lock(&o->gc_lock);
@@ -485,6 +488,13 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
                      "write_quorum", o->meta_wq, "read_quorum", o->meta_rq, "read_repairs",
                      (json_int_t)atomic_load(&o->meta_repairs));
     if (*out) {
+        json_t *meta = json_object_get(*out, "metadata");
+        json_object_set_new(meta, "heal_pending",
+                            json_integer((json_int_t)gw_meta_heal_pending(o)));
+        json_object_set_new(meta, "heal_dropped",
+                            json_integer((json_int_t)atomic_load(&o->heal_dropped)));
+        json_object_set_new(meta, "read_calls",
+                            json_integer((json_int_t)atomic_load(&o->meta_read_calls)));
         json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
         json_object_set_new(*out, "decode_sessions", json_integer((json_int_t)st.decode_sessions));

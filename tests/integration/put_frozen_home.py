@@ -7,7 +7,8 @@ every home did; the homes still out finish in the background.
 With a 20 s peer timeout and a slow heartbeat (so the failure detector does
 not route around it for a while), one node is SIGSTOPped and requests that
 are metadata only are made on keys whose homes include it (7 of 9 nodes are
-homes of any key; twelve keys): CreateBucket, PutObjectAcl, DeleteObject.
+homes of any key; twelve keys): GetObject (inline bodies, so metadata
+only too), CreateBucket, PutObjectAcl, DeleteObject.
 Each must answer well inside the peer timeout (an availability property, not
 a speed figure: the bound is a quarter of the timeout), and after the node
 is resumed every change must read back. (A PUT's stripe write waits for a
@@ -56,6 +57,10 @@ def timed(what, fn):
 
 os.kill(pid, signal.SIGSTOP)
 try:
+    for key in keys:  # a read asks R homes, and the rest once one is late
+        timed("GetObject " + key,
+              lambda: s3.get_object(Bucket="frozen", Key=key)["Body"].read() == b"x" * 4096
+              or srv.fail("GetObject %s read back different bytes" % key))
     for i in range(3):
         timed("CreateBucket b%d" % i, lambda: s3.create_bucket(Bucket="frozen-b%d" % i))
     for key in keys[:6]:
