@@ -1,17 +1,17 @@
 /*
  * Metadata heal: keys whose newest record some home lacks because a write
  * round ended without it there (the home was down, or failed), or a read
- * could not write it back. Reads ask only R homes (meta_read.c), so a home
- * that missed a write may never be asked by one: the writer remembers the
- * key instead, as Dynamo's hinted handoff does, and this thread reads it
- * from every home (which writes the newest record back to each that lacks
- * it) once all its homes are judged up again, then forgets it.
+ * could not write it back. Read repair gives such a home the record only
+ * when the key is read, and the scanner only for inline records: the writer
+ * remembers the key instead, as Dynamo's hinted handoff does, and this
+ * thread reads it from every home (which writes the newest record back to
+ * each that lacks it) once all its homes are judged up again, then forgets
+ * it.
  *
  * In memory and bounded (HEAL_MAX keys): what a gateway that restarts, or
- * that drops a key past the bound, leaves lacking still holds W copies; an
- * inline record is healed by the scanner's walk, any record by a read that
- * asks a home lacking it, and every record by the move when its home is
- * set out.
+ * that drops a key past the bound, leaves lacking still holds W copies, and
+ * is healed as before: by a read of it, by the scanner's walk (inline
+ * records), or by the move when its home is set out.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -69,7 +69,7 @@ static enum heal heal_one(struct gw_objects *o, const char *k)
             return free(bucket), HOMES_DOWN;
     bool whole = false;
     json_t *rec = NULL;
-    int rc = gw_meta_read_all(o, bucket, key, &rec, &whole);
+    int rc = gw_meta_read_whole(o, bucket, key, &rec, &whole);
     json_decref(rec);
     free(bucket);
     /* Gone, or what no retry changes: done with too. */

@@ -118,8 +118,7 @@ struct gw_objects {
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (meta_*.c) */
     size_t inline_max; /* bodies up to this many bytes go inline in their records (inline.c) */
-    _Atomic uint64_t meta_repairs;    /* copies rewritten by read repair */
-    _Atomic uint64_t meta_read_calls; /* homes asked by reads */
+    _Atomic uint64_t meta_repairs; /* copies rewritten by read repair */
 
     struct gw_fanout *fan;
     struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
@@ -408,12 +407,10 @@ int gw_meta_put_as_is(struct gw_objects *o, const char *bucket, const char *key,
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
 
-/* The same, asking every home at once, so that each that lacks the record
- * gets it. whole NULL: returns once R answered, the rest repaired as they
- * answer; else waits for every home, and *whole says whether each answered
- * and now holds the record. */
-int gw_meta_read_all(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
-                     bool *whole);
+/* The same, waiting for every home rather than R: *whole says whether each
+ * answered and now holds the record (each that lacked it was given it). */
+int gw_meta_read_whole(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
+                       bool *whole);
 
 /* meta_heal.c: Metadata heal */
 

@@ -493,8 +493,6 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
                             json_integer((json_int_t)gw_meta_heal_pending(o)));
         json_object_set_new(meta, "heal_dropped",
                             json_integer((json_int_t)atomic_load(&o->heal_dropped)));
-        json_object_set_new(meta, "read_calls",
-                            json_integer((json_int_t)atomic_load(&o->meta_read_calls)));
         json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
         json_object_set_new(*out, "decode_sessions", json_integer((json_int_t)st.decode_sessions));

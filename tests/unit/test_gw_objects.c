@@ -1700,9 +1700,10 @@ static void test_meta_versions(void **state)
     assert_true(strcmp(what, "v1") == 0 || strcmp(what, "v2") == 0);
     json_decref(got);
 
-    /* Three nodes down for a commit: they come back stale, and the commit's
-     * heal note (meta_heal.c) gives them the newest record once they are
-     * judged up again; reads asking them repair them too. */
+    /* Three nodes down for a commit: they come back stale, and reads repair
+     * them (before the read returns when its answers disagree, after it
+     * otherwise), as does the commit's heal note (meta_heal.c) once they are
+     * judged up again, so every home ends with the newest record. */
     for (int i = 0; i < 3; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[i], false), 0);
     json_t *v3 = rec_of(gw_hlc_next(o), "v3");
@@ -1725,16 +1726,6 @@ static void test_meta_versions(void **state)
     for (int t = 0; t < 500 && gw_meta_heal_pending(o); t++)
         usleep(20000);
     assert_int_equal(gw_meta_heal_pending(o), 0);
-
-    /* With every home up and holding it, a read asks R homes, not all C:
-     * the rest only when one is late (then the late one is counted too). */
-    uint64_t calls = atomic_load(&o->meta_read_calls);
-    for (int r = 0; r < 50; r++) {
-        assert_int_equal(gw_meta_read(o, ".t", "k", &got), 0);
-        json_decref(got);
-    }
-    calls = atomic_load(&o->meta_read_calls) - calls;
-    assert_true(calls >= 50 * (uint64_t)o->meta_rq && calls < 50 * (uint64_t)o->meta_copies);
 
     /* A home holding a newer version (a gateway whose clock runs ahead)
      * re-versions the commit past it: the write started later wins. */
