@@ -61,8 +61,8 @@ static void round_put(struct meta_round *m)
         return;
     /* Every home answered: one that took no part of a round that landed
      * somewhere still lacks the record (a prepare holds none to give). */
-    bool lacking = false;
-    for (int i = 0; i < m->n && m->held > 0 && !(m->flags & NODE_META_CHECK); i++)
+    bool landed = m->held > 0 && !(m->flags & NODE_META_CHECK), lacking = false;
+    for (int i = 0; landed && i < m->n; i++)
         lacking |= m->rc[i] != 0 && m->rc[i] != -ESTALE && m->rc[i] != -EEXIST;
     if (lacking)
         gw_meta_heal_note(m->o, m->bucket, m->key);
