@@ -10,9 +10,11 @@
  *   write     a compare-and-set on every home (higher version wins, in the
  *             node's LMDB transaction), one round, done once W = C - M hold
  *             it (see "writes" below);
- *   read      from all C in parallel, answered once R = M+1 have answered
- *             (R + W > C: some answer holds the newest acknowledged record),
- *             the highest version wins and homes that lack it are repaired;
+ *   read      from R = M+1 homes (the rest when one fails or is late, all C
+ *             while the gateway is in doubt: meta_heal.c), answered once R
+ *             have answered (R + W > C: some answer holds the newest
+ *             acknowledged record), the highest version wins and homes that
+ *             lack it are repaired;
  *   delete    a tombstone record with a higher version, never a removal, so a
  *             stale copy on a node that was down cannot come back to life;
  *   list      every node's ordered index merged (k-way, by key), each key's

@@ -1,14 +1,19 @@
 /*
  * Metadata records, reads.
  *
- * Sent to every home, answered once R homes have answered (a record or "none").
- * R + W > C, so some answer holds the newest acknowledged record. When the R
+ * Sent to R homes first (the first R that are not judged down: for an inline
+ * record, the holders of its data shards first, so it needs no decode), and
+ * to the rest when one of them fails, lacks what the read needs, or has not
+ * answered within META_HEDGE_MS; answered once R homes have answered (a
+ * record or "none"). R + W > C, so some answer holds the newest acknowledged
+ * record. Asking R homes rather than all C cuts a read's calls to R/C (4 of 7
+ * by default); the homes it does not ask, it does not repair: a write that
+ * missed a home has the heal give it the record (meta_heal.c). When the R
  * answers do not all hold the newest record they name, it is written back to
  * the ones that lack it before the read returns (so it is then on W homes and
  * no later read can return anything older: reads are monotonic even after a
  * commit that ended in doubt). Homes answering after the read returned are
- * repaired by the thread that got their answer. A repair that fails leaves
- * the key to the heal (meta_heal.c).
+ * repaired by the thread that got their answer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,13 +23,19 @@
 #include "inec/log.h"
 #include "object/objects_internal.h"
 
+/* How long the first R homes have to answer before the rest are asked too. A
+ * metadata call takes well under a millisecond; this only bounds what a home
+ * frozen, but not judged down yet, adds to a read. */
+#define META_HEDGE_MS 20
+
 struct read_job {
     struct gw_objects *o;
     char *bucket, *key;
     int n, nodes[PLACE_MAX_CHUNKS];
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int done, answered, refs;
+    int posted, done, answered, refs;
+    bool asked[PLACE_MAX_CHUNKS];
     json_t *best; /* once the caller returned: what it returned (NULL: nothing) */
     bool returned;
     bool back[PLACE_MAX_CHUNKS]; /* home i's call ended: rc[i] and rec[i] are its answer */
@@ -277,10 +288,31 @@ static void log_unreadable(struct read_job *j, int rc)
              strerror(-rc), j->answered, j->n, why);
 }
 
-/* whole: wait for every home, and tell whether each answered and holds the
- * record now. */
+/* Ask homes not asked yet until `want` are: first those not judged down, in
+ * home order, then (want = n) every one left. */
+static void ask(struct read_job *j, int want)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < j->n; i++) {
+            pthread_mutex_lock(&j->lock);
+            bool go = !j->asked[i] && j->posted < want &&
+                      (pass == 1 || !gw_node_is_down(j->o, j->nodes[i]));
+            if (go) {
+                atomic_fetch_add(&j->o->meta_read_calls, 1);
+                j->asked[i] = true;
+                j->posted++;
+                j->refs++;
+            }
+            pthread_mutex_unlock(&j->lock);
+            if (go && gw_fanout_post(j->o->fan, read_one, j, i))
+                read_one(j, i);
+        }
+}
+
+/* all: ask every home at once; whole (all only): wait for each too, and
+ * tell whether each answered and holds the record now. */
 static int meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
-                     bool *whole)
+                     bool all, bool *whole)
 {
     *out = NULL;
     struct read_job *j = calloc(1, sizeof(*j));
@@ -299,13 +331,22 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
     }
     pthread_mutex_init(&j->lock, NULL);
     pthread_cond_init(&j->cond, NULL);
-    j->refs = j->n + 1;
-    for (int i = 0; i < j->n; i++)
-        if (gw_fanout_post(o->fan, read_one, j, i))
-            read_one(j, i);
+    j->refs = 1;
+    ask(j, all || gw_meta_heal_doubt(o) ? j->n : o->meta_rq);
+    int64_t hedge_at = gw_now_ms() + META_HEDGE_MS;
     pthread_mutex_lock(&j->lock);
-    while ((whole || !answered_enough(j)) && j->done < j->n)
-        pthread_cond_wait(&j->cond, &j->lock);
+    while ((whole || !answered_enough(j)) && j->done < j->n) {
+        if (j->posted < j->n && (j->done == j->posted || gw_now_ms() >= hedge_at)) {
+            pthread_mutex_unlock(&j->lock);
+            ask(j, j->n);
+            pthread_mutex_lock(&j->lock);
+        } else if (j->posted < j->n) {
+            struct timespec until = gw_deadline_in_ms(hedge_at - gw_now_ms());
+            pthread_cond_timedwait(&j->cond, &j->lock, &until);
+        } else {
+            pthread_cond_wait(&j->cond, &j->lock);
+        }
+    }
     json_t *best = NULL, *ret = NULL;
     /* Fallback only once every home ANSWERED: a home that is down may hold
      * the newest record, so its silence does not show that fewer than k
@@ -344,7 +385,7 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
         wrote &= !w.blob[i] || w.rc[i] == 0 || w.rc[i] == -ESTALE || w.rc[i] == -EEXIST;
     if (whole)
         *whole = enough && j->answered == j->n && wrote;
-    else if (!wrote)
+    if (!all && !wrote)
         gw_meta_heal_note(o, bucket, key);
     if (enough) {
         rc = best ? 0 : -ENOENT;
@@ -360,12 +401,13 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
 
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out)
 {
-    return meta_read(o, bucket, key, out, NULL);
+    return meta_read(o, bucket, key, out, false, NULL);
 }
 
-int gw_meta_read_whole(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
-                       bool *whole)
+int gw_meta_read_all(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
+                     bool *whole)
 {
-    *whole = false;
-    return meta_read(o, bucket, key, out, whole);
+    if (whole)
+        *whole = false;
+    return meta_read(o, bucket, key, out, true, whole);
 }

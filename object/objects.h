@@ -201,7 +201,7 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * scripts/cluster.sh), over tcp. cfg is cluster.json:
  *   {"map": <cluster map, placement/placement.h>, "nodes": {...per-node data dirs...},
  *    "gateway": {"max_get_ms": 3600000, "gc_delay_ms": max_get_ms + 10000,
- *                "bucket_cache_ms": 1000, "inline_max": 16384,
+ *                "bucket_cache_ms": 1000, "inline_max": 16384, "heal_max": 65536,
  *                "degraded_read": "direct" (or "deg"),
  *                "multipart_expire_ms": 604800000, "lifecycle_day_ms": 86400000,
  *                "deg_listen": "127.0.0.1", "repair": {...}, ...}}

@@ -118,7 +118,8 @@ struct gw_objects {
 
     int meta_copies, meta_wq, meta_rq; /* metadata replication (meta_*.c) */
     size_t inline_max; /* bodies up to this many bytes go inline in their records (inline.c) */
-    _Atomic uint64_t meta_repairs; /* copies rewritten by read repair */
+    _Atomic uint64_t meta_repairs;    /* copies rewritten by read repair */
+    _Atomic uint64_t meta_read_calls; /* homes asked by reads */
 
     struct gw_fanout *fan;
     struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
@@ -148,7 +149,14 @@ struct gw_objects {
     pthread_mutex_t heal_lock;
     pthread_cond_t heal_cond;
     json_t *heal;                  /* heal key -> {"due": ms, "tries": n} */
+    int heal_max;                  /* keys noted at most ("heal_max") */
     _Atomic uint64_t heal_dropped; /* past the bound */
+    /* Non-zero while a home may lack a record no note names (the gateway
+     * started, or dropped notes): reads ask every home until a sweep. */
+    _Atomic uint64_t heal_doubt;
+    uint64_t heal_doubts; /* doubts raised so far: each its own value */
+    int64_t sweep_due;    /* ms: the next sweep while in doubt */
+    int sweep_tries;      /* sweeps that did not settle it, in a row */
     bool heal_stop, heal_started;
     pthread_t heal_thread;
 
@@ -407,10 +415,12 @@ int gw_meta_put_as_is(struct gw_objects *o, const char *bucket, const char *key,
 /* Newest record of bucket/key (tombstones included) in *out, or -ENOENT. */
 int gw_meta_read(struct gw_objects *o, const char *bucket, const char *key, json_t **out);
 
-/* The same, waiting for every home rather than R: *whole says whether each
- * answered and now holds the record (each that lacked it was given it). */
-int gw_meta_read_whole(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
-                       bool *whole);
+/* The same, asking every home at once, so that each that lacks the record
+ * gets it. whole NULL: returns once R answered, the rest repaired as they
+ * answer; else waits for every home, and *whole says whether each answered
+ * and now holds the record. */
+int gw_meta_read_all(struct gw_objects *o, const char *bucket, const char *key, json_t **out,
+                     bool *whole);
 
 /* meta_heal.c: Metadata heal */
 
@@ -420,6 +430,10 @@ void gw_meta_heal_note(struct gw_objects *o, const char *bucket, const char *key
 int gw_meta_heal_start(struct gw_objects *o);
 void gw_meta_heal_stop(struct gw_objects *o);
 size_t gw_meta_heal_pending(struct gw_objects *o); /* keys waiting */
+
+/* True while this gateway cannot tell that every home lacking a record is
+ * noted: reads then ask every home, repairing what they find. */
+bool gw_meta_heal_doubt(struct gw_objects *o);
 
 /* meta_decide.c: Metadata records, decisions */
 

@@ -106,6 +106,9 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         inec_log(INEC_LOG_WARN, "gateway",
                  "gc_delay_ms=%d <= max_get_ms=%d: a slow GET may lose the chunks it reads",
                  o->gc_delay_ms, o->max_get_ms);
+    o->heal_max = opt_int(opts, "heal_max", 65536);
+    if (o->heal_max < 1)
+        return snprintf(msg, msglen, "gateway.heal_max must be > 0"), -EINVAL;
     /* Inline needs a parity among the homes: RS(W, C - W). */
     int inline_max = opt_int(opts, "inline_max", GW_INLINE_MAX);
     if (inline_max < 0 || inline_max > GW_INLINE_CAP)
@@ -139,9 +142,21 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
         return snprintf(msg, msglen, "cannot start threads"), rc;
     if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
         o->gc_started = true;
-    if ((rc = gw_meta_heal_start(o)))
-        return snprintf(msg, msglen, "cannot start threads"), rc;
     return 0;
+}
+
+/* What runs on its own once the nodes can be reached: the metadata heal
+ * (whose first sweep starts at once), the failure detector, repair. */
+static int start_services(struct gw_objects *o, const json_t *opts, char *msg, size_t msglen)
+{
+    int rc = gw_meta_heal_start(o);
+    if (rc)
+        snprintf(msg, msglen, "cannot start threads");
+    else if ((rc = gw_detector_start(o)))
+        snprintf(msg, msglen, "cannot start the failure detector");
+    else if ((rc = gw_repair_start(o, json_object_get(opts, "repair"))))
+        snprintf(msg, msglen, "the repair service did not start: bad \"repair\" options?");
+    return rc;
 }
 
 static int open_device(struct gw_objects *o, const char *options, char *msg, size_t msglen)
@@ -177,10 +192,8 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
         snprintf(o->deg_options, sizeof(o->deg_options), "%s", devopts);
         rc = open_device(o, devopts, msg, msglen);
     }
-    if (rc == 0 && (rc = gw_detector_start(o)))
-        snprintf(msg, msglen, "cannot start the failure detector");
-    if (rc == 0 && (rc = gw_repair_start(o, json_object_get(opts, "repair"))))
-        snprintf(msg, msglen, "the repair service did not start: bad \"repair\" options?");
+    if (rc == 0)
+        rc = start_services(o, opts, msg, msglen);
     if (rc) {
         gw_objects_close(o);
         return rc;
@@ -276,10 +289,8 @@ int gw_objects_open_embedded_opts(const char *dir, const json_t *opts, struct gw
         rc = start_node(o, i, msg, msglen);
     if (rc == 0 && fresh && (rc = gw_save_embedded_map(o)))
         snprintf(msg, msglen, "%s: %s", path, strerror(-rc));
-    if (rc == 0 && (rc = gw_detector_start(o)))
-        snprintf(msg, msglen, "cannot start the failure detector");
-    if (rc == 0 && (rc = gw_repair_start(o, json_object_get(opts, "repair"))))
-        snprintf(msg, msglen, "the repair service did not start: bad \"repair\" options?");
+    if (rc == 0)
+        rc = start_services(o, opts, msg, msglen);
     if (rc) {
         gw_objects_close(o);
         return rc;
@@ -493,6 +504,9 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
                             json_integer((json_int_t)gw_meta_heal_pending(o)));
         json_object_set_new(meta, "heal_dropped",
                             json_integer((json_int_t)atomic_load(&o->heal_dropped)));
+        json_object_set_new(meta, "doubt", json_boolean(gw_meta_heal_doubt(o)));
+        json_object_set_new(meta, "read_calls",
+                            json_integer((json_int_t)atomic_load(&o->meta_read_calls)));
         json_object_set_new(*out, "hedged_reads", json_integer((json_int_t)st.hedged_reads));
         json_object_set_new(*out, "read_retries", json_integer((json_int_t)st.read_retries));
         json_object_set_new(*out, "decode_sessions", json_integer((json_int_t)st.decode_sessions));

@@ -255,12 +255,12 @@ static int walk_cb(const char *key, json_t *rec, void *arg)
     int ik, im;
     size_t ilen;
     if (gw_rec_inline(rec, &ik, &im, &ilen)) {
-        /* Its shards live in its records: a read gives every home that lacks
-         * its shard (a missing or corrupt one) a new one (meta_read.c). */
+        /* Its shards live in its records: a read of every home gives each
+         * that lacks its shard (a missing or corrupt one) a new one. */
         if (pool)
             sc->usage[pi].stored_bytes += gw_inline_shard_len(ilen, ik) * (uint64_t)(ik + im);
         json_t *whole = NULL;
-        if (gw_meta_read(o, sc->bucket, key, &whole) != 0)
+        if (gw_meta_read_all(o, sc->bucket, key, &whole, NULL) != 0)
             sc->incomplete = true; /* its homes were not all repaired */
         json_decref(whole);
         return gw_repair_stopping(o);

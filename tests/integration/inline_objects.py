@@ -9,7 +9,8 @@
  3. 3 nodes SIGKILLed (M): every object still reads exact, ranges too;
  4. PUTs while they are down, then the nodes restart: the gateway's heal of
     the keys its writes left lacking, or (a gateway restarted since, with no
-    notes) a scan makes every home hold its shard again;
+    notes, in doubt until then: reads ask every home) its sweep makes every
+    home hold its shard again; out of doubt, reads ask R homes;
  5. a node removed for good: the scan moves the records with their shards,
     and with 3 more nodes down every inline object still reads exact.
 argv[1]: the inec binary."""
@@ -173,7 +174,9 @@ if done < len(degraded):
 wait_whole(list(degraded), "heal", timeout=10)
 print("heal: every home holds its shard again", flush=True)
 
-# A gateway restarted after such writes has no notes: the scan heals them.
+# A gateway restarted after such writes has no notes: it is in doubt, and its
+# reads ask every home, until its sweep found every inline record on every
+# home, which heals them once the nodes are back.
 for v in victims:
     srv.kill_node(v)
 unnoted = {"unnoted-%d" % i: os.urandom(rng.randint(1, 16384)) for i in range(7)}
@@ -182,20 +185,32 @@ for key, body in unnoted.items():
     objs[key] = body
 srv.kill_gateway()
 srv.restart_gateway()
+if not srv.admin_get("/admin/v1/cluster")["metadata"]["doubt"]:
+    fail("a gateway restarted with 3 nodes down is not in doubt")
 srv.restart_nodes()
-# No view of those keys before the scan: the view reads the record, and a
+# No view of those keys before the sweep: the view reads the record, and a
 # read repairs the homes it asked.
-repairs = srv.admin_get("/admin/v1/cluster")["metadata"]["read_repairs"]
-scan()
+deadline = time.monotonic() + 120
+while srv.admin_get("/admin/v1/cluster")["metadata"]["doubt"]:
+    if time.monotonic() > deadline:
+        fail("still in doubt 2 minutes after the nodes came back")
+    time.sleep(0.2)
 # 7 homes of 9 nodes: each key has at least one of the 3 restarted nodes.
-done = srv.admin_get("/admin/v1/cluster")["metadata"]["read_repairs"] - repairs
-if done < len(unnoted):
-    fail("the scan repaired %d home copies, want >= %d" % (done, len(unnoted)))
-wait_whole(list(unnoted), "the scan")
-print("scan: every home holds its shard again", flush=True)
+meta = srv.admin_get("/admin/v1/cluster")["metadata"]
+if meta["read_repairs"] < len(unnoted):
+    fail("the sweep repaired %d home copies, want >= %d" % (meta["read_repairs"], len(unnoted)))
+wait_whole(list(unnoted), "the sweep", timeout=10)
+print("sweep: every home holds its shard again", flush=True)
+# Out of doubt, a read asks R of the C homes (the rest only when one is late).
+calls = srv.admin_get("/admin/v1/cluster")["metadata"]["read_calls"]
+for key in list(unnoted)[:5] * 4:
+    s3.head_object(Bucket=BUCKET, Key=key)
+calls = srv.admin_get("/admin/v1/cluster")["metadata"]["read_calls"] - calls
+if calls > 20 * 6:
+    fail("20 HEADs out of doubt asked %d homes, want about 20 x R" % calls)
 for key, body in objs.items():
     if get(key) != body:
-        fail("%s read back different bytes after the scan" % key)
+        fail("%s read back different bytes after the sweep" % key)
 
 # 5. A node removed for good: the scan moves every record to the homes left,
 # inline ones with their shards (no read in between), so with 3 more nodes

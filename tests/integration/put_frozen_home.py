@@ -57,7 +57,7 @@ def timed(what, fn):
 
 os.kill(pid, signal.SIGSTOP)
 try:
-    for key in keys:  # a read returns once R homes answered
+    for key in keys:  # a read asks R homes, and the rest once one is late
         timed("GetObject " + key,
               lambda: s3.get_object(Bucket="frozen", Key=key)["Body"].read() == b"x" * 4096
               or srv.fail("GetObject %s read back different bytes" % key))

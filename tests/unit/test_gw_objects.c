@@ -1662,6 +1662,71 @@ static json_t *rec_of(uint64_t version, const char *what)
     return json_pack("{s:I,s:b,s:s}", "version", (json_int_t)version, "deleted", 0, "what", what);
 }
 
+/* Reads ask every home while the gateway is in doubt (meta_heal.c): from
+ * its start, and again once a note was dropped past heal_max, until a sweep
+ * found every inline record on every home. */
+static void test_meta_heal_doubt(void **state)
+{
+    (void)state;
+    json_t *opts = cluster_opts(CHUNK, GW_INLINE_MAX, "direct");
+    json_object_set_new(opts, "heal_max", json_integer(2));
+    struct gw_objects *o = open_opts(opts);
+    assert_int_equal(gw_bucket_create(o, "doubt"), 0);
+    uint8_t body[1000];
+    fill(body, sizeof(body), 5);
+    assert_int_equal(put(o, "doubt", "inline", body, sizeof(body)), 0);
+    for (int t = 0; t < 500 && gw_meta_heal_doubt(o); t++)
+        usleep(20000);
+    assert_false(gw_meta_heal_doubt(o)); /* the start's sweep */
+
+    /* 3 of 9 nodes stopped: every key has a home among them, so each of 3
+     * writes leaves a note (once its round ended, after it returned), and
+     * the third is one past the bound. */
+    const char *ids[] = {"n0", "n1", "n2"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[i], false), 0);
+    const char *keys[] = {"d0", "d1", "d2"};
+    for (int i = 0; i < 3; i++) {
+        json_t *r = rec_of(gw_hlc_next(o), keys[i]);
+        assert_int_equal(gw_meta_write(o, ".t", keys[i], r), 0);
+        json_decref(r);
+    }
+    for (int t = 0; t < 500 && atomic_load(&o->heal_dropped) < 1; t++)
+        usleep(20000);
+    assert_int_equal(gw_meta_heal_pending(o), 2);
+    assert_int_equal(atomic_load(&o->heal_dropped), 1);
+    /* The inline object lacks its stopped homes' shards: no sweep settles it. */
+    usleep(100000);
+    assert_true(gw_meta_heal_doubt(o));
+    uint64_t calls = atomic_load(&o->meta_read_calls);
+    json_t *got;
+    for (int r = 0; r < 10; r++) {
+        assert_int_equal(gw_meta_read(o, ".t", "d2", &got), 0);
+        json_decref(got);
+    }
+    assert_int_equal(atomic_load(&o->meta_read_calls) - calls, 10 * (uint64_t)o->meta_copies);
+
+    /* Back up: the notes heal, and a sweep ends the doubt. */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gw_objects_node_set_running(o, ids[i], true), 0);
+    for (int t = 0; t < 1500 && (gw_meta_heal_doubt(o) || gw_meta_heal_pending(o)); t++)
+        usleep(20000);
+    assert_false(gw_meta_heal_doubt(o));
+    assert_int_equal(gw_meta_heal_pending(o), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gw_meta_read(o, ".t", keys[i], &got), 0);
+        assert_int_equal(holders(o, keys[i], gw_rec_version(got)), o->meta_copies);
+        json_decref(got);
+    }
+    calls = atomic_load(&o->meta_read_calls);
+    for (int r = 0; r < 10; r++) {
+        assert_int_equal(gw_meta_read(o, ".t", "d2", &got), 0);
+        json_decref(got);
+    }
+    assert_true(atomic_load(&o->meta_read_calls) - calls < 10 * (uint64_t)o->meta_copies);
+    gw_objects_close(o);
+}
+
 static void test_meta_versions(void **state)
 {
     (void)state;
@@ -1700,10 +1765,9 @@ static void test_meta_versions(void **state)
     assert_true(strcmp(what, "v1") == 0 || strcmp(what, "v2") == 0);
     json_decref(got);
 
-    /* Three nodes down for a commit: they come back stale, and reads repair
-     * them (before the read returns when its answers disagree, after it
-     * otherwise), as does the commit's heal note (meta_heal.c) once they are
-     * judged up again, so every home ends with the newest record. */
+    /* Three nodes down for a commit: they come back stale, and the commit's
+     * heal note (meta_heal.c) gives them the newest record once they are
+     * judged up again; reads asking them repair them too. */
     for (int i = 0; i < 3; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[i], false), 0);
     json_t *v3 = rec_of(gw_hlc_next(o), "v3");
@@ -1726,6 +1790,20 @@ static void test_meta_versions(void **state)
     for (int t = 0; t < 500 && gw_meta_heal_pending(o); t++)
         usleep(20000);
     assert_int_equal(gw_meta_heal_pending(o), 0);
+
+    /* With every home up and holding it, and the start's sweep done
+     * (meta_heal.c), a read asks R homes, not all C: the rest only when one
+     * is late (then the late one is counted too). */
+    for (int t = 0; t < 500 && gw_meta_heal_doubt(o); t++)
+        usleep(20000);
+    assert_false(gw_meta_heal_doubt(o));
+    uint64_t calls = atomic_load(&o->meta_read_calls);
+    for (int r = 0; r < 50; r++) {
+        assert_int_equal(gw_meta_read(o, ".t", "k", &got), 0);
+        json_decref(got);
+    }
+    calls = atomic_load(&o->meta_read_calls) - calls;
+    assert_true(calls >= 50 * (uint64_t)o->meta_rq && calls < 50 * (uint64_t)o->meta_copies);
 
     /* A home holding a newer version (a gateway whose clock runs ahead)
      * re-versions the commit past it: the write started later wins. */
@@ -1870,6 +1948,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_heal_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaced_and_in_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_pending, setup, teardown),
