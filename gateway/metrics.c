@@ -130,13 +130,22 @@ static void write_counters(const json_t *cluster, FILE *f)
          "stripes rebuilt through a run of a decode session"},
         {"inec_repair_queue_chunks", "repair_queue", "gauge", "chunks waiting for repair"},
         {"inec_cluster_map_epoch", "epoch", "gauge", "the epoch of the cluster map"},
+        {"inec_metadata_read_repairs_total", "metadata.read_repairs", "counter",
+         "metadata copies rewritten by read repair, heals and sweeps"},
+        {"inec_metadata_heal_pending", "metadata.heal_pending", "gauge",
+         "keys a write left lacking on some home, waiting for the heal"},
+        {"inec_metadata_doubt", "metadata.doubt", "gauge",
+         "1 while metadata reads ask every home (the gateway started, or dropped a heal "
+         "note) until a sweep found every inline record on every home"},
     };
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-        json_t *v = json_object_get(cluster, counters[i].field);
-        if (json_is_number(v))
+        const char *field = counters[i].field, *dot = strchr(field, '.');
+        const json_t *v = dot ? json_object_getn(cluster, field, (size_t)(dot - field)) : cluster;
+        v = json_object_get(v, dot ? dot + 1 : field);
+        if (json_is_number(v) || json_is_boolean(v))
             fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", counters[i].metric,
                     counters[i].help, counters[i].metric, counters[i].type, counters[i].metric,
-                    json_number_value(v));
+                    json_is_boolean(v) ? (double)json_is_true(v) : json_number_value(v));
     }
     /* Free space only where a node has a capacity (0: unlimited). */
     json_t *nodes = json_object_get(cluster, "nodes"), *n;

@@ -110,6 +110,9 @@ static void test_cluster_gauges(void **state)
     json_object_set_new(c, "missing_chunks", json_integer(5));
     json_object_set_new(c, "failed_reads", json_integer(1));
     json_object_set_new(c, "repair_queue", json_integer(9));
+    json_object_set_new(c, "metadata",
+                        json_pack("{sIsIsb}", "read_repairs", (json_int_t)6, "heal_pending",
+                                  (json_int_t)8, "doubt", 1));
     json_array_append_new(json_object_get(c, "nodes"),
                           json_pack("{sssbsIsIsI}", "id", "n2", "up", 1, "capacity_bytes",
                                     (json_int_t)500, "used_bytes", (json_int_t)200, "chunks",
@@ -135,6 +138,9 @@ static void test_cluster_gauges(void **state)
     assert_int_equal(sample(t, "inec_missing_chunks_total"), 5);
     assert_int_equal(sample(t, "inec_failed_reads_total"), 1);
     assert_int_equal(sample(t, "inec_repair_queue_chunks"), 9);
+    assert_int_equal(sample(t, "inec_metadata_read_repairs_total"), 6);
+    assert_int_equal(sample(t, "inec_metadata_heal_pending"), 8);
+    assert_int_equal(sample(t, "inec_metadata_doubt"), 1);
     assert_int_equal(sample(t, "inec_node_free_bytes{node=\"n2\"}"), 300);
     assert_int_equal(sample(t, "inec_node_chunks{node=\"n2\"}"), 4);
     assert_true(sample(t, "inec_node_clock_offset_seconds{node=\"n2\"}") == -0.25);
