@@ -510,7 +510,7 @@ static int pass_cb(const char *qkey, json_t *e, void *arg)
 /* Waits ms (or until stopped or kicked when `kickable`); lock held. */
 static void wait_locked(struct gw_repair *r, int64_t ms, bool kickable)
 {
-    struct timespec ts = gw_repair_deadline(ms);
+    struct timespec ts = gw_deadline_in_ms(ms);
     while (!r->stop && !(kickable && r->kick))
         if (pthread_cond_timedwait(&r->cond, &r->lock, &ts))
             break;
@@ -526,12 +526,12 @@ static void pace(struct gw_repair *r, uint64_t bytes)
             break;
         }
         if (!r->pace_start_ms) {
-            r->pace_start_ms = gw_repair_now_ms();
+            r->pace_start_ms = gw_now_ms();
             r->pace_bytes = 0;
         }
         int64_t due = r->pace_start_ms +
                       (int64_t)((double)(r->pace_bytes + bytes) / (r->throttle_mbps * 1e3));
-        int64_t now = gw_repair_now_ms();
+        int64_t now = gw_now_ms();
         if (due <= now) {
             r->pace_bytes += bytes;
             break;
@@ -556,7 +556,7 @@ void *gw_repair_worker_main(void *arg)
         pthread_mutex_unlock(&r->lock);
         if (stop)
             break;
-        int64_t now = gw_repair_now_ms();
+        int64_t now = gw_now_ms();
         if (now - r->admin_loaded_ms >= GW_REPAIR_ADMIN_EVERY_MS)
             gw_repair_admin_load(o);
         gw_repair_flush_pending(r);
@@ -566,7 +566,7 @@ void *gw_repair_worker_main(void *arg)
         if (rc == 0) {
             if (!r->running && p.stripes) {
                 r->running = true;
-                r->run_start_ms = gw_repair_now_ms();
+                r->run_start_ms = gw_now_ms();
                 r->run_paused_ms = 0;
                 r->paused_since_ms = r->paused ? r->run_start_ms : 0;
                 r->run_stripes_done = r->run_bytes_done = 0;

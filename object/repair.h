@@ -125,7 +125,7 @@ bool gw_repair_node_usable(struct gw_objects *o, int node);
 bool gw_repair_scrub_due(struct gw_objects *o);
 
 /* The scanner's sleep, until a scan is due (the interval passed, or a
- * kick: *full) or until migrate_at_ms (gw_repair_now_ms: a metadata move
+ * kick: *full) or until migrate_at_ms (gw_now_ms: a metadata move
  * to try again; INT64_MAX: none). False when the service stops. */
 bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms,
                          bool *full);
@@ -137,11 +137,9 @@ bool gw_repair_stopping(struct gw_objects *o);
 int64_t gw_repair_tombstones_due(struct gw_objects *o);
 
 extern const char *const gw_repair_scheme_names[NSCHEMES];
-int64_t gw_repair_now_ms(void);
 enum scheme gw_repair_scheme_parse(const char *s);
 int64_t gw_node_silent_ms(struct gw_objects *o, int node);
 bool gw_node_draining(struct gw_objects *o, int node);
-struct timespec gw_repair_deadline(int64_t ms);
 
 /* repair_queue.c: The durable repair queue */
 

@@ -114,7 +114,7 @@ void gw_repair_settings_apply(struct gw_repair *r, const json_t *rep)
     if (json_is_boolean(v = json_object_get(rep, "paused")) && json_is_true(v) != r->paused) {
         r->paused = json_is_true(v);
         /* The run's rate counts active time only. */
-        int64_t now = gw_repair_now_ms();
+        int64_t now = gw_now_ms();
         if (r->paused)
             r->paused_since_ms = now;
         else if (r->paused_since_ms)
@@ -169,7 +169,7 @@ void gw_repair_admin_load(struct gw_objects *o)
             admin_apply(o, rec);
     }
     json_decref(rec);
-    o->rep->admin_loaded_ms = gw_repair_now_ms();
+    o->rep->admin_loaded_ms = gw_now_ms();
 }
 
 /* Read, change, write the admin record: fn edits it. */

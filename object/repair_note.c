@@ -49,7 +49,7 @@ void gw_repair_note(struct gw_objects *o, const char *bucket, const char *key, c
     }
     char qkey[128];
     gw_rq_key(e, qkey, sizeof(qkey));
-    int64_t now = gw_repair_now_ms();
+    int64_t now = gw_now_ms();
     pthread_mutex_lock(&r->lock);
     /* A degraded stripe read again and again (a hot object while a node is
      * down) is reported once: it stays queued until the worker repairs it,

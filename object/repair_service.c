@@ -30,7 +30,7 @@ int gw_repair_start(struct gw_objects *o, const json_t *opts)
     r->orphan_grace_ms = opt_ms(opts, "orphan_grace_ms", 3600000);
     r->tombstone_grace_ms = opt_ms(opts, "tombstone_grace_ms", 24 * 3600000LL);
     r->scrub_interval_ms = opt_ms(opts, "scrub_interval_ms", 7 * 24 * 3600000LL);
-    r->last_scrub_ms = gw_repair_now_ms();
+    r->last_scrub_ms = gw_now_ms();
     r->scheme_default =
         gw_repair_scheme_parse(json_string_value(json_object_get(opts, "scheme")) ?: "auto");
     r->schemes = json_object_get(opts, "schemes") ? json_deep_copy(json_object_get(opts, "schemes"))

@@ -10,11 +10,6 @@
 
 const char *const gw_repair_scheme_names[NSCHEMES] = {"auto", "ppr", "ecpipe", "rs"};
 
-int64_t gw_repair_now_ms(void)
-{
-    return gw_now_ms();
-}
-
 enum scheme gw_repair_scheme_parse(const char *s)
 {
     for (int i = 0; s && i < NSCHEMES; i++)
@@ -30,7 +25,7 @@ int64_t gw_node_silent_ms(struct gw_objects *o, int node)
 {
     if (!gw_node_is_down(o, node))
         return 0;
-    return gw_repair_now_ms() - atomic_load(&o->nodes[node].last_seen_ms);
+    return gw_now_ms() - atomic_load(&o->nodes[node].last_seen_ms);
 }
 
 bool gw_repair_node_lost(struct gw_objects *o, int node)
@@ -54,20 +49,6 @@ bool gw_node_draining(struct gw_objects *o, int node)
            o->map->nodes[node].state == PLACE_DRAINING;
 }
 
-/* CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */
-struct timespec gw_repair_deadline(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    return ts;
-}
-
 /* --- start / stop --------------------------------------------------------------------- */
 
 /* The scanner's wake-up (interval, or a kick) and its view of the settings. */
@@ -75,7 +56,7 @@ bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *g
 {
     struct gw_repair *r = o->rep;
     pthread_mutex_lock(&r->lock);
-    int64_t now = gw_repair_now_ms();
+    int64_t now = gw_now_ms();
     if (!r->scan_at_ms) /* the interval counts from the end of the last scan */
         r->scan_at_ms = r->scan_interval_ms > 0 ? now + r->scan_interval_ms : INT64_MAX;
     while (!r->stop && !r->scan_now && now < r->scan_at_ms && now < migrate_at_ms) {
@@ -83,10 +64,10 @@ bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *g
         if (until == INT64_MAX) {
             pthread_cond_wait(&r->cond, &r->lock);
         } else {
-            struct timespec ts = gw_repair_deadline(until - now);
+            struct timespec ts = gw_deadline_in_ms(until - now);
             pthread_cond_timedwait(&r->cond, &r->lock, &ts);
         }
-        now = gw_repair_now_ms();
+        now = gw_now_ms();
     }
     *full = r->scan_now || now >= r->scan_at_ms;
     if (*full) {
@@ -113,7 +94,7 @@ int64_t gw_repair_tombstones_due(struct gw_objects *o)
 {
     struct gw_repair *r = o->rep;
     pthread_mutex_lock(&r->lock);
-    int64_t now = gw_repair_now_ms(), grace = -1;
+    int64_t now = gw_now_ms(), grace = -1;
     if (r->tombstones_last_ms == 0 || now - r->tombstones_last_ms >= r->tombstone_grace_ms / 24) {
         r->tombstones_last_ms = now;
         grace = r->tombstone_grace_ms;
@@ -126,7 +107,7 @@ bool gw_repair_scrub_due(struct gw_objects *o)
 {
     struct gw_repair *r = o->rep;
     pthread_mutex_lock(&r->lock);
-    int64_t now = gw_repair_now_ms();
+    int64_t now = gw_now_ms();
     bool due = r->scrub_now ||
                (r->scrub_interval_ms > 0 && now - r->last_scrub_ms >= r->scrub_interval_ms);
     if (due) {

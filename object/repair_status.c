@@ -38,7 +38,7 @@ int gw_objects_repair_status(struct gw_objects *o, json_t **out)
     if (!r)
         return -EOPNOTSUPP;
     pthread_mutex_lock(&r->lock);
-    int64_t now = gw_repair_now_ms();
+    int64_t now = gw_now_ms();
     double active_s = 0, rate = 0, eta = -1;
     if (r->running) {
         int64_t paused = r->run_paused_ms + (r->paused_since_ms ? now - r->paused_since_ms : 0);

@@ -651,7 +651,7 @@ void *gw_scanner_main(void *arg)
     int64_t migrate_at = 0;
     bool full;
     while (gw_repair_wait_scan(o, migrate_at, &grace_ms, &full)) {
-        migrate_at = migrate_metadata(o) ? INT64_MAX : gw_repair_now_ms() + MIGRATE_RETRY_MS;
+        migrate_at = migrate_metadata(o) ? INT64_MAX : gw_now_ms() + MIGRATE_RETRY_MS;
         if (full && !gw_repair_stopping(o))
             scan_once(o, &seen, &tombs, grace_ms);
     }
