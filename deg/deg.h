@@ -279,6 +279,13 @@ void deg_vx_retable(struct deg_vx *x);
  * result_lock (may be NULL). */
 int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_t *result_lock,
                char *err, size_t errlen);
+/* While a run waits for its sends to be taken, give_up(arg) is asked every
+ * few milliseconds (NULL: never). True: the out-edges not all taken are
+ * closed, so the run no longer reads the caller's chunks when it returns
+ * (-EINPROGRESS), and the vertex cannot run again. For an encode that has
+ * its write quorum: a receiver whose transport no longer answers (a frozen
+ * process) would otherwise hold the run until its connection times out. */
+void deg_vx_set_give_up(struct deg_vx *x, bool (*give_up)(void *arg), void *arg);
 
 /* Where participants serve (deg_serve addresses, "host:port"). */
 struct deg_peers {

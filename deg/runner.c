@@ -56,6 +56,8 @@ struct deg_vx {
     struct inec_stripe_send *sends;
     struct inec_cq **wait_cqs;
     uint64_t *wait_counts;
+    bool (*give_up)(void *arg); /* deg_vx_set_give_up */
+    void *give_up_arg;
 };
 
 static const char *from_name(const struct deg_vx *x, int slot)
@@ -484,6 +486,45 @@ static int post_slice(struct deg_vx *x, int s, uint64_t *calc_done, char *err, s
     return 0;
 }
 
+void deg_vx_set_give_up(struct deg_vx *x, bool (*give_up)(void *arg), void *arg)
+{
+    x->give_up = give_up;
+    x->give_up_arg = arg;
+}
+
+#define GIVE_UP_POLL_MS 10
+
+/* Out-edge e's sends taken, or the time or the caller's patience out
+ * (-EINPROGRESS: deg_vx_set_give_up). */
+static int wait_sent(struct deg_vx *x, int e, int64_t deadline)
+{
+    for (;;) {
+        int left = left_ms(deadline);
+        int step = x->give_up && left > GIVE_UP_POLL_MS ? GIVE_UP_POLL_MS : left;
+        int rc = inec_cq_wait_count(x->out_cq[e], x->out_target[e], step);
+        if (rc != -ETIMEDOUT || step == left)
+            return rc;
+        if (x->give_up(x->give_up_arg))
+            return -EINPROGRESS;
+    }
+}
+
+/* Closes the QPs of the out-edges whose sends were not all taken: once
+ * closed, nothing reads the vertex's memory for them any more (the provider
+ * drops what it had not sent). The vertex cannot run again. */
+static void abandon_sends(struct deg_vx *x)
+{
+    for (int e = 0; e < x->v->nout_edges; e++) {
+        if (!x->out_qp[e] || inec_cq_count(x->out_cq[e]) >= x->out_target[e])
+            continue;
+        for (int j = 0; j < x->v->nout_edges; j++)
+            if (x->out_qp0[j] == x->out_qp[e])
+                x->out_qp0[j] = NULL;
+        inec_qp_destroy(x->out_qp[e]);
+        x->out_qp[e] = NULL;
+    }
+}
+
 int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_t *result_lock,
                char *err, size_t errlen)
 {
@@ -518,7 +559,13 @@ int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_
                               v->name, x->timeout_ms);
     }
     for (int e = 0; e < v->nout_edges; e++) {
-        rc = inec_cq_wait_count(x->out_cq[e], x->out_target[e], left_ms(deadline));
+        rc = wait_sent(x, e, deadline);
+        if (rc == -EINPROGRESS) {
+            abandon_sends(x);
+            return codec_errf(err, errlen, rc,
+                              "vertex %s: edge %d to %s: not taken when the caller gave up",
+                              v->name, v->out[e], to_name(x, e));
+        }
         if (rc == 0 && inec_cq_errors(x->out_cq[e]) != x->out_errs[e])
             return codec_errf(err, errlen, -EIO, "vertex %s: edge %d to %s failed: %s", v->name,
                               v->out[e], to_name(x, e), error_status(x->out_cq[e]));

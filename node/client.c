@@ -1224,19 +1224,43 @@ int node_deg_session_run(struct node_deg_session *s, const struct deg_graph *g, 
     return run_all(s, len, stripe, NULL, NULL, false, quorum, err, errlen);
 }
 
-/* Until every worker answered, or (q) the grace after a quorum of them
- * has passed: the others are then left running (s->lock held). */
-static void wait_workers(struct node_deg_session *s, const struct node_deg_quorum *q,
-                         int64_t started_ms)
+/* An encode's grace: once its quorum (q) stored their chunks, the others
+ * have as long again as that took, at least q->grace_min_ms. */
+struct grace {
+    const struct node_deg_quorum *q;
+    struct node_deg_session *s;
+    int64_t started_ms, until_ms; /* -1 until the quorum */
+};
+
+/* s->lock held: when the grace ends, or -1 while there is no quorum. */
+static int64_t grace_until(struct grace *g)
 {
-    int64_t until = -1;
+    if (g->until_ms < 0 && g->q->enough(g->q->arg, g->s)) {
+        int64_t now = now_ms(), took = now - g->started_ms;
+        g->until_ms = now + (took > g->q->grace_min_ms ? took : g->q->grace_min_ms);
+    }
+    return g->until_ms;
+}
+
+/* The gateway vertex's give-up (deg_vx_set_give_up): a sink whose
+ * transport does not take its chunk (a frozen process) holds the run no
+ * longer than the grace, as a sink that does not answer does. */
+static bool grace_over(void *arg)
+{
+    struct grace *g = arg;
+    pthread_mutex_lock(&g->s->lock);
+    int64_t until = grace_until(g);
+    pthread_mutex_unlock(&g->s->lock);
+    return until >= 0 && now_ms() >= until;
+}
+
+/* Until every worker answered, or (g) the grace after a quorum of them
+ * has passed: the others are then left running (s->lock held). */
+static void wait_workers(struct node_deg_session *s, struct grace *g)
+{
     while (s->pending > 0) {
-        if (!q || until < 0) {
-            if (q && q->enough(q->arg, s)) {
-                int64_t now = now_ms(), took = now - started_ms;
-                until = now + (took > q->grace_min_ms ? took : q->grace_min_ms);
-                continue;
-            }
+        int64_t until = g ? grace_until(g) : -1;
+        if (until < 0) {
             pthread_cond_wait(&s->cv, &s->lock);
             continue;
         }
@@ -1282,7 +1306,16 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     pthread_cond_broadcast(&s->go);
     pthread_mutex_unlock(&s->lock);
     char gerr[512] = "";
+    struct grace gr = {q, s, started, -1};
+    if (q)
+        deg_vx_set_give_up(x, grace_over, &gr);
     int grc = deg_vx_run(x, result, arg, NULL, gerr, sizeof(gerr));
+    deg_vx_set_give_up(x, NULL, NULL);
+    /* Given up after the grace: the quorum stored its chunks, the sinks
+     * still out are late, and the vertex's connections to them are closed. */
+    bool gave_up = grc == -EINPROGRESS;
+    if (gave_up)
+        grc = 0;
     if (grc == 0 && q && q->sent)
         q->sent(q->sent_arg);
     if (early && grc == 0) {
@@ -1294,7 +1327,7 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
     }
     pthread_mutex_lock(&s->lock);
     /* Every worker's call is bounded, so this wait is too. */
-    wait_workers(s, grc ? NULL : q, started);
+    wait_workers(s, grc || !q ? NULL : &gr);
     bool late = s->pending > 0;
     for (int i = 0; i < s->nworkers; i++)
         s->w[i].late = s->w[i].rc == -EINPROGRESS;
@@ -1318,7 +1351,7 @@ static int run_all(struct node_deg_session *s, size_t len, const struct node_str
             snprintf(err, errlen, "%s", s->w[i].err);
         }
     }
-    s->broken = rc != 0;
+    s->broken = rc != 0 || gave_up; /* given up, its vertex cannot run again */
     return rc;
 }
 

@@ -900,6 +900,21 @@ static bool reading_into(struct tcp_dev *t, const struct soft_qp *qp)
     return false;
 }
 
+/* A connection whose queue holds a message of qp's that a send may still
+ * read (every queued frame but those of a dead connection with no request
+ * in flight). */
+static struct tcp_conn *sending_from(struct tcp_dev *t, const struct soft_qp *qp)
+{
+    for (struct tcp_conn *c = t->conns; c; c = c->next) {
+        if (c->dead && c->ops == 0)
+            continue;
+        for (struct txi *x = c->tx_head; x; x = x->next)
+            if (x->niov && x->hdr.src_qpn == qp->base.qpn)
+                return c;
+    }
+    return NULL;
+}
+
 static void tcp_detach(struct soft_qp *qp)
 {
     struct soft_device *dev = soft_dev(qp->base.dev);
@@ -920,21 +935,29 @@ static void tcp_detach(struct soft_qp *qp)
         if (c->direct_for == qp)
             conn_fail(c, "a reader closed in the middle of a message");
     }
+    /* A message not all handed to the kernel still reads the QP's memory:
+     * its peer stopped taking data (a frozen process) and the caller gave up
+     * on it. Failing the connection drops what is queued and ends a send in
+     * flight (a stream cannot skip a message). */
+    struct tcp_conn *sc = sending_from(t, qp);
+    if (sc)
+        conn_fail(sc, "a sender closed with a message not sent");
     qp->conn = NULL;
     qp->await_peer[0] = '\0';
     /* Only then may the caller free the QP's buffers: wait for the engine
-     * to reap the read (microseconds; bounded like tcp_fini). */
-    bool reading = reading_into(t, qp);
-    for (uint64_t t0 = now_ns(), pause = 10; reading && now_ns() - t0 < 5000000000u;) {
+     * to reap the read or the send (microseconds; bounded like tcp_fini). */
+    bool busy = reading_into(t, qp) || sending_from(t, qp);
+    for (uint64_t t0 = now_ns(), pause = 10; busy && now_ns() - t0 < 5000000000u;) {
         pthread_mutex_unlock(&dev->eng->lock);
         engine_wake(dev->eng);
         usleep((useconds_t)pause);
         pause = pause < 1000 ? pause * 2 : 1000;
         pthread_mutex_lock(&dev->eng->lock);
-        reading = reading_into(t, qp);
+        busy = reading_into(t, qp) || sending_from(t, qp);
     }
-    if (reading)
-        inec_log(INEC_LOG_ERROR, "inec", "tcp qp %u: a read into it did not end", qp->base.qpn);
+    if (busy)
+        inec_log(INEC_LOG_ERROR, "inec", "tcp qp %u: a read into it or a send from it did not end",
+                 qp->base.qpn);
     pthread_mutex_unlock(&dev->eng->lock);
     engine_wake(dev->eng);
 }
