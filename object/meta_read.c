@@ -4,7 +4,8 @@
  * Sent to R homes first (the first R that are not judged down: for an inline
  * record, the holders of its data shards first, so it needs no decode), and
  * to the rest when one of them fails, lacks what the read needs, or has not
- * answered within META_HEDGE_MS; answered once R homes have answered (a
+ * answered within META_HEDGE_MS (to every home at once while the gateway is
+ * in doubt, meta_heal.c); answered once R homes have answered (a
  * record or "none"). R + W > C, so some answer holds the newest acknowledged
  * record. Asking R homes rather than all C cuts a read's calls to R/C (4 of 7
  * by default); the homes it does not ask, it does not repair: a write that
@@ -13,7 +14,8 @@
  * the ones that lack it before the read returns (so it is then on W homes and
  * no later read can return anything older: reads are monotonic even after a
  * commit that ended in doubt). Homes answering after the read returned are
- * repaired by the thread that got their answer.
+ * repaired by the thread that got their answer. A write-back that fails
+ * leaves the key to the heal.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -383,9 +385,9 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
     bool wrote = true; /* every home that lacked it took it (or holds a newer one) */
     for (int i = 0; i < j->n; i++)
         wrote &= !w.blob[i] || w.rc[i] == 0 || w.rc[i] == -ESTALE || w.rc[i] == -EEXIST;
-    if (whole)
+    if (whole) /* the heal's and the sweep's: they try again themselves */
         *whole = enough && j->answered == j->n && wrote;
-    if (!all && !wrote)
+    else if (!wrote)
         gw_meta_heal_note(o, bucket, key);
     if (enough) {
         rc = best ? 0 : -ENOENT;
