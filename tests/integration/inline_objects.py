@@ -69,6 +69,19 @@ def wait_whole(keys, what, timeout=120):
         time.sleep(0.5)
 
 
+def metadata():
+    return srv.admin_get("/admin/v1/cluster")["metadata"]
+
+
+def wait_metadata_clear(field, what, timeout):
+    """Waits until the gateway's metadata `field` is 0 / false."""
+    deadline = time.monotonic() + timeout
+    while metadata()[field]:
+        if time.monotonic() > deadline:
+            fail("%s %d s after the nodes came back" % (what, timeout))
+        time.sleep(0.2)
+
+
 def post(path, body):
     req = urllib.request.Request(srv.admin + path, data=json.dumps(body).encode(), method="POST",
                                  headers={"Authorization": "Bearer " + srv.token})
@@ -156,19 +169,15 @@ if not lacking:
 # The gateway noted each key a write left lacking on a home: it heals them
 # once their homes are back. No view of them until it is done: a view reads
 # the record, and a read repairs the homes it asked.
-meta = srv.admin_get("/admin/v1/cluster")["metadata"]
+meta = metadata()
 if meta["heal_pending"] < len(degraded):
     fail("%d heals pending for %d keys written with 3 nodes down" % (meta["heal_pending"],
                                                                      len(degraded)))
 repairs = meta["read_repairs"]
 srv.restart_nodes()
-deadline = time.monotonic() + 60
-while srv.admin_get("/admin/v1/cluster")["metadata"]["heal_pending"]:
-    if time.monotonic() > deadline:
-        fail("heals still pending a minute after the nodes came back")
-    time.sleep(0.2)
+wait_metadata_clear("heal_pending", "heals still pending", 60)
 # 7 homes of 9 nodes: each key has at least one of the 3 restarted nodes.
-done = srv.admin_get("/admin/v1/cluster")["metadata"]["read_repairs"] - repairs
+done = metadata()["read_repairs"] - repairs
 if done < len(degraded):
     fail("the heal repaired %d home copies, want >= %d" % (done, len(degraded)))
 wait_whole(list(degraded), "heal", timeout=10)
@@ -185,27 +194,23 @@ for key, body in unnoted.items():
     objs[key] = body
 srv.kill_gateway()
 srv.restart_gateway()
-if not srv.admin_get("/admin/v1/cluster")["metadata"]["doubt"]:
+if not metadata()["doubt"]:
     fail("a gateway restarted with 3 nodes down is not in doubt")
 srv.restart_nodes()
 # No view of those keys before the sweep: the view reads the record, and a
 # read repairs the homes it asked.
-deadline = time.monotonic() + 120
-while srv.admin_get("/admin/v1/cluster")["metadata"]["doubt"]:
-    if time.monotonic() > deadline:
-        fail("still in doubt 2 minutes after the nodes came back")
-    time.sleep(0.2)
+wait_metadata_clear("doubt", "still in doubt", 120)
 # 7 homes of 9 nodes: each key has at least one of the 3 restarted nodes.
-meta = srv.admin_get("/admin/v1/cluster")["metadata"]
+meta = metadata()
 if meta["read_repairs"] < len(unnoted):
     fail("the sweep repaired %d home copies, want >= %d" % (meta["read_repairs"], len(unnoted)))
 wait_whole(list(unnoted), "the sweep", timeout=10)
 print("sweep: every home holds its shard again", flush=True)
 # Out of doubt, a read asks R of the C homes (the rest only when one is late).
-calls = srv.admin_get("/admin/v1/cluster")["metadata"]["read_calls"]
+calls = metadata()["read_calls"]
 for key in list(unnoted)[:5] * 4:
     s3.head_object(Bucket=BUCKET, Key=key)
-calls = srv.admin_get("/admin/v1/cluster")["metadata"]["read_calls"] - calls
+calls = metadata()["read_calls"] - calls
 if calls > 20 * 6:
     fail("20 HEADs out of doubt asked %d homes, want about 20 x R" % calls)
 for key, body in objs.items():
