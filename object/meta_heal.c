@@ -135,7 +135,6 @@ static void heal_pass(struct gw_objects *o)
 
 struct sweep {
     struct gw_objects *o;
-    const char *bucket;
     bool lacking; /* some home did not answer, or did not take a record */
     bool down;    /* a home is judged down: every read would lack it */
     bool stop;    /* the gateway closes */
@@ -149,20 +148,13 @@ static bool member_down(struct gw_objects *o)
     return false;
 }
 
-static int sweep_bucket_cb(const char *key, json_t *rec, void *arg)
-{
-    (void)rec;
-    json_array_append_new(arg, json_string(key));
-    return 0;
-}
-
-static int sweep_cb(const char *key, json_t *rec, void *arg)
+static int sweep_cb(const char *space, const char *key, json_t *rec, void *arg)
 {
     struct sweep *s = arg;
     if (gw_rec_inline(rec, NULL, NULL, NULL)) {
         bool whole = false;
         json_t *got = NULL;
-        int rc = gw_meta_read_all(s->o, s->bucket, key, &got, &whole);
+        int rc = gw_meta_read_all(s->o, space, key, &got, &whole);
         json_decref(got);
         if (!whole && rc != -ENOENT) { /* gone meanwhile: nothing to lack */
             s->lacking = true;
@@ -184,20 +176,7 @@ static enum heal sweep(struct gw_objects *o)
         return HOMES_DOWN;
     int64_t t0 = gw_now_ms();
     struct sweep s = {.o = o};
-    json_t *buckets = json_array();
-    int rc =
-        buckets ? gw_meta_list(o, GW_META_BUCKET, NULL, NULL, sweep_bucket_cb, buckets) : -ENOMEM;
-    json_array_append_new(buckets, json_string(".mpu"));
-    size_t i;
-    json_t *b;
-    json_array_foreach(buckets, i, b)
-    {
-        if (rc)
-            break;
-        s.bucket = json_string_value(b);
-        rc = gw_meta_list(o, s.bucket, NULL, NULL, sweep_cb, &s);
-    }
-    json_decref(buckets);
+    int rc = gw_meta_walk_objects(o, sweep_cb, &s);
     if (s.down || s.stop)
         return HOMES_DOWN; /* not now */
     bool done = rc == 0 && !s.lacking;

@@ -104,6 +104,46 @@ int gw_meta_list_all(struct gw_objects *o, const char *bucket,
     return meta_list(o, bucket, NULL, NULL, true, cb, arg);
 }
 
+static int name_cb(const char *key, json_t *rec, void *arg)
+{
+    (void)rec;
+    return json_array_append_new(arg, json_string(key)) ? -ENOMEM : 0;
+}
+
+struct object_walk {
+    int (*cb)(const char *space, const char *key, json_t *rec, void *arg);
+    void *arg;
+    const char *space;
+};
+
+static int object_cb(const char *key, json_t *rec, void *arg)
+{
+    struct object_walk *w = arg;
+    return w->cb(w->space, key, rec, w->arg);
+}
+
+int gw_meta_walk_objects(struct gw_objects *o,
+                         int (*cb)(const char *space, const char *key, json_t *rec, void *arg),
+                         void *arg)
+{
+    json_t *spaces = json_array();
+    int rc = spaces ? gw_meta_list(o, GW_META_BUCKET, NULL, NULL, name_cb, spaces) : -ENOMEM;
+    if (rc == 0 && json_array_append_new(spaces, json_string(".mpu")))
+        rc = -ENOMEM;
+    struct object_walk w = {cb, arg, NULL};
+    size_t i;
+    json_t *s;
+    json_array_foreach(spaces, i, s)
+    {
+        if (rc)
+            break;
+        w.space = json_string_value(s);
+        rc = gw_meta_list(o, w.space, NULL, NULL, object_cb, &w);
+    }
+    json_decref(spaces);
+    return rc;
+}
+
 static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
                      const char *start_after, bool tombstones,
                      int (*cb)(const char *key, json_t *rec, void *arg), void *arg)

@@ -449,6 +449,13 @@ int gw_meta_decide(struct gw_objects *o, const char *bucket, const char *key, co
 int gw_meta_list_all(struct gw_objects *o, const char *bucket,
                      int (*cb)(const char *key, json_t *rec, void *arg), void *arg);
 
+/* Every live record of an object: of every live bucket, then of ".mpu"
+ * (multipart parts), each as gw_meta_list gives it with the name it is under
+ * (space). Non-zero if a listing failed or cb stopped the walk. */
+int gw_meta_walk_objects(struct gw_objects *o,
+                         int (*cb)(const char *space, const char *key, json_t *rec, void *arg),
+                         void *arg);
+
 /* Every live (not deleted) record of `bucket` in key order, newest version of
  * each, merged across the nodes. cb returns non-zero to stop. */
 int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,

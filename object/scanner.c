@@ -239,9 +239,10 @@ static bool migrate_metadata(struct gw_objects *o)
 
 /* --- 2. the walk ---------------------------------------------------------------------- */
 
-static int walk_cb(const char *key, json_t *rec, void *arg)
+static int walk_cb(const char *space, const char *key, json_t *rec, void *arg)
 {
     struct scan *sc = arg;
+    sc->bucket = space;
     struct gw_objects *o = sc->o;
     const json_t *stripes = json_object_get(rec, "stripes");
     size_t ns = json_array_size(stripes);
@@ -328,13 +329,6 @@ static int walk_cb(const char *key, json_t *rec, void *arg)
         sc->nst++;
     }
     return gw_repair_stopping(o);
-}
-
-static int bucket_cb(const char *key, json_t *rec, void *arg)
-{
-    (void)rec;
-    json_array_append_new(arg, json_string(key));
-    return 0;
 }
 
 /* --- 3. inventories ---------------------------------------------------------------------- */
@@ -542,18 +536,7 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
     if (gw_repair_scrub_due(o))
         gw_fanout_run(o, o->nnodes, scrub_one, o);
     struct scan sc = {.o = o};
-    json_t *buckets = json_array();
-    int rc = gw_meta_list(o, GW_META_BUCKET, NULL, NULL, bucket_cb, buckets);
-    json_array_append_new(buckets, json_string(".mpu"));
-    size_t bi;
-    json_t *b;
-    json_array_foreach(buckets, bi, b)
-    {
-        if (rc || gw_repair_stopping(o))
-            break;
-        sc.bucket = json_string_value(b);
-        rc = gw_meta_list(o, sc.bucket, NULL, NULL, walk_cb, &sc);
-    }
+    int rc = gw_meta_walk_objects(o, walk_cb, &sc);
     if (rc || gw_repair_stopping(o))
         sc.incomplete = true;
     if (sc.nex)
@@ -635,7 +618,6 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
     free(ok);
     free(cf);
     free(ct);
-    json_decref(buckets);
 }
 
 void *gw_scanner_main(void *arg)
