@@ -1668,9 +1668,15 @@ static json_t *rec_of(uint64_t version, const char *what)
 static void test_meta_heal_doubt(void **state)
 {
     (void)state;
+    char msg[256] = "";
+    struct gw_objects *o = NULL;
+    json_t *bad = json_pack("{s:i}", "heal_max", 0);
+    assert_int_equal(gw_objects_open_embedded_opts(dir, bad, &o, msg, sizeof(msg)), -EINVAL);
+    assert_non_null(strstr(msg, "heal_max"));
+    json_decref(bad);
     json_t *opts = cluster_opts(CHUNK, GW_INLINE_MAX, "direct");
     json_object_set_new(opts, "heal_max", json_integer(2));
-    struct gw_objects *o = open_opts(opts);
+    o = open_opts(opts);
     assert_int_equal(gw_bucket_create(o, "doubt"), 0);
     uint8_t body[1000];
     fill(body, sizeof(body), 5);
