@@ -11,7 +11,11 @@
  *     a bounded time.
  *   inec_peer hang    the same with SIGSTOP: the peer's socket stays open and
  *     silent; the devices' timeout_ms (2 s here) must still fail everything.
- *   inec_peer role NAME   a child (spawned by the two above).
+ *   inec_peer abandon   a SEND larger than the sockets hold goes to a peer
+ *     that stops taking data (SIGSTOP), and its QP is closed: the close must
+ *     not wait for the peer, and the message must not go on from memory the
+ *     sender reuses once the peer resumes (its RECV fails, never completes).
+ *   inec_peer role NAME   a child (spawned by the three above).
  *
  * Children learn their peers' addresses and QP numbers on stdin and print
  * theirs on stdout, one line each. Every wait is bounded (alarm, timeouts).
@@ -348,25 +352,57 @@ static int flow(const char *mode)
     return ok && ra == 0 && rb == 0 && rc == 0 ? 0 : 1;
 }
 
+/* A child's side of the pairing (parent_pair): its QP, connected to the
+ * parent's; NULL if the parent sent no address. */
+static struct inec_qp *child_pair(struct node *n)
+{
+    struct inec_qp *qp = node_qp(n);
+    printf("%s %u\n", inec_device_addr(n->dev), inec_qp_num(qp));
+    fflush(stdout);
+    char line[256], addr[160];
+    unsigned q;
+    read_line(line, sizeof(line));
+    if (sscanf(line, "%159s %u", addr, &q) != 2)
+        return NULL;
+    CHECK(inec_qp_connect(qp, addr, q));
+    return qp;
+}
+
 /* The victim: connects, never posts a RECV, never sends; killed by the parent. */
 static int victim(void)
 {
     alarm(60);
     struct node n;
     node_open(&n, 4096);
-    struct inec_qp *qp = node_qp(&n);
-    printf("%s %u\n", inec_device_addr(n.dev), inec_qp_num(qp));
-    fflush(stdout);
-    char line[256], addr[160];
-    unsigned q;
-    read_line(line, sizeof(line));
-    if (sscanf(line, "%159s %u", addr, &q) != 2)
+    if (!child_pair(&n))
         return 1;
-    CHECK(inec_qp_connect(qp, addr, q));
     printf("connected\n");
     fflush(stdout);
     for (;;)
         pause();
+}
+
+/* Takes one big message: prints its RECV's status. */
+#define BIG (32u << 20)
+static int taker(void)
+{
+    alarm(60);
+    struct node n;
+    node_open(&n, BIG);
+    struct inec_qp *qp = child_pair(&n);
+    if (!qp)
+        return 1;
+    post_recv(qp, (struct inec_sge){n.mem, BIG, n.mr});
+    printf("connected\n");
+    fflush(stdout);
+    struct inec_wc wc;
+    CHECK(inec_cq_wait(n.cq, 1, &wc, T_MS));
+    printf("%s\n", inec_wc_status_str(wc.status));
+    fflush(stdout);
+    char line[16];
+    read_line(line, sizeof(line));
+    node_close(&n);
+    return 0;
 }
 
 static double now(void)
@@ -374,6 +410,22 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The parent's side: spawns `role`, connects qp to the child's QP and waits
+ * for the child to say it is connected. */
+static int parent_pair(struct node *n, struct inec_qp *qp, struct child *c, const char *role)
+{
+    spawn(c, role, "");
+    char line[256], addr[160];
+    unsigned q;
+    child_line(c, line, sizeof(line));
+    if (sscanf(line, "%159s %u", addr, &q) != 2)
+        return -1;
+    CHECK(inec_qp_connect(qp, addr, q));
+    tell(c, "%s %u\n", inec_device_addr(n->dev), inec_qp_num(qp));
+    child_line(c, line, sizeof(line));
+    return 0;
 }
 
 /* sig: SIGKILL (the peer dies: its kernel closes the socket) or SIGSTOP (the
@@ -385,15 +437,8 @@ static int kill_test(int sig)
     node_open(&n, 1 << 20);
     struct inec_qp *qp = node_qp(&n);
     struct child v;
-    spawn(&v, "victim", "");
-    char line[256], addr[160];
-    unsigned q;
-    child_line(&v, line, sizeof(line));
-    if (sscanf(line, "%159s %u", addr, &q) != 2)
+    if (parent_pair(&n, qp, &v, "victim"))
         return 1;
-    CHECK(inec_qp_connect(qp, addr, q));
-    tell(&v, "%s %u\n", inec_device_addr(n.dev), inec_qp_num(qp));
-    child_line(&v, line, sizeof(line));
 
     /* Waiting on the victim: a SEND (no RECV there), two RECVs, and a
      * recv-ec chain plus an ec-send whose SEND goes to the victim. */
@@ -455,11 +500,48 @@ static int kill_test(int sig)
     return ok && dt < 10.0 ? 0 : 1;
 }
 
+static int abandon_test(void)
+{
+    alarm(60);
+    struct node n;
+    node_open(&n, BIG);
+    struct inec_qp *qp = node_qp(&n);
+    struct child t;
+    if (parent_pair(&n, qp, &t, "taker"))
+        return 1;
+    usleep(200000); /* the taker's credit for its RECV arrives */
+    kill(t.pid, SIGSTOP);
+    fill(n.mem, BIG, 9);
+    struct inec_sge sg = {n.mem, BIG, n.mr};
+    struct inec_wr send = {.wr_id = 1, .opcode = INEC_WR_SEND, .sg_list = &sg, .num_sge = 1};
+    CHECK(inec_post_send(qp, &send, NULL));
+    usleep(300000); /* what the sockets hold went out; the rest waits */
+    struct inec_wc wc;
+    int early = inec_poll_cq(n.cq, 1, &wc);
+    double t0 = now();
+    inec_qp_destroy(qp);
+    n.nqps = 0;
+    double dt = now() - t0;
+    memset(n.mem, 0xee, BIG); /* the sender's memory is its own again */
+    kill(t.pid, SIGCONT);
+    char line[256];
+    child_line(&t, line, sizeof(line));
+    tell(&t, "bye\n");
+    reap(&t);
+    printf("close with a message half sent: %.3f s; the taker's RECV: %s\n", dt, line);
+    node_close(&n);
+    fclose(t.in);
+    fclose(t.out);
+    return early == 0 && dt < 1.0 && strcmp(line, inec_wc_status_str(INEC_WC_SUCCESS)) != 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "role") == 0) {
         if (strcmp(argv[2], "victim") == 0)
             return victim();
+        if (strcmp(argv[2], "taker") == 0)
+            return taker();
         unsigned flags = argc >= 4 && strcmp(argv[3], "incoherent") == 0 ? INEC_PRIM_INCOHERENT : 0;
         return role(argv[2], flags);
     }
@@ -479,8 +561,10 @@ int main(int argc, char **argv)
         rc = kill_test(SIGKILL);
     else if (argc >= 2 && strcmp(argv[1], "hang") == 0)
         rc = kill_test(SIGSTOP);
+    else if (argc >= 2 && strcmp(argv[1], "abandon") == 0)
+        rc = abandon_test();
     else
-        fprintf(stderr, "usage: inec_peer flow [coherent|incoherent] | kill | hang\n");
+        fprintf(stderr, "usage: inec_peer flow [coherent|incoherent] | kill | hang | abandon\n");
     unlink(secret);
     rmdir(dir);
     return rc;
