@@ -187,8 +187,13 @@ enum gw_s3_err gw_s3_put_begin(struct gw_s3_req *r)
         if (e)
             return e;
     }
-    if (rc)
+    if (rc) {
         gw_s3_answer_errno(r, rc, gw_s3_op_name(r->op));
+    } else if (r->md5) { /* checked by the put's own MD5, its ETag: one pass, not two */
+        gw_put_expect_md5(r->put, r->md5_expect);
+        EVP_MD_CTX_free(r->md5);
+        r->md5 = NULL;
+    }
     return GW_S3_OK;
 }
 
@@ -216,6 +221,10 @@ void gw_s3_put_end(struct gw_s3_req *r)
         rc = gw_put_commit(r->put, &oi);
     }
     r->put = NULL;
+    if (rc == GW_PUT_BAD_DIGEST) {
+        gw_s3_answer_error(r, GW_S3_BAD_DIGEST, NULL);
+        return;
+    }
     if (rc) {
         gw_s3_answer_errno(r, rc, gw_s3_op_name(r->op));
         return;

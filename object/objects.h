@@ -34,6 +34,7 @@
 #ifndef INEC_OBJECT_OBJECTS_H
 #define INEC_OBJECT_OBJECTS_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,6 +92,11 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
  * was read, e.g. a verified x-amz-checksum-*; before gw_put_commit. */
 int gw_put_set_header(struct gw_put *p, const char *name, const char *value);
 int gw_put_write(struct gw_put *p, const void *buf, size_t len);
+/* The body's MD5 must be md5 (a client's Content-MD5): else the commit (or
+ * a part's seal) fails with GW_PUT_BAD_DIGEST and stores nothing. The check
+ * uses the MD5 the put takes anyway for the ETag, so the body is hashed once. */
+void gw_put_expect_md5(struct gw_put *p, const uint8_t md5[16]);
+#define GW_PUT_BAD_DIGEST (-EBADE)
 /* Durable on the write quorum, then visible; fills `out` (may be NULL).
  * Frees the handle whatever it returns. */
 int gw_put_commit(struct gw_put *p, struct gw_object_info *out);

@@ -88,7 +88,9 @@ struct gw_put {
     uint8_t *buf; /* the stripe being filled */
     size_t cap, fill, stripe_bytes;
     uint64_t size;
-    EVP_MD_CTX *md5;            /* fed in body order, by hasher_main or submit_stripe */
+    EVP_MD_CTX *md5; /* fed in body order, by hasher_main or submit_stripe */
+    bool md5_check;  /* the MD5 must be md5_expect (gw_put_expect_md5) */
+    uint8_t md5_expect[16];
     pthread_mutex_t hash_lock;  /* published, hashed, the buffers' places */
     pthread_cond_t hash_cond;   /* published or hashed moved, or hash_stop */
     uint64_t published, hashed; /* body bytes ready for the MD5, in it */
@@ -157,6 +159,12 @@ int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
     if (!p->extras.headers && !(p->extras.headers = json_object()))
         return -ENOMEM;
     return json_object_set_new(p->extras.headers, name, json_string(value)) ? -ENOMEM : 0;
+}
+
+void gw_put_expect_md5(struct gw_put *p, const uint8_t md5[16])
+{
+    memcpy(p->md5_expect, md5, sizeof(p->md5_expect));
+    p->md5_check = true;
 }
 
 /* --- degraded writes ------------------------------------------------------------
@@ -756,7 +764,11 @@ static int put_flush(struct gw_put *p, char etag[33], bool may_inline)
     rc = rc ? rc : r;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
-    if (rc == 0 && EVP_DigestFinal_ex(p->md5, md, &mdlen) && mdlen == 16)
+    if (rc == 0 && !(EVP_DigestFinal_ex(p->md5, md, &mdlen) && mdlen == 16))
+        rc = -ENOMEM;
+    if (rc == 0 && p->md5_check && memcmp(md, p->md5_expect, 16) != 0)
+        rc = GW_PUT_BAD_DIGEST;
+    if (rc == 0)
         gw_hex_encode(md, 16, etag);
     return rc;
 }
