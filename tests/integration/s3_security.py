@@ -228,14 +228,13 @@ def test_checksums_boto3(s3):
                 "BadDigest", 400, "PutObject with a wrong Content-MD5")
     # Content-MD5 of a body in stripes (past inline_max), checked by the put's own MD5.
     big = os.urandom((1 << 20) + 7)
-    md5_of = lambda b: base64.b64encode(hashlib.md5(b).digest()).decode()
-    r = s3.put_object(Bucket="sums", Key="big", Body=big, ContentMD5=md5_of(big))
+    r = s3.put_object(Bucket="sums", Key="big", Body=big, ContentMD5=checksum_b64("md5", big))
     check(r["ETag"] == '"%s"' % hashlib.md5(big).hexdigest(), "ETag of a checked body: %s" % r)
     expect_code(lambda: s3.put_object(Bucket="sums", Key="big", Body=big[::-1],
-                                      ContentMD5=md5_of(big)),
+                                      ContentMD5=checksum_b64("md5", big)),
                 "BadDigest", 400, "PutObject in stripes with a wrong Content-MD5")
     expect_code(lambda: s3.put_object(Bucket="sums", Key="big-fresh", Body=big,
-                                      ContentMD5=md5_of(b"x")),
+                                      ContentMD5=checksum_b64("md5", b"x")),
                 "BadDigest", 400, "PutObject of a new key in stripes with a wrong Content-MD5")
     check(s3.get_object(Bucket="sums", Key="big")["Body"].read() == big,
           "a BadDigest PUT in stripes leaves the previous version")
@@ -355,11 +354,10 @@ def test_checksum_multipart(s3):
                                        Body=b"abc", ChecksumCRC32="AAAAAA=="),
                 "BadDigest", 400, "UploadPart with a wrong CRC32")
     expect_code(lambda: s3.upload_part(Bucket="sums", Key="mp", UploadId=uid, PartNumber=1,
-                                       Body=p2, ContentMD5=base64.b64encode(
-                                           hashlib.md5(p1).digest()).decode()),
+                                       Body=p2, ContentMD5=checksum_b64("md5", p1)),
                 "BadDigest", 400, "UploadPart with a wrong Content-MD5")
     r = s3.upload_part(Bucket="sums", Key="mp", UploadId=uid, PartNumber=4, Body=p2,
-                       ContentMD5=base64.b64encode(hashlib.md5(p2).digest()).decode())
+                       ContentMD5=checksum_b64("md5", p2))
     check(r["ETag"] == '"%s"' % hashlib.md5(p2).hexdigest(), "UploadPart with Content-MD5: %s" % r)
     s3.complete_multipart_upload(Bucket="sums", Key="mp", UploadId=uid,
                                  MultipartUpload={"Parts": parts})
