@@ -118,6 +118,10 @@ struct inec_device_stats {
  *                       without it, a random secret of this process
  *   passive=1           tcp: never dial; a QP waits (timeout_ms) for its peer's
  *                       authenticated connection (a node's RPC device)
+ *   spin=0|1            1 (default): an idle engine, and a thread waiting on a
+ *                       CQ, polls a few us before it sleeps (a wake-up costs
+ *                       more); 0: they sleep at once, for machines with more
+ *                       engines than cores
  */
 int inec_device_open(const char *provider, const char *options, struct inec_device **out);
 void inec_device_close(struct inec_device *dev);

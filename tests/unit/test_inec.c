@@ -186,6 +186,8 @@ static void test_open_and_limits(void **state)
     assert_non_null(strstr(inec_errmsg(), "bogus"));
     assert_int_equal(inec_device_open("soft", "engine_threads=0", &d), -EINVAL);
     assert_int_equal(inec_device_open("soft", "transport=carrier-pigeon", &d), -EINVAL);
+    assert_int_equal(inec_device_open("soft", "spin=2", &d), -EINVAL);
+    assert_non_null(strstr(inec_errmsg(), "spin"));
     if (!soft_only(w, "connect errors are soft's (verbs: RTR/RTS refusals)"))
         return;
     /* Connecting to nobody fails with a reason, and the QP stays usable. */
@@ -1603,6 +1605,10 @@ int main(void)
         cmocka_set_test_filter(getenv("INEC_TEST"));
     int failed = run_suite("inec mem", "transport=mem");
     failed += run_suite("inec tcp", "transport=tcp,listen=127.0.0.1:0");
+    /* Without spinning every completion must wake its sleeper: no wake-up
+     * may hide behind a poll that happened to catch it. */
+    failed += run_suite("inec tcp spin=0", "transport=tcp,listen=127.0.0.1:0,spin=0");
+    failed += run_suite("inec mem spin=0", "transport=mem,spin=0");
     const char *missing = verbs_missing();
     if (!missing)
         return failed + run_suite("inec verbs", "verbs");

@@ -162,6 +162,7 @@ struct engine {
      * the engine (pass_waits: this pass's, engine thread only). */
     _Atomic bool waits;
     bool pass_waits;
+    _Atomic int quiet; /* its devices opened spin=0: while any, it sleeps once idle */
     int efd;
     uint64_t efd_buf;
     struct io_op efd_op;
@@ -175,6 +176,7 @@ struct soft_device {
     struct inec_device base;
     struct engine *eng;
     bool pooled;
+    bool spin; /* its engine and the host threads waiting on its CQs spin before they sleep */
     const struct soft_transport *tr;
     void *tr_state;
     struct soft_device *next; /* the engine's device list */
