@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -320,6 +321,7 @@ struct run_args {
     int timeout_ms, heartbeat_ms;
     struct node_compaction_config compaction;
     uint64_t direct_min;
+    bool crowded;
 };
 
 /* Fills what the config gives for node `a->id`; options given on the command
@@ -352,6 +354,8 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
     }
     snprintf(a->listen, sizeof(a->listen), "%s", m->nodes[i].address);
     snprintf(a->domain, sizeof(a->domain), "%s", m->nodes[i].domain);
+    /* With a gateway beside them, more engines than cores. */
+    a->crowded = place_map_nodes_on_host(m, a->listen) >= sysconf(_SC_NPROCESSORS_ONLN);
     /* The map's device for this node picks its provider (inec_device_open);
      * set before the service starts any thread. */
     const char *device = m->nodes[i].device;
@@ -507,6 +511,7 @@ static int node_run(int argc, char **argv)
         .compaction = a.compaction,
         .direct_min = a.direct_min,
         .secret_file = secret,
+        .crowded = a.crowded,
     };
     struct node_service *svc;
     char err[512];

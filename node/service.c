@@ -1342,6 +1342,11 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         goto fail;
     if (cfg->listen && cfg->device_options)
         snprintf(s->dev_options, sizeof(s->dev_options), "%s", cfg->device_options);
+    size_t dl = strlen(s->dev_options);
+    if (cfg->crowded) {
+        snprintf(s->dev_options + dl, sizeof(s->dev_options) - dl, ",spin=0");
+        inec_log(INEC_LOG_INFO, "node", "as many nodes as cores on this host: engines do not spin");
+    }
     snprintf(s->main_options, sizeof(s->main_options), "%s%s", s->dev_options,
              strstr(s->dev_options, "transport=tcp") ? ",passive=1" : "");
     struct node_store_options so;

@@ -31,6 +31,7 @@
 #define INEC_NODE_SERVICE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -59,6 +60,9 @@ struct node_service_config {
      * connection manager and to the node's devices must prove it. NULL: a
      * random secret of this process (only its own clients get in). */
     const char *secret_file;
+    /* The machine has more engines than cores (the map's nodes on this
+     * host): the node's tcp devices do not spin (inec.h's spin=0). */
+    bool crowded;
 };
 
 struct node_service;

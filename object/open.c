@@ -184,11 +184,17 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
     if (rc == 0) {
         snprintf(o->secret, sizeof(o->secret), "%s", secret ? secret : "");
         const char *host = json_string_value(json_object_get(opts, "deg_listen"));
+        host = host ? host : "127.0.0.1";
+        /* The nodes beside the gateway outnumber the cores: no spin (inec.h). */
+        bool crowded = place_map_nodes_on_host(o->map, host) >= sysconf(_SC_NPROCESSORS_ONLN);
+        if (crowded)
+            inec_log(INEC_LOG_INFO, "gateway", "as many nodes as cores on %s: engines do not spin",
+                     host);
         char devopts[sizeof(o->deg_options)];
         snprintf(devopts, sizeof(devopts),
-                 "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d%s%s",
-                 host ? host : "127.0.0.1", o->timeout_ms, o->heartbeat_ms,
-                 secret ? ",secret=" : "", secret ? secret : "");
+                 "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d%s%s%s", host,
+                 o->timeout_ms, o->heartbeat_ms, crowded ? ",spin=0" : "", secret ? ",secret=" : "",
+                 secret ? secret : "");
         snprintf(o->deg_options, sizeof(o->deg_options), "%s", devopts);
         rc = open_device(o, devopts, msg, msglen);
     }

@@ -378,6 +378,25 @@ int place_map_node(const struct place_map *m, const char *id)
     return -ENOENT;
 }
 
+/* The host part of "host:port" or "[v6]:port" (bare: all of it), its length. */
+static size_t host_len(const char *address)
+{
+    const char *colon = strrchr(address, ':');
+    bool v6 = address[0] == '[';
+    if (!colon || (v6 && colon[-1] != ']') || (!v6 && strchr(address, ':') != colon))
+        return strlen(address);
+    return (size_t)(colon - address);
+}
+
+int place_map_nodes_on_host(const struct place_map *m, const char *host)
+{
+    size_t n = host_len(host);
+    int count = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        count += host_len(m->nodes[i].address) == n && strncmp(m->nodes[i].address, host, n) == 0;
+    return count;
+}
+
 struct candidate {
     double score;
     int node;

@@ -119,6 +119,10 @@ char *place_map_format(const struct place_map *m);
 const struct place_pool *place_map_pool(const struct place_map *m, const char *name);
 /* Index of the node with this id, or -ENOENT. */
 int place_map_node(const struct place_map *m, const char *id);
+/* How many nodes of the map have their address on host (a bare host, or the
+ * host of a "host:port" / "[v6]:port" address): the processes that share
+ * that machine's cores. */
+int place_map_nodes_on_host(const struct place_map *m, const char *host);
 const char *place_state_name(enum place_state s);
 
 /*

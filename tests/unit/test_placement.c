@@ -76,6 +76,11 @@ static void test_parse_fields_and_defaults(void **state)
     assert_int_equal(m->ndomains, 2);
     assert_int_equal(place_map_node(m, "b.2"), 1);
     assert_int_equal(place_map_node(m, "zz"), -ENOENT);
+    assert_int_equal(place_map_nodes_on_host(m, "host-b"), 1);
+    assert_int_equal(place_map_nodes_on_host(m, "host-b:7000"), 1);
+    assert_int_equal(place_map_nodes_on_host(m, "[::1]:9"), 1);
+    assert_int_equal(place_map_nodes_on_host(m, "host"), 0);
+    assert_int_equal(place_map_nodes_on_host(m, "127.0.0.1"), 0);
     const struct place_pool *p = place_map_pool(m, "p");
     assert_non_null(p);
     assert_null(place_map_pool(m, "q"));
