@@ -1342,8 +1342,8 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         goto fail;
     if (cfg->listen && cfg->device_options)
         snprintf(s->dev_options, sizeof(s->dev_options), "%s", cfg->device_options);
-    size_t dl = strlen(s->dev_options);
     if (cfg->crowded) {
+        size_t dl = strlen(s->dev_options);
         snprintf(s->dev_options + dl, sizeof(s->dev_options) - dl, ",spin=0");
         inec_log(INEC_LOG_INFO, "node", "as many nodes as cores on this host: engines do not spin");
     }
