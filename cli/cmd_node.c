@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -354,8 +353,7 @@ static int load_config(const char *path, struct run_args *a, int have_data, int 
     }
     snprintf(a->listen, sizeof(a->listen), "%s", m->nodes[i].address);
     snprintf(a->domain, sizeof(a->domain), "%s", m->nodes[i].domain);
-    /* With a gateway beside them, more engines than cores. */
-    a->crowded = place_map_nodes_on_host(m, a->listen) >= sysconf(_SC_NPROCESSORS_ONLN);
+    a->crowded = node_host_crowded(m, a->listen);
     /* The map's device for this node picks its provider (inec_device_open);
      * set before the service starts any thread. */
     const char *device = m->nodes[i].device;

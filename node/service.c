@@ -29,6 +29,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@
 
 #include "inec/auth.h"
 #include "inec/inec.h"
+#include "placement/placement.h"
 #include "inec/log.h"
 #include "node/client.h"
 #include "node/rpc.h"
@@ -1287,6 +1289,14 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
     if (s->secret[0] && n > 0 && (size_t)n < sizeof(s->dev_options))
         snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",secret=%s", s->secret);
     return 0;
+}
+
+bool node_host_crowded(const struct place_map *m, const char *host)
+{
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                              : sysconf(_SC_NPROCESSORS_ONLN);
+    return place_map_nodes_on_host(m, host) >= cores;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */

@@ -185,8 +185,7 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
         snprintf(o->secret, sizeof(o->secret), "%s", secret ? secret : "");
         const char *host = json_string_value(json_object_get(opts, "deg_listen"));
         host = host ? host : "127.0.0.1";
-        /* The nodes beside the gateway outnumber the cores: no spin (inec.h). */
-        bool crowded = place_map_nodes_on_host(o->map, host) >= sysconf(_SC_NPROCESSORS_ONLN);
+        bool crowded = node_host_crowded(o->map, host);
         if (crowded)
             inec_log(INEC_LOG_INFO, "gateway", "as many nodes as cores on %s: engines do not spin",
                      host);
