@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 
 #include "codecs/codec.h"
 #include "deg/deg.h"
@@ -25,6 +26,7 @@
 #include "node/client.h"
 #include "node/rpc.h"
 #include "node/service.h"
+#include "placement/placement.h"
 
 #define DEVOPTS "transport=mem,engine_threads=2"
 
@@ -725,9 +727,42 @@ static void test_deg_decode_session(void **state)
     cluster_stop(&cl);
 }
 
+/* A map of n nodes on 127.0.0.1 and one elsewhere. */
+static struct place_map *local_map(int n)
+{
+    char json[8192];
+    int len =
+        snprintf(json, sizeof(json), "{\"nodes\": [{\"id\": \"far\", \"address\": \"10.0.0.9:1\"}");
+    for (int i = 0; i < n; i++)
+        len += snprintf(json + len, sizeof(json) - (size_t)len,
+                        ", {\"id\": \"n%d\", \"address\": \"127.0.0.1:%d\"}", i, 7000 + i);
+    snprintf(json + len, sizeof(json) - (size_t)len, "]}");
+    struct place_map *m = NULL;
+    char err[256];
+    assert_int_equal(place_map_parse(json, strlen(json), &m, err, sizeof(err)), 0);
+    return m;
+}
+
+/* A host is crowded from as many of its nodes as the CPUs this process may
+ * run on: the node and gateway devices there open spin=0. */
+static void test_host_crowded(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+    int cores = CPU_COUNT(&set);
+    struct place_map *fewer = local_map(cores - 1), *as_many = local_map(cores);
+    assert_false(node_host_crowded(fewer, "127.0.0.1"));
+    assert_true(node_host_crowded(as_many, "127.0.0.1:7000"));
+    assert_false(node_host_crowded(as_many, "10.0.0.9"));
+    place_map_destroy(fewer);
+    place_map_destroy(as_many);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_crowded),
         cmocka_unit_test(test_reassembly),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_registration_per_rpc, setup, teardown),
