@@ -754,7 +754,7 @@ static void test_host_crowded(void **state)
     struct place_map *fewer = local_map(cores - 1), *as_many = local_map(cores);
     assert_false(node_host_crowded(fewer, "127.0.0.1"));
     assert_true(node_host_crowded(as_many, "127.0.0.1:7000"));
-    assert_false(node_host_crowded(as_many, "10.0.0.9"));
+    assert_int_equal(node_host_crowded(as_many, "10.0.0.9"), cores == 1); /* its one node */
     place_map_destroy(fewer);
     place_map_destroy(as_many);
 }
