@@ -29,7 +29,6 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +46,7 @@
 #include "placement/placement.h"
 #include "inec/log.h"
 #include "node/client.h"
+#include "node/cpus.h"
 #include "node/rpc.h"
 
 #define LIST_MAX_ENTRIES 1000
@@ -1293,10 +1293,7 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
 
 bool node_host_crowded(const struct place_map *m, const char *host)
 {
-    cpu_set_t set;
-    long cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                              : sysconf(_SC_NPROCESSORS_ONLN);
-    return place_map_nodes_on_host(m, host) >= cores;
+    return place_map_nodes_on_host(m, host) >= node_usable_cpus();
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
@@ -1355,7 +1352,10 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     if (cfg->crowded) {
         size_t dl = strlen(s->dev_options);
         snprintf(s->dev_options + dl, sizeof(s->dev_options) - dl, ",spin=0");
-        inec_log(INEC_LOG_INFO, "node", "as many nodes as cores on this host: engines do not spin");
+        inec_log(INEC_LOG_INFO, "node",
+                 "as many nodes on this host as CPUs this process may use (%d): engines do not "
+                 "spin",
+                 node_usable_cpus());
     }
     snprintf(s->main_options, sizeof(s->main_options), "%s%s", s->dev_options,
              strstr(s->dev_options, "transport=tcp") ? ",passive=1" : "");

@@ -74,8 +74,9 @@ int node_direct_min_from_json(const json_t *j, uint64_t *out, char *err, size_t 
 struct place_map;
 
 /* Whether a machine that runs this process and the map's nodes on `host` has
- * more engines than cores: as many such nodes as cores this process may run
- * on (its affinity), a gateway beside them. Its devices then open spin=0. */
+ * more engines than cores: as many such nodes as CPUs this process may use
+ * (node_usable_cpus: its affinity, capped by a cgroup CPU quota), a gateway
+ * beside them. Its devices then open spin=0. */
 bool node_host_crowded(const struct place_map *m, const char *host);
 
 /* Opens the store, the device and the event loop; on failure a message in err. */

@@ -15,6 +15,7 @@
 #include "deg/deg.h"
 #include "inec/inec.h"
 #include "inec/log.h"
+#include "node/cpus.h"
 #include "node/service.h"
 #include "object/decode_sessions.h"
 #include "object/objects_internal.h"
@@ -187,8 +188,9 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
         host = host ? host : "127.0.0.1";
         bool crowded = node_host_crowded(o->map, host);
         if (crowded)
-            inec_log(INEC_LOG_INFO, "gateway", "as many nodes as cores on %s: engines do not spin",
-                     host);
+            inec_log(INEC_LOG_INFO, "gateway",
+                     "as many nodes on %s as CPUs this process may use (%d): engines do not spin",
+                     host, node_usable_cpus());
         char devopts[sizeof(o->deg_options)];
         snprintf(devopts, sizeof(devopts),
                  "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d%s%s%s", host,

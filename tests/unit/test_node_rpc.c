@@ -19,11 +19,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 
 #include "codecs/codec.h"
 #include "deg/deg.h"
 #include "inec/inec.h"
 #include "node/client.h"
+#include "node/cpus.h"
 #include "node/rpc.h"
 #include "node/service.h"
 #include "placement/placement.h"
@@ -748,9 +750,7 @@ static struct place_map *local_map(int n)
 static void test_host_crowded(void **state)
 {
     (void)state;
-    cpu_set_t set;
-    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
-    int cores = CPU_COUNT(&set);
+    int cores = node_usable_cpus();
     struct place_map *fewer = local_map(cores - 1), *as_many = local_map(cores);
     assert_false(node_host_crowded(fewer, "127.0.0.1"));
     assert_true(node_host_crowded(as_many, "127.0.0.1:7000"));
@@ -759,10 +759,85 @@ static void test_host_crowded(void **state)
     place_map_destroy(as_many);
 }
 
+/* Writes text to root/rel, making its directories. */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = 0;
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void rm_tree(const char *root)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* A cgroup CPU quota caps the affinity, the smallest on the way from the
+ * process's cgroup up to its hierarchy's mount point, rounded up to whole
+ * CPUs; the cgroup path is taken relative to the mount's root (a container
+ * without its own cgroup namespace). No quota, or no cgroup files: the
+ * affinity. */
+static void test_usable_cpus(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+    int affinity = CPU_COUNT(&set);
+    char root[] = "/tmp/inec-cpus-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    assert_int_equal(node_usable_cpus_at(root), affinity); /* nothing to read */
+
+    /* v2, a pod's limit on the container's parent: 1.5 CPUs -> 2. */
+    put_file(root, "proc/self/cgroup", "0::/kubepods/pod1/c1\n");
+    put_file(root, "proc/self/mountinfo",
+             "31 23 0:28 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n");
+    put_file(root, "sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n");
+    put_file(root, "sys/fs/cgroup/kubepods/pod1/cpu.max", "150000 100000\n");
+    put_file(root, "sys/fs/cgroup/kubepods/cpu.max", "max 100000\n");
+    assert_int_equal(node_usable_cpus_at(root), min_int(affinity, 2));
+    put_file(root, "sys/fs/cgroup/kubepods/cpu.max", "50000 100000\n"); /* an ancestor's */
+    assert_int_equal(node_usable_cpus_at(root), 1);
+    put_file(root, "sys/fs/cgroup/kubepods/cpu.max", "max 100000\n");
+    put_file(root, "sys/fs/cgroup/kubepods/pod1/cpu.max", "max 100000\n");
+    assert_int_equal(node_usable_cpus_at(root), affinity);
+    rm_tree(root);
+
+    /* v1 beside a v2 hierarchy without the cpu controller; the mount shows
+     * the process's own cgroup as its root. */
+    assert_non_null(mkdtemp(strcpy(root, "/tmp/inec-cpus-XXXXXX")));
+    put_file(root, "proc/self/cgroup", "4:cpu,cpuacct:/docker/abc\n0::/docker/abc\n");
+    put_file(root, "proc/self/mountinfo",
+             "31 23 0:28 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+             "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup "
+             "rw,cpu,cpuacct\n");
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "100000\n");
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(node_usable_cpus_at(root), 1);
+    put_file(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    assert_int_equal(node_usable_cpus_at(root), affinity);
+    rm_tree(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_crowded),
+        cmocka_unit_test(test_usable_cpus),
         cmocka_unit_test(test_reassembly),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_registration_per_rpc, setup, teardown),
