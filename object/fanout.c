@@ -80,17 +80,20 @@ void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), vo
     struct gw_fanout *f = o->fan;
     if (n <= 0)
         return;
-    struct fan_job *jobs = calloc((size_t)n, sizeof(*jobs));
-    if (!jobs) { /* degrade to running them here */
+    /* Jobs 0..n-2 go to the pool, the last runs here: the caller waits for
+     * all of them anyway, and so costs no thread a wake-up for its share. */
+    int queued = n - 1;
+    struct fan_job *jobs = queued ? calloc((size_t)queued, sizeof(*jobs)) : NULL;
+    if (queued && !jobs) { /* degrade to running them here */
         for (int i = 0; i < n; i++)
             fn(arg, i);
         return;
     }
     pthread_cond_t done;
     pthread_cond_init(&done, NULL);
-    int left = n;
+    int left = queued;
     pthread_mutex_lock(&f->lock);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < queued; i++) {
         jobs[i] = (struct fan_job){fn, arg, i, &left, &done, NULL, ""};
         snprintf(jobs[i].ctx, sizeof(jobs[i].ctx), "%s", inec_log_context());
         if (f->tail)
@@ -98,11 +101,15 @@ void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), vo
         else
             f->head = &jobs[i];
         f->tail = &jobs[i];
+        /* One thread per job: a broadcast would wake every idle one. */
+        pthread_cond_signal(&f->cond);
     }
-    f->queued += n;
+    f->queued += queued;
     fan_grow(f);
-    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    fn(arg, n - 1);
     /* Every job is an RPC bounded by the client timeout, so this wait is bounded. */
+    pthread_mutex_lock(&f->lock);
     while (left > 0)
         pthread_cond_wait(&done, &f->lock);
     pthread_mutex_unlock(&f->lock);

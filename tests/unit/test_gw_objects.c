@@ -222,6 +222,38 @@ static void read_until_whole(struct gw_objects *o, const char *key, const uint8_
     assert_int_equal(ok, 7);
 }
 
+struct fan_probe {
+    pthread_t caller;
+    atomic_int runs[8];
+    atomic_int on_caller; /* jobs run on the caller's own thread */
+};
+
+static void fan_probe_job(void *arg, int i)
+{
+    struct fan_probe *p = arg;
+    atomic_fetch_add(&p->runs[i], 1);
+    if (pthread_equal(pthread_self(), p->caller))
+        atomic_fetch_add(&p->on_caller, 1);
+    usleep(1000); /* so that the pool's threads, not the caller alone, take the rest */
+}
+
+/* gw_fanout_run runs every job once, and the caller takes one share itself:
+ * a single job costs no thread a wake-up, n jobs wake n - 1. */
+static void test_fanout_run(void **state)
+{
+    (void)state;
+    struct gw_objects o = {0};
+    assert_int_equal(gw_fanout_create(4, &o.fan), 0);
+    for (int n = 1; n <= 8; n++) {
+        struct fan_probe p = {.caller = pthread_self()};
+        gw_fanout_run(&o, n, fan_probe_job, &p);
+        for (int i = 0; i < 8; i++)
+            assert_int_equal(atomic_load(&p.runs[i]), i < n);
+        assert_int_equal(atomic_load(&p.on_caller), 1);
+    }
+    gw_fanout_destroy(o.fan);
+}
+
 static void test_inline_objects(void **state)
 {
     (void)state;
@@ -1933,6 +1965,7 @@ static void test_bucket_cache(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fanout_run),
         cmocka_unit_test_setup_teardown(test_inline_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inline_never_older, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
