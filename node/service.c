@@ -26,6 +26,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -1291,9 +1292,47 @@ static int cm_listen(struct node_service *s, const char *listen_addr, char *err,
     return 0;
 }
 
+/* A wildcard listen address ("0.0.0.0:P", "[::]:P", ":P"): every address of
+ * this machine. */
+static bool wildcard_host(const char *host)
+{
+    return host[0] == ':' || (strncmp(host, "0.0.0.0", 7) == 0 && (!host[7] || host[7] == ':')) ||
+           strcmp(host, "::") == 0 || strncmp(host, "[::]", 4) == 0;
+}
+
+/* The map's nodes on any address of this machine's interfaces, or "localhost". */
+static int nodes_on_this_machine(const struct place_map *m)
+{
+    int n = place_map_nodes_on_host(m, "localhost");
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs))
+        return n;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        char a[INET6_ADDRSTRLEN + 2] = "[";
+        if (!i->ifa_addr)
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)i->ifa_addr;
+            if (!inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a)))
+                continue;
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)i->ifa_addr;
+            if (!inet_ntop(AF_INET6, &in6->sin6_addr, a + 1, sizeof(a) - 2))
+                continue;
+            strcat(a, "]"); /* as a map writes it: [v6]:port */
+        } else {
+            continue;
+        }
+        n += place_map_nodes_on_host(m, a);
+    }
+    freeifaddrs(ifs);
+    return n;
+}
+
 bool node_host_crowded(const struct place_map *m, const char *host)
 {
-    return place_map_nodes_on_host(m, host) >= node_usable_cpus();
+    int here = wildcard_host(host) ? nodes_on_this_machine(m) : place_map_nodes_on_host(m, host);
+    return here >= node_usable_cpus();
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */

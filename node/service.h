@@ -76,7 +76,8 @@ struct place_map;
 /* Whether a machine that runs this process and the map's nodes on `host` has
  * more engines than cores: as many such nodes as CPUs this process may use
  * (node_usable_cpus: its affinity, capped by a cgroup CPU quota), a gateway
- * beside them. Its devices then open spin=0. */
+ * beside them. Its devices then open spin=0. A wildcard host (0.0.0.0, [::])
+ * is this machine: the nodes on any of its interfaces' addresses count. */
 bool node_host_crowded(const struct place_map *m, const char *host);
 
 /* Opens the store, the device and the event loop; on failure a message in err. */

@@ -729,12 +729,12 @@ static void test_deg_decode_session(void **state)
     cluster_stop(&cl);
 }
 
-/* A map of n nodes on 127.0.0.1 and one elsewhere. */
+/* A map of n nodes on 127.0.0.1 and one elsewhere (TEST-NET-1: no machine's). */
 static struct place_map *local_map(int n)
 {
     char json[8192];
     int len =
-        snprintf(json, sizeof(json), "{\"nodes\": [{\"id\": \"far\", \"address\": \"10.0.0.9:1\"}");
+        snprintf(json, sizeof(json), "{\"nodes\": [{\"id\": \"far\", \"address\": \"192.0.2.9:1\"}");
     for (int i = 0; i < n; i++)
         len += snprintf(json + len, sizeof(json) - (size_t)len,
                         ", {\"id\": \"n%d\", \"address\": \"127.0.0.1:%d\"}", i, 7000 + i);
@@ -754,7 +754,13 @@ static void test_host_crowded(void **state)
     struct place_map *fewer = local_map(cores - 1), *as_many = local_map(cores);
     assert_false(node_host_crowded(fewer, "127.0.0.1"));
     assert_true(node_host_crowded(as_many, "127.0.0.1:7000"));
-    assert_int_equal(node_host_crowded(as_many, "10.0.0.9"), cores == 1); /* its one node */
+    assert_int_equal(node_host_crowded(as_many, "192.0.2.9"), cores == 1); /* its one node */
+    /* Listening on a wildcard, the nodes on any address of this machine count. */
+    const char *wild[] = {"0.0.0.0:7000", "0.0.0.0", "[::]:7000", ":7000"};
+    for (int i = 0; i < 4; i++) {
+        assert_false(node_host_crowded(fewer, wild[i]));
+        assert_true(node_host_crowded(as_many, wild[i]));
+    }
     place_map_destroy(fewer);
     place_map_destroy(as_many);
 }
