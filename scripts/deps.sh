@@ -9,7 +9,7 @@ packages=(
     libisal-dev liburing-dev libjansson-dev libcmocka-dev libibverbs-dev
     liblmdb-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libexpat1-dev libcurl4-openssl-dev openssl
     python3 python3-boto3 python3-websocket awscli gnuplot-nox graphviz chromium scdoc
-    libnbd-bin python3-libnbd qemu-utils fio
+    libnbd-bin python3-libnbd qemu-utils fio rclone s3cmd s3fs
 )
 
 missing=()
