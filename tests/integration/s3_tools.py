@@ -7,7 +7,8 @@ argv[1]: the inec binary; argv[2]: which tools:
             parts) and s3cmd (mb, put multipart, get, ls, del, rb);
   mount     s3fs: a bucket mounted with FUSE, used as a directory (write,
             append, overwrite smaller, mkdir, mv, rm, rmdir), each step
-            checked on the mount and on the objects. Exit 77 (skipped)
+            checked on the mount and on the objects; mode, mtime and a
+            symlink still there after a remount. Exit 77 (skipped)
             without /dev/fuse."""
 import hashlib
 import os
@@ -126,6 +127,23 @@ def transfer(rng):
     run(*sc, "rb", "s3://s3cmd", env=env)
 
 
+def s3fs_mount(pw, mnt):
+    run("s3fs", "mounted", mnt, "-o", "passwd_file=" + pw, "-o", "url=" + srv.endpoint,
+        "-o", "use_path_request_style", "-o", "endpoint=us-east-1", "-o", "retries=1",
+        "-o", "multipart_size=5", "-o", "dbglevel=warn", env=tool_env())
+    for _ in range(100):  # the daemon answers once it has mounted
+        if os.path.ismount(mnt):
+            return
+        time.sleep(0.1)
+    srv.fail("s3fs did not mount")
+
+
+def unmount(mnt):
+    subprocess.run(["umount", mnt], capture_output=True)
+    if os.path.ismount(mnt):
+        subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
 def mount(rng):
     mnt = os.path.join(srv.dir, "mnt")
     os.makedirs(mnt)
@@ -135,16 +153,8 @@ def mount(rng):
     s3.create_bucket(Bucket="mounted")
     before = rng.randbytes(70000)
     s3.put_object(Bucket="mounted", Key="from-s3", Body=before)
-    run("s3fs", "mounted", mnt, "-o", "passwd_file=" + pw, "-o", "url=" + srv.endpoint,
-        "-o", "use_path_request_style", "-o", "endpoint=us-east-1", "-o", "retries=1",
-        "-o", "multipart_size=5", "-o", "dbglevel=warn", env=tool_env())
+    s3fs_mount(pw, mnt)
     try:
-        for _ in range(100):  # the daemon answers once it has mounted
-            if os.path.ismount(mnt):
-                break
-            time.sleep(0.1)
-        if not os.path.ismount(mnt):
-            srv.fail("s3fs did not mount")
         if read(os.path.join(mnt, "from-s3")) != before:
             srv.fail("an object PUT through S3 reads other bytes on the mount")
         big = rng.randbytes(12 << 20)  # written as a multipart upload
@@ -171,10 +181,21 @@ def mount(rng):
         if sorted(os.listdir(mnt)) != ["from-s3"] or keys("mounted") != ["from-s3"]:
             srv.fail("after rm and rmdir: %s on the mount, %s stored"
                      % (sorted(os.listdir(mnt)), keys("mounted")))
+        # Mode, times and links are object metadata (CopyObject onto itself,
+        # REPLACE): they outlive the mount.
+        f = os.path.join(mnt, "from-s3")
+        os.chmod(f, 0o640)
+        os.utime(f, (1577934245, 1577934245))
+        os.symlink("from-s3", os.path.join(mnt, "link"))
+        unmount(mnt)
+        s3fs_mount(pw, mnt)
+        st = os.stat(f)
+        if (st.st_mode & 0o777, int(st.st_mtime)) != (0o640, 1577934245) or \
+                os.readlink(os.path.join(mnt, "link")) != "from-s3" or read(f) != before:
+            srv.fail("after a remount: mode %o, mtime %d, link %r"
+                     % (st.st_mode & 0o777, st.st_mtime, os.readlink(os.path.join(mnt, "link"))))
     finally:
-        subprocess.run(["umount", mnt], capture_output=True)
-        if os.path.ismount(mnt):
-            subprocess.run(["umount", "-l", mnt], capture_output=True)
+        unmount(mnt)
 
 
 def main():
