@@ -19,10 +19,12 @@
 static bool has_item(const char *list, const char *item)
 {
     size_t n = strlen(item);
-    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    for (const char *p = list;; p++) {
         if (strncmp(p, item, n) == 0 && (p[n] == ',' || p[n] == 0))
             return true;
-    return false;
+        if (!(p = strchr(p, ',')))
+            return false;
+    }
 }
 
 /* The process's cgroup path in the v2 hierarchy (v2) or in the v1 one that

@@ -234,7 +234,6 @@ static void fan_probe_job(void *arg, int i)
     atomic_fetch_add(&p->runs[i], 1);
     if (pthread_equal(pthread_self(), p->caller))
         atomic_fetch_add(&p->on_caller, 1);
-    usleep(1000); /* so that the pool's threads, not the caller alone, take the rest */
 }
 
 /* gw_fanout_run runs every job once, and the caller takes one share itself:

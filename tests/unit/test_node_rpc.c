@@ -63,15 +63,20 @@ static int setup(void **state)
     return 0;
 }
 
+static void rm_tree(const char *root)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 static int teardown(void **state)
 {
     struct fixture *f = *state;
     node_client_close(f->c);
     node_service_stop(f->svc);
     inec_device_close(f->dev);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
-    assert_int_equal(system(cmd), 0);
+    rm_tree(f->dir);
     free(f);
     return 0;
 }
@@ -524,9 +529,7 @@ static void cluster_stop(struct cluster *cl)
         node_service_stop(cl->svc[i]);
     }
     inec_device_close(cl->dev);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", cl->dir);
-    assert_int_equal(system(cmd), 0);
+    rm_tree(cl->dir);
 }
 
 static void get_check(struct node_client *c, const struct node_stripe *s, int index,
@@ -733,8 +736,8 @@ static void test_deg_decode_session(void **state)
 static struct place_map *local_map(int n)
 {
     char json[8192];
-    int len =
-        snprintf(json, sizeof(json), "{\"nodes\": [{\"id\": \"far\", \"address\": \"192.0.2.9:1\"}");
+    int len = snprintf(json, sizeof(json),
+                       "{\"nodes\": [{\"id\": \"far\", \"address\": \"192.0.2.9:1\"}");
     for (int i = 0; i < n; i++)
         len += snprintf(json + len, sizeof(json) - (size_t)len,
                         ", {\"id\": \"n%d\", \"address\": \"127.0.0.1:%d\"}", i, 7000 + i);
@@ -779,13 +782,6 @@ static void put_file(const char *root, const char *rel, const char *text)
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
-}
-
-static void rm_tree(const char *root)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    assert_int_equal(system(cmd), 0);
 }
 
 static int min_int(int a, int b)
