@@ -25,6 +25,7 @@
 #include "object/objects.h"
 #include "gateway/s3_request.h"
 #include "gateway/s3_server.h"
+#include "inec/hostport.h"
 #include "inec/log.h"
 
 #define DRAIN_MS 30000 /* what a request in flight gets to finish at shutdown */
@@ -135,14 +136,15 @@ static int apply_config(json_t *cfg, struct opts *o, struct gw_credentials *c)
 }
 
 /* The URL a client on this host uses to reach a listen address: a wildcard
- * or IPv6 listen address is reached on 127.0.0.1. */
+ * (IPv4 or dual-stack IPv6) is reached on 127.0.0.1. */
 static void client_url(const char *listen, uint16_t port, bool tls, char *out, size_t len)
 {
-    char host[64];
-    snprintf(host, sizeof(host), "%.*s", (int)strcspn(listen, ":"), listen);
-    if (listen[0] == '[' || !host[0] || strcmp(host, "0.0.0.0") == 0)
+    char host[64], p[8], at[80];
+    if (inec_hostport_split(listen, host, sizeof(host), p, sizeof(p)) || !host[0] ||
+        strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
         strcpy(host, "127.0.0.1");
-    snprintf(out, len, "%s://%s:%u", tls ? "https" : "http", host, port);
+    inec_hostport_join(host, port, at, sizeof(at));
+    snprintf(out, len, "%s://%s", tls ? "https" : "http", at);
 }
 
 static void banner(const struct opts *o, const struct gw_credentials *c, const char *s3url,

@@ -40,6 +40,7 @@
 #include "deg/deg.h"
 #include "codecs/errf.h"
 #include "inec/auth.h"
+#include "inec/hostport.h"
 #include "inec/log.h"
 
 #define MAX_FRAME ((uint32_t)1 << 30)
@@ -134,23 +135,10 @@ static void set_timeouts(int fd, int ms)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* "host:port" into its parts; the port may be 0 for a listener. */
-static int split_addr(const char *addr, char *host, size_t hostlen, char *port, size_t portlen)
-{
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || (size_t)(colon - addr) >= hostlen || !colon[1] ||
-        strlen(colon + 1) >= portlen)
-        return -EINVAL;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = 0;
-    strcpy(port, colon + 1);
-    return 0;
-}
-
 static int dial(const char *addr, int timeout_ms)
 {
     char host[256], port[16];
-    if (split_addr(addr, host, sizeof(host), port, sizeof(port)))
+    if (inec_hostport_split(addr, host, sizeof(host), port, sizeof(port)))
         return -EINVAL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
     if (getaddrinfo(host, port, &hints, &res))
@@ -224,8 +212,9 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
         .incoherent = json_is_true(json_object_get(msg, "incoherent")),
         .timeout_ms = (int)json_integer_value(json_object_get(msg, "timeout_ms")),
     };
-    char options[640];
-    snprintf(options, sizeof(options), "transport=tcp,listen=%s:0,timeout_ms=%d%s%s", s->host,
+    char options[640], listen[300];
+    inec_hostport_join(s->host, 0, listen, sizeof(listen));
+    snprintf(options, sizeof(options), "transport=tcp,listen=%s,timeout_ms=%d%s%s", listen,
              opts.timeout_ms > 0 ? opts.timeout_ms : 10000, s->secret ? ",secret=" : "",
              s->secret ? s->secret : "");
     opts.options = options;
@@ -352,33 +341,20 @@ static void *session_main(void *p)
 int deg_serve(const char *listen_addr, const char *secret_file,
               void (*ready)(void *arg, const char *addr), void *arg, char *err, size_t errlen)
 {
-    char host[256], port[16];
-    if (split_addr(listen_addr, host, sizeof(host), port, sizeof(port)))
-        return codec_errf(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT",
+    char host[256], port[8];
+    if (inec_hostport_split(listen_addr, host, sizeof(host), port, sizeof(port)))
+        return codec_errf(err, errlen, -EINVAL,
+                          "listen address '%s' is not HOST:PORT (an IPv6 HOST in brackets)",
                           listen_addr);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE},
-                    *res;
-    if (getaddrinfo(host, port, &hints, &res))
-        return codec_errf(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
-    int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, 0), one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 64)) {
-        int e = errno;
-        freeaddrinfo(res);
-        if (fd >= 0)
-            close(fd);
-        return codec_errf(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
-    }
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
+    int fd = inec_tcp_listen(listen_addr, 64);
+    if (fd < 0)
+        return codec_errf(err, errlen, fd, "listen on %s: %s", listen_addr,
+                          fd == -EHOSTUNREACH ? "cannot resolve the host" : strerror(-fd));
+    struct sockaddr_storage ss = {0};
     socklen_t sl = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     char bound[300];
-    int p = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                           : ((struct sockaddr_in *)&ss)->sin_port);
-    snprintf(bound, sizeof(bound), "%s:%d", host, p);
+    inec_hostport_join(host, inec_sockaddr_port((struct sockaddr *)&ss), bound, sizeof(bound));
     if (ready)
         ready(arg, bound);
     for (;;) {
@@ -402,10 +378,7 @@ int deg_serve(const char *listen_addr, const char *secret_file,
         s->secret = secret_file;
         snprintf(s->host, sizeof(s->host), "%s", host);
         snprintf(s->bound, sizeof(s->bound), "%s", bound);
-        char ip[64] = "?";
-        if (from.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, ip, sizeof(ip));
-        snprintf(s->from, sizeof(s->from), "%s", ip);
+        inec_sockaddr_str((struct sockaddr *)&from, false, s->from, sizeof(s->from));
         /* A runner that goes silent between messages costs a session at
          * most this long. */
         set_timeouts(c, 60000);

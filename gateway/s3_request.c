@@ -1,5 +1,6 @@
 /* S3 request targets, queries and the routing table. */
 #include "gateway/s3_request.h"
+#include "inec/hostport.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -449,30 +450,11 @@ int gw_s3_content_md5(const char *header, uint8_t md5[16])
 
 int gw_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
 {
-    char host[64];
-    const char *colon;
+    char host[64], p[8];
     memset(ss, 0, sizeof(*ss));
-    if (!listen)
+    if (inec_hostport_split(listen, host, sizeof(host), p, sizeof(p)))
         return -EINVAL;
-    if (listen[0] == '[') {
-        const char *end = strchr(listen, ']');
-        if (!end || end[1] != ':' || (size_t)(end - listen - 1) >= sizeof(host))
-            return -EINVAL;
-        memcpy(host, listen + 1, (size_t)(end - listen - 1));
-        host[end - listen - 1] = '\0';
-        colon = end + 1;
-    } else {
-        colon = strrchr(listen, ':');
-        if (!colon || (size_t)(colon - listen) >= sizeof(host))
-            return -EINVAL;
-        memcpy(host, listen, (size_t)(colon - listen));
-        host[colon - listen] = '\0';
-    }
-    char *end;
-    errno = 0;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (!colon[1] || *end || errno || port > 65535)
-        return -EINVAL;
+    unsigned long port = strtoul(p, NULL, 10);
     if (strcmp(host, "localhost") == 0 || host[0] == '\0')
         strcpy(host, host[0] ? "127.0.0.1" : "0.0.0.0");
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;

@@ -1,11 +1,11 @@
 /* The cluster secret and the mutual HMAC handshake (see inec/auth.h). */
 #include "inec/auth.h"
+#include "inec/hostport.h"
 #include "codecs/errf.h"
 
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -314,23 +314,19 @@ static const char *skip_scheme(const char *a)
     return strncmp(a, "tcp:", 4) == 0 ? a + 4 : a;
 }
 
-/* The IPv4 address of host (a name or a dotted quad), or 0. */
-static uint32_t host_ip(const char *host, size_t len)
+/* Whether HOST:PORT addresses a and b name the same IP (names resolved). */
+static bool same_ip(const char *a, const char *b)
 {
-    char h[INEC_AUTH_NAME];
-    if (len >= sizeof(h))
-        return 0;
-    memcpy(h, host, len);
-    h[len] = 0;
-    struct in_addr a;
-    if (inet_pton(AF_INET, h, &a) == 1)
-        return a.s_addr;
-    struct addrinfo hints = {.ai_family = AF_INET}, *ai;
-    if (getaddrinfo(h, NULL, &hints, &ai))
-        return 0;
-    uint32_t ip = ((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr;
-    freeaddrinfo(ai);
-    return ip;
+    struct sockaddr_storage x, y;
+    socklen_t xl, yl;
+    if (inec_hostport_resolve(a, false, &x, &xl) || inec_hostport_resolve(b, false, &y, &yl) ||
+        x.ss_family != y.ss_family)
+        return false;
+    if (x.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&x)->sin_addr.s_addr ==
+               ((struct sockaddr_in *)&y)->sin_addr.s_addr;
+    return x.ss_family == AF_INET6 && memcmp(&((struct sockaddr_in6 *)&x)->sin6_addr,
+                                             &((struct sockaddr_in6 *)&y)->sin6_addr, 16) == 0;
 }
 
 bool inec_auth_addr_matches(const char *to, const char *self)
@@ -341,10 +337,9 @@ bool inec_auth_addr_matches(const char *to, const char *self)
     if (!tc || !sc || strcmp(tc, sc) != 0)
         return false;
     size_t sl = (size_t)(sc - self), tl = (size_t)(tc - to);
-    if ((sl == 7 && strncmp(self, "0.0.0.0", 7) == 0) || (tl == sl && !strncmp(to, self, sl)))
-        return true;
-    uint32_t a = host_ip(to, tl);
-    return a != 0 && a == host_ip(self, sl);
+    bool wildcard = sl == 0 || (sl == 7 && strncmp(self, "0.0.0.0", 7) == 0) ||
+                    (sl == 4 && strncmp(self, "[::]", 4) == 0);
+    return wildcard || (tl == sl && !strncmp(to, self, sl)) || same_ip(to, self);
 }
 
 int inec_auth_m2_make(const struct inec_keyring *kr, const char *ctx, const char *self_addr,

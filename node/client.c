@@ -12,7 +12,6 @@
 #include "node/client.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -28,6 +27,7 @@
 #include <jansson.h>
 
 #include "inec/auth.h"
+#include "inec/hostport.h"
 #include "inec/inec.h"
 #include "node/rpc.h"
 
@@ -70,16 +70,15 @@ static int64_t now_ms(void)
 static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t peerlen,
                        uint32_t *peer_qpn)
 {
-    char host[256];
-    const char *colon = strrchr(c->addr, ':');
-    if (!colon || colon == c->addr || (size_t)(colon - c->addr) >= sizeof(host))
-        return cfail(c, -EINVAL, "node address '%s' is not HOST:PORT", c->addr);
-    memcpy(host, c->addr, (size_t)(colon - c->addr));
-    host[colon - c->addr] = 0;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
-    if (getaddrinfo(host, colon + 1, &hints, &res))
-        return cfail(c, -EHOSTUNREACH, "cannot resolve %s", c->addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage sa;
+    socklen_t sl;
+    int rc = inec_hostport_resolve(c->addr, false, &sa, &sl);
+    if (rc == -EINVAL)
+        return cfail(c, rc, "node address '%s' is not HOST:PORT (an IPv6 HOST in brackets)",
+                     c->addr);
+    if (rc)
+        return cfail(c, rc, "cannot resolve %s", c->addr);
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct timeval tv = {.tv_sec = c->timeout_ms / 1000, .tv_usec = c->timeout_ms % 1000 * 1000};
     if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -89,8 +88,7 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
          * first, 40 ms on every new connection. */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
     }
-    int rc = fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) ? -errno : 0;
-    freeaddrinfo(res);
+    rc = fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) ? -errno : 0;
     if (rc) {
         if (fd >= 0)
             close(fd);
@@ -152,7 +150,8 @@ static int cm_exchange(struct node_client *c, uint32_t qpn, char *peer, size_t p
         json_decref(j);
         return cfail(c, -EPROTO, "node %s answered a bad device address", c->addr);
     }
-    snprintf(peer, peerlen, "tcp:%s%s", host, port);
+    /* c->addr up to its port's colon: HOST or [V6] as the map writes it */
+    snprintf(peer, peerlen, "tcp:%.*s%s", (int)(strrchr(c->addr, ':') - c->addr), c->addr, port);
     *peer_qpn = (uint32_t)json_integer_value(json_object_get(j, "qpn"));
     json_decref(j);
     return 0;

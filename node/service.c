@@ -43,6 +43,7 @@
 #include <jansson.h>
 
 #include "inec/auth.h"
+#include "inec/hostport.h"
 #include "inec/inec.h"
 #include "placement/placement.h"
 #include "inec/log.h"
@@ -1231,7 +1232,7 @@ static void *cm_main(void *arg)
     pthread_setname_np(pthread_self(), "node-cm");
     struct node_service *s = arg;
     while (!atomic_load(&s->stop)) {
-        struct sockaddr_in sa;
+        struct sockaddr_storage sa = {0};
         socklen_t sl = sizeof(sa);
         int fd = accept4(s->cm_fd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
         if (fd < 0) {
@@ -1239,9 +1240,8 @@ static void *cm_main(void *arg)
                 continue;
             break; /* shut down */
         }
-        char from[64], ip[INET_ADDRSTRLEN] = "?";
-        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-        snprintf(from, sizeof(from), "%s:%u", ip, ntohs(sa.sin_port));
+        char from[64];
+        inec_sockaddr_str((struct sockaddr *)&sa, true, from, sizeof(from));
         struct timeval tv = {.tv_sec = 5};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -1253,37 +1253,25 @@ static void *cm_main(void *arg)
 
 static int cm_listen(struct node_service *s, const char *listen_addr, char *err, size_t errlen)
 {
-    char host[256];
-    const char *colon = strrchr(listen_addr, ':');
-    if (!colon || colon == listen_addr || (size_t)(colon - listen_addr) >= sizeof(host))
-        return codec_errf(err, errlen, -EINVAL, "listen address '%s' is not HOST:PORT",
+    char host[256], port[8];
+    if (inec_hostport_split(listen_addr, host, sizeof(host), port, sizeof(port)))
+        return codec_errf(err, errlen, -EINVAL,
+                          "listen address '%s' is not HOST:PORT (an IPv6 HOST in brackets)",
                           listen_addr);
-    memcpy(host, listen_addr, (size_t)(colon - listen_addr));
-    host[colon - listen_addr] = 0;
-    struct addrinfo hints = {.ai_family = AF_INET,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE},
-                    *res;
-    if (getaddrinfo(host, colon + 1, &hints, &res))
-        return codec_errf(err, errlen, -EINVAL, "cannot resolve '%s'", listen_addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 64)) {
-        int e = errno;
-        freeaddrinfo(res);
-        if (fd >= 0)
-            close(fd);
-        return codec_errf(err, errlen, -e, "listen on %s: %s", listen_addr, strerror(e));
-    }
-    freeaddrinfo(res);
-    struct sockaddr_in sa;
+    int fd = inec_tcp_listen(listen_addr, 64);
+    if (fd < 0)
+        return codec_errf(err, errlen, fd, "listen on %s: %s", listen_addr,
+                          fd == -EHOSTUNREACH ? "cannot resolve the host" : strerror(-fd));
+    struct sockaddr_storage sa = {0};
     socklen_t sl = sizeof(sa);
     getsockname(fd, (struct sockaddr *)&sa, &sl);
-    snprintf(s->listen, sizeof(s->listen), "%s:%d", host, ntohs(sa.sin_port));
+    inec_hostport_join(host, inec_sockaddr_port((struct sockaddr *)&sa), s->listen,
+                       sizeof(s->listen));
+    char dev_listen[300];
+    inec_hostport_join(host, 0, dev_listen, sizeof(dev_listen));
     s->cm_fd = fd;
     int n = snprintf(s->dev_options, sizeof(s->dev_options),
-                     "transport=tcp,listen=%s:0,timeout_ms=%d", host, s->timeout_ms);
+                     "transport=tcp,listen=%s,timeout_ms=%d", dev_listen, s->timeout_ms);
     if (s->heartbeat_ms > 0 && n > 0 && (size_t)n < sizeof(s->dev_options))
         n += snprintf(s->dev_options + n, sizeof(s->dev_options) - (size_t)n, ",heartbeat_ms=%d",
                       s->heartbeat_ms);

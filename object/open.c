@@ -184,8 +184,12 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
         rc = -EINVAL, snprintf(msg, msglen, "secret_file '%s': too long or has a comma", secret);
     if (rc == 0) {
         snprintf(o->secret, sizeof(o->secret), "%s", secret ? secret : "");
-        const char *host = json_string_value(json_object_get(opts, "deg_listen"));
-        host = host ? host : "127.0.0.1";
+        /* A HOST; an IPv6 one with or without its brackets. */
+        const char *h = json_string_value(json_object_get(opts, "deg_listen"));
+        char host[300], listen[310];
+        snprintf(host, sizeof(host), strchr(h ? h : "", ':') && h[0] != '[' ? "[%s]" : "%s",
+                 h ? h : "127.0.0.1");
+        snprintf(listen, sizeof(listen), "%s:0", host);
         bool crowded = node_host_crowded(o->map, host);
         if (crowded)
             inec_log(INEC_LOG_INFO, "gateway",
@@ -193,7 +197,7 @@ int gw_objects_open(const json_t *cfg, struct gw_objects **out, char *msg, size_
                      host, node_usable_cpus());
         char devopts[sizeof(o->deg_options)];
         snprintf(devopts, sizeof(devopts),
-                 "transport=tcp,listen=%s:0,timeout_ms=%d,heartbeat_ms=%d%s%s%s", host,
+                 "transport=tcp,listen=%s,timeout_ms=%d,heartbeat_ms=%d%s%s%s", listen,
                  o->timeout_ms, o->heartbeat_ms, crowded ? ",spin=0" : "", secret ? ",secret=" : "",
                  secret ? secret : "");
         snprintf(o->deg_options, sizeof(o->deg_options), "%s", devopts);

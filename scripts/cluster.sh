@@ -10,7 +10,9 @@
 # Environment: INEC (the binary, default build/cli/inec), INEC_PROFILE
 # (rs:k=6,m=3, or k=N-3 when N < 9), INEC_CHUNK (4194304), INEC_NO_GATEWAY=1
 # (nodes only: tests drive the object layer themselves), INEC_BASE_PORT,
-# INEC_NODE_CONFIG (JSON: cluster.json's "node" section, e.g. compaction).
+# INEC_NODE_CONFIG (JSON: cluster.json's "node" section, e.g. compaction),
+# INEC_HOST (the address every process listens on, 127.0.0.1; ::1 or another
+# IPv6 address makes an IPv6 cluster).
 set -euo pipefail
 
 cmd=${1:-}
@@ -45,15 +47,18 @@ start)
         python3 - "$dir" "$n" "$INEC_PROFILE" "${INEC_CHUNK:-4194304}" <<'EOF'
 import json, os, random, socket, sys
 d, n, profile, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+host = os.environ.get("INEC_HOST") or "127.0.0.1"
+v6 = ":" in host
+at = f"[{host}]" if v6 else host  # HOST:PORT with an IPv6 HOST in brackets
 taken = set()
 def port():
     # Below the kernel's ephemeral range (32768+): a port that bind(0) hands out
     # can be taken by any outgoing connection before the node binds it.
     while True:
         p = random.randrange(20000, 32000)
-        s = socket.socket()
+        s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET)
         try:
-            s.bind(("127.0.0.1", p))
+            s.bind((host, p))
         except OSError:
             continue
         finally:
@@ -61,12 +66,12 @@ def port():
         if p not in taken:
             taken.add(p)
             return p
-nodes = [{"id": f"n{i}", "address": f"127.0.0.1:{port()}"} for i in range(n)]
+nodes = [{"id": f"n{i}", "address": f"{at}:{port()}"} for i in range(n)]
 cfg = {"secret_file": "cluster.secret",
        "map": {"nodes": nodes,
                "pools": [{"name": "default", "profile": profile, "chunk_size": chunk}]},
        "nodes": {f"n{i}": {"data": f"{d}/node-{i}"} for i in range(n)},
-       "gateway": {"listen": f"127.0.0.1:{port()}", "admin_listen": f"127.0.0.1:{port()}",
+       "gateway": {"listen": f"{at}:{port()}", "admin_listen": f"{at}:{port()}", "deg_listen": at,
                    "data": f"{d}/gateway"}}
 if os.environ.get("INEC_NODE_CONFIG"):
     cfg["node"] = json.loads(os.environ["INEC_NODE_CONFIG"])

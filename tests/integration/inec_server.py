@@ -11,10 +11,12 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 START_TIMEOUT = 120  # seconds: generous for ASan builds on a busy machine
 
@@ -42,6 +44,9 @@ class InecServer:
         self.secret_key = self._field(r"AWS_SECRET_ACCESS_KEY=(\S+)")
         self.token = self._field(r"Bearer (\S+)'")
         self.port = int(self.endpoint.rsplit(":", 1)[1])
+        self.host = urllib.parse.urlsplit(self.endpoint).hostname  # 127.0.0.1, ::1
+        self.hostport = "[%s]:%d" % (self.host, self.port) if ":" in self.host \
+            else "%s:%d" % (self.host, self.port)
 
     def _read_banner(self):
         out = b""
@@ -79,7 +84,7 @@ class InecServer:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
-        host = host or "127.0.0.1:%d" % self.port
+        host = host or self.hostport
         headers = dict(headers or {})
         if sign:
             req = AWSRequest(method=method, url="http://%s%s" % (host, path), data=body,
@@ -88,7 +93,7 @@ class InecServer:
             SigV4Auth(Credentials(self.access_key, self.secret_key), "s3",
                       "us-east-1").add_auth(req)
             headers = dict(req.headers.items())
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         conn.putheader("Host", host)
         for k, v in headers.items():
@@ -303,10 +308,26 @@ class InecCluster(InecServer):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def ipv6_loopback():
+    """Whether this machine can listen on ::1."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 def start(inec, mode="server", **kw):
-    """mode "server": the embedded `inec server`; "cluster": InecCluster."""
+    """mode "server": the embedded `inec server`; "cluster": InecCluster;
+    "cluster-ipv6": the same on ::1, every process (exit 77 without IPv6)."""
     if mode == "cluster":
         return InecCluster(inec)
+    if mode == "cluster-ipv6":
+        if not ipv6_loopback():
+            print("no IPv6 loopback here: skipped")
+            sys.exit(77)
+        return InecCluster(inec, env={"INEC_HOST": "::1"})
     if mode != "server":
-        sys.exit("unknown mode %r: server or cluster" % mode)
+        sys.exit("unknown mode %r: server, cluster or cluster-ipv6" % mode)
     return InecServer(inec, **kw)

@@ -10,7 +10,8 @@ CopyObject, each followed by proof that
 the server still serves. argv[1]: the inec binary; argv[2] (optional):
 "cluster" runs the data path (buckets, objects, ranges, listings, streaming,
 multipart, copy) against `inec gateway` in front of nine `inec node`
-processes instead; the rest is the same front end and runs embedded only."""
+processes instead ("cluster-ipv6": all of them on ::1); the rest is the same
+front end and runs embedded only."""
 import base64
 import hashlib
 import http.client
@@ -642,7 +643,7 @@ def main():
         test_admin()
         test_graceful_shutdown(s3)
     srv.stop()
-    print("s3_server_boto3 (%s): all checks passed" % mode)
+    print("s3_server_boto3 (%s, %s): all checks passed" % (mode, srv.endpoint))
 
 
 if __name__ == "__main__":

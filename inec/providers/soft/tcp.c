@@ -49,10 +49,8 @@
  * (the peer's address is the one it proved). A passive device (passive=1)
  * never dials: its QPs wait for the peer's authenticated connection.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -64,6 +62,7 @@
 #include <unistd.h>
 
 #include "inec/auth.h"
+#include "inec/hostport.h"
 #include "inec/log.h"
 #include "inec/providers/soft/soft.h"
 
@@ -165,31 +164,6 @@ static struct tcp_dev *td(struct soft_device *dev)
 }
 
 /* ---- set-up ---------------------------------------------------------- */
-
-static int parse_hostport(const char *s, struct sockaddr_in *sa)
-{
-    char host[128];
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535)
-        return -EINVAL;
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &sa->sin_addr) == 1)
-        return 0;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
-    if (getaddrinfo(host, NULL, &hints, &ai))
-        return -EINVAL;
-    sa->sin_addr = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
-    freeaddrinfo(ai);
-    return 0;
-}
 
 /* A silent or dead peer must surface within the timeout: keepalive probes
  * for an idle connection, TCP_USER_TIMEOUT for unacknowledged data. */
@@ -753,12 +727,10 @@ static void accept_done(struct io_op *op, int res, uint32_t flags)
         close(res);
         return;
     }
-    struct sockaddr_in sa;
+    struct sockaddr_storage sa = {0};
     socklen_t sl = sizeof(sa);
-    char ip[INET_ADDRSTRLEN] = "?";
-    if (getpeername(res, (struct sockaddr *)&sa, &sl) == 0)
-        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-    snprintf(c->from_ip, sizeof(c->from_ip), "%s:%u", ip, ntohs(sa.sin_port));
+    getpeername(res, (struct sockaddr *)&sa, &sl);
+    inec_sockaddr_str((struct sockaddr *)&sa, true, c->from_ip, sizeof(c->from_ip));
     c->next = t->conns;
     t->conns = c;
     conn_start(c);
@@ -766,13 +738,15 @@ static void accept_done(struct io_op *op, int res, uint32_t flags)
 
 static int dial(const char *hostport, int timeout_ms, int *out)
 {
-    struct sockaddr_in sa;
-    if (parse_hostport(hostport, &sa))
-        return inec_fail(-EINVAL, "tcp: address '%s' is not HOST:PORT", hostport);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_storage sa;
+    socklen_t sl;
+    int rc = inec_hostport_resolve(hostport, false, &sa, &sl);
+    if (rc)
+        return inec_fail(rc, "tcp: address '%s' is not HOST:PORT of a known host", hostport);
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return inec_fail(-errno, "tcp: socket: %s", strerror(errno));
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+    rc = connect(fd, (struct sockaddr *)&sa, sl) ? -errno : 0;
     if (rc == -EINPROGRESS) {
         struct pollfd p = {.fd = fd, .events = POLLOUT};
         int err = 0;
@@ -1206,26 +1180,20 @@ static int tcp_init(struct soft_device *dev, const char *options)
     }
     char pv[8];
     t->passive = soft_opt(options, "passive", pv, sizeof(pv)) && strcmp(pv, "1") == 0;
-    struct sockaddr_in sa;
-    if (parse_hostport(val, &sa)) {
-        free(t);
-        return inec_fail(-EINVAL, "tcp: listen address '%s' is not HOST:PORT", val);
-    }
-    t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
+    struct sockaddr_storage sa;
     socklen_t sl = sizeof(sa);
-    if (t->lfd < 0 || setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-        bind(t->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(t->lfd, 128) ||
-        getsockname(t->lfd, (struct sockaddr *)&sa, &sl)) {
-        int err = -errno;
+    t->lfd = inec_tcp_listen(val, 128);
+    if (t->lfd < 0 || getsockname(t->lfd, (struct sockaddr *)&sa, &sl)) {
+        int err = t->lfd < 0 ? t->lfd : -errno;
         if (t->lfd >= 0)
             close(t->lfd);
         free(t);
-        return inec_fail(err, "tcp: cannot listen on %s: %s", val, strerror(-err));
+        return inec_fail(err, "tcp: cannot listen on %s: %s", val,
+                         err == -EINVAL ? "not HOST:PORT" : strerror(-err));
     }
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-    snprintf(dev->base.addr, sizeof(dev->base.addr), "tcp:%s:%u", ip, ntohs(sa.sin_port));
+    char bound[INET6_ADDRSTRLEN + 8];
+    inec_sockaddr_str((struct sockaddr *)&sa, true, bound, sizeof(bound));
+    snprintf(dev->base.addr, sizeof(dev->base.addr), "tcp:%s", bound);
     dev->tr_state = t;
     dev->tick_ms = t->heartbeat_ms / 2; /* beats go out at most half a beat late */
     t->dev = dev;
