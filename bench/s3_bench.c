@@ -20,7 +20,6 @@
  * a wrong answer fails the run rather than looking fast.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -44,6 +43,7 @@
 #include "object/objects.h"
 #include "gateway/s3_server.h"
 #include "gateway/sigv4.h"
+#include "inec/hostport.h"
 #include "inec/log.h"
 
 #define MAX_SIZES     16
@@ -487,33 +487,23 @@ static int run_phase(struct phase *ph, double seconds, struct stats *st, char *e
 
 static int resolve(struct target *t, const char *hostport, char *err, size_t errlen)
 {
-    char host[256], port[16];
-    const char *colon = strrchr(hostport, ':');
-    if (hostport[0] == '[') {
-        const char *close_ = strchr(hostport, ']');
-        if (!close_ || close_[1] != ':') {
-            snprintf(err, errlen, "bad address '%s' (want HOST:PORT)", hostport);
-            return -EINVAL;
-        }
-        snprintf(host, sizeof(host), "%.*s", (int)(close_ - hostport - 1), hostport + 1);
-        colon = close_ + 1;
-    } else {
-        if (!colon) {
-            snprintf(err, errlen, "bad address '%s' (want HOST:PORT)", hostport);
-            return -EINVAL;
-        }
-        snprintf(host, sizeof(host), "%.*s", (int)(colon - hostport), hostport);
-    }
-    snprintf(port, sizeof(port), "%s", colon + 1);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int e = getaddrinfo(host[0] && strcmp(host, "0.0.0.0") ? host : "127.0.0.1", port, &hints, &ai);
-    if (e || !ai) {
-        snprintf(err, errlen, "cannot resolve '%s': %s", hostport, gai_strerror(e));
+    char host[256], port[8], dial[300];
+    if (inec_hostport_split(hostport, host, sizeof(host), port, sizeof(port))) {
+        snprintf(err, errlen, "bad address '%s' (want HOST:PORT, an IPv6 HOST in brackets)",
+                 hostport);
         return -EINVAL;
     }
-    memcpy(&t->addr, ai->ai_addr, ai->ai_addrlen);
-    t->addrlen = ai->ai_addrlen;
-    freeaddrinfo(ai);
+    /* a wildcard listen address is reached on this host's loopback */
+    bool any = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
+    snprintf(dial, sizeof(dial), "%s", hostport);
+    if (any)
+        snprintf(dial, sizeof(dial), "127.0.0.1:%s", port);
+    socklen_t len;
+    if (inec_hostport_resolve(dial, false, &t->addr, &len)) {
+        snprintf(err, errlen, "cannot resolve '%s'", hostport);
+        return -EINVAL;
+    }
+    t->addrlen = len;
     snprintf(t->host, sizeof(t->host), "%s", hostport);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "cli/dispatch.h"
 #include "cli/control.h"
 #include "inec/auth.h"
+#include "inec/hostport.h"
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/client.h"
@@ -527,9 +528,10 @@ static int node_run(int argc, char **argv)
             node_service_stop(svc);
             return 1;
         }
-        char host[PLACE_ADDRESS_MAX];
-        snprintf(host, sizeof(host), "%.*s", (int)strcspn(a.metrics_listen, ":"), a.metrics_listen);
-        printf("metrics %s:%u\n", host, node_metrics_port(metrics));
+        char host[PLACE_ADDRESS_MAX], port[8], at[PLACE_ADDRESS_MAX + 8];
+        inec_hostport_split(a.metrics_listen, host, sizeof(host), port, sizeof(port));
+        inec_hostport_join(host, node_metrics_port(metrics), at, sizeof(at));
+        printf("metrics %s\n", at);
     }
     fflush(stdout);
     note_listen(a.data, node_service_listen_addr(svc), secret);

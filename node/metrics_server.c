@@ -1,10 +1,8 @@
 /* The node's /metrics: store statistics rendered on each scrape. */
 #include "node/metrics_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 
 #include <microhttpd.h>
 
+#include "inec/hostport.h"
 #include "node/prometheus.h"
 #include "node/store.h"
 
@@ -135,34 +134,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 int node_metrics_start(struct node_service *svc, const char *listen,
                        struct node_metrics_server **out, char *err, size_t errlen)
 {
-    char host[256];
-    const char *colon = listen ? strrchr(listen, ':') : NULL;
-    if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
-        snprintf(err, errlen, "metrics listen address '%s': want HOST:PORT", listen ? listen : "");
-        return -EINVAL;
-    }
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV | AI_PASSIVE, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || !ai) {
-        snprintf(err, errlen, "metrics listen address '%s' does not resolve", listen);
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    int rc = inec_hostport_resolve(listen, true, &sa, &salen);
+    if (rc) {
+        snprintf(err, errlen, "metrics listen address '%s': %s", listen ? listen : "",
+                 rc == -EINVAL ? "want HOST:PORT (an IPv6 HOST in brackets)" : "does not resolve");
         return -EINVAL;
     }
     struct node_metrics_server *m = calloc(1, sizeof(*m));
-    if (!m) {
-        freeaddrinfo(ai);
+    if (!m)
         return -ENOMEM;
-    }
     m->svc = svc;
     clock_gettime(CLOCK_MONOTONIC, &m->started);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6)
+    if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handler, m, MHD_OPTION_SOCK_ADDR,
-                                 ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                                 (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                                  MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_END);
-    freeaddrinfo(ai);
     if (!m->daemon) {
         snprintf(err, errlen, "cannot serve metrics on %s (in use?)", listen);
         free(m);

@@ -7,6 +7,16 @@ inec=$1 helper=$2
 dir=$(mktemp -d /tmp/inec-node-cli-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# up to 30 s for a line matching PATTERN in FILE, written by process PID
+# (its stderr in ERRFILE)
+wait_line() { # FILE PATTERN PID WHAT ERRFILE
+    i=0
+    until grep -q "$2" "$1"; do
+        i=$((i + 1))
+        [ $i -lt 300 ] || { kill "$3"; fail "$4: $(cat "$5")"; }
+        sleep 0.1
+    done
+}
 
 "$inec" node --help | grep -q scrub || fail "node --help"
 "$inec" node scrub --help | grep -q -- --data || fail "scrub --help"
@@ -64,6 +74,27 @@ wait $pid || fail "the node did not stop cleanly"
 [ ! -e "$dir/s/node.listen" ] || fail "a stopped node left node.listen"
 "$inec" node stat --data "$dir/s" | grep -q "^chunks *20$" || fail "stat after the node stopped"
 
+# The same node on the IPv6 loopback (where the machine has one): its service,
+# stat --connect and /metrics at [::1] addresses.
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+    "$inec" node --listen '[::1]:0' --data "$dir/s" --id statnode --metrics-listen '[::1]:0' \
+        --secret "$dir/secret" >"$dir/node6.out" 2>"$dir/node6.err" &
+    pid=$!
+    wait_line "$dir/node6.out" '^metrics ' $pid "the IPv6 node did not start" "$dir/node6.err"
+    addr=$(awk '$1 == "listening" {print $2}' "$dir/node6.out")
+    case "$addr" in "[::1]:"[1-9]*) ;; *) kill $pid; fail "IPv6 node listens at '$addr'" ;; esac
+    out=$("$inec" node stat --connect "$addr" --secret "$dir/secret") || { kill $pid; fail "--connect $addr: $out"; }
+    echo "$out" | grep -q "^chunks *20$" || { kill $pid; fail "--connect $addr chunks: $out"; }
+    maddr=$(awk '$1 == "metrics" {print $2}' "$dir/node6.out")
+    metrics=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=30).read().decode())' "$maddr") ||
+        { kill $pid; fail "scraping the IPv6 node's metrics at '$maddr'"; }
+    echo "$metrics" | grep -q '^inec_store_chunks{node="statnode"} 20$' || { kill $pid; fail "IPv6 node metrics: $metrics"; }
+    kill -TERM $pid
+    wait $pid || fail "the IPv6 node did not stop cleanly"
+else
+    echo "no IPv6 loopback here: the IPv6 node is not checked"
+fi
+
 # cluster.json's "direct_min" (every node's, then a node's own): bad values are
 # refused by name before anything starts, -1 (never O_DIRECT) is served.
 for bad in '"node": {"direct_min": 5}' '"node": {"direct_min": -1}, "nodes": {"d1": {"direct_min": "x"}}'; do
@@ -81,12 +112,7 @@ JSON
 "$inec" node run --config "$dir/direct.json" --id d1 --data "$dir/d1" --listen 127.0.0.1:0 \
     --secret "$dir/secret" >"$dir/d1.out" 2>"$dir/d1.err" &
 pid=$!
-i=0
-until grep -q '^listening ' "$dir/d1.out"; do
-    i=$((i + 1))
-    [ $i -lt 300 ] || { kill $pid; fail "a node with direct_min did not start: $(cat "$dir/d1.err")"; }
-    sleep 0.1
-done
+wait_line "$dir/d1.out" '^listening ' $pid "a node with direct_min did not start" "$dir/d1.err"
 kill -TERM $pid
 wait $pid || fail "the node with direct_min did not stop cleanly"
 
