@@ -19,7 +19,9 @@
 
 /* Decodes src[0, len) into dst (at most dstlen - 1 bytes plus NUL).
  * Returns the decoded length, -EINVAL for a bad escape or a NUL byte,
- * -ENAMETOOLONG when it does not fit. */
+ * -EILSEQ when the bytes are not UTF-8 (S3 keys and parameters are text: a
+ * record could not hold them, nor a listing show them), -ENAMETOOLONG when
+ * it does not fit. */
 static ssize_t pct_decode(const char *src, size_t len, char *dst, size_t dstlen, bool plus_space)
 {
     size_t o = 0;
@@ -42,7 +44,9 @@ static ssize_t pct_decode(const char *src, size_t len, char *dst, size_t dstlen,
         dst[o++] = (char)c;
     }
     dst[o] = '\0';
-    return (ssize_t)o;
+    json_t *text = json_stringn(dst, o); /* jansson's UTF-8 check */
+    json_decref(text);
+    return text ? (ssize_t)o : -EILSEQ;
 }
 
 bool gw_s3_bucket_name_valid(const char *name)
@@ -128,7 +132,9 @@ enum gw_s3_err gw_s3_parse_target(const char *host, const char *base_domain, con
             return GW_S3_KEY_TOO_LONG;
         }
         if (r < 0) {
-            snprintf(msg, msglen, "key holds a malformed escape or a NUL byte");
+            snprintf(msg, msglen,
+                     r == -EILSEQ ? "key is not UTF-8"
+                                  : "key holds a malformed escape or a NUL byte");
             return GW_S3_INVALID_ARGUMENT;
         }
     }

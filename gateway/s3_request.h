@@ -55,8 +55,9 @@ struct gw_s3_query {
 };
 
 /* Parses a raw query (may be NULL or ""); '+' reads as a space. Returns 0,
- * -EINVAL for a bad escape or more than GW_S3_QUERY_MAX_PARAMS parameters,
- * -ENOMEM. Free with gw_s3_query_free even after an error. */
+ * -EINVAL for a bad escape, a name or value that is not UTF-8 or more than
+ * GW_S3_QUERY_MAX_PARAMS parameters, -ENOMEM. Free with gw_s3_query_free
+ * even after an error. */
 int gw_s3_query_parse(const char *raw, struct gw_s3_query *q);
 void gw_s3_query_free(struct gw_s3_query *q);
 /* The decoded value of the first `name`, or NULL when absent. */

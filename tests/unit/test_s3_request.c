@@ -117,6 +117,13 @@ static void test_key_limits(void **state)
     assert_int_equal(target(NULL, NULL, "/bkt/a%00b", &t), GW_S3_INVALID_ARGUMENT);
     assert_int_equal(target(NULL, NULL, "/bkt/a%zz", &t), GW_S3_INVALID_ARGUMENT);
     assert_int_equal(target(NULL, NULL, "/bkt/a%4", &t), GW_S3_INVALID_ARGUMENT);
+    /* keys are UTF-8: a Latin-1 byte is refused by name, not a 500 later */
+    char msg[256];
+    assert_int_equal(gw_s3_parse_target(NULL, NULL, "/bkt/caf%E9", &t, msg, sizeof(msg)),
+                     GW_S3_INVALID_ARGUMENT);
+    assert_string_equal(msg, "key is not UTF-8");
+    assert_int_equal(target(NULL, NULL, "/bkt/caf%C3%A9", &t), GW_S3_OK);
+    assert_string_equal(t.key, "caf\xc3\xa9");
     assert_int_equal(target(NULL, NULL, "bkt/a", &t), GW_S3_INVALID_ARGUMENT);
     assert_int_equal(target(NULL, NULL, "", &t), GW_S3_INVALID_ARGUMENT);
 }
@@ -136,6 +143,16 @@ static void test_query(void **state)
     assert_int_equal(gw_s3_query_parse(NULL, &q), 0);
     assert_int_equal(q.n, 0);
     assert_int_equal(gw_s3_query_parse("a=%G0", &q), -EINVAL);
+    gw_s3_query_free(&q);
+    /* text, so UTF-8: a Latin-1 prefix, an overlong slash, a surrogate */
+    assert_int_equal(gw_s3_query_parse("prefix=caf%E9", &q), -EINVAL);
+    gw_s3_query_free(&q);
+    assert_int_equal(gw_s3_query_parse("prefix=%C0%AF", &q), -EINVAL);
+    gw_s3_query_free(&q);
+    assert_int_equal(gw_s3_query_parse("marker=%ED%A0%80", &q), -EINVAL);
+    gw_s3_query_free(&q);
+    assert_int_equal(gw_s3_query_parse("prefix=caf%C3%A9", &q), 0);
+    assert_string_equal(gw_s3_query_get(&q, "prefix"), "caf\xc3\xa9");
     gw_s3_query_free(&q);
     char many[1024] = "";
     for (int i = 0; i <= GW_S3_QUERY_MAX_PARAMS; i++)
