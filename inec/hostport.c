@@ -1,7 +1,8 @@
 /*
  * HOST:PORT parsing, resolution and formatting shared by every TCP endpoint
- * (the tcp transport, the node's connection manager and its clients, the DEG
- * participant), so each takes IPv6 as it takes IPv4.
+ * (the tcp transport, the node's connection manager, its clients and its
+ * metrics, the DEG participant, the gateway's listeners, the bench), so each
+ * takes IPv6 as it takes IPv4.
  */
 #include "inec/hostport.h"
 

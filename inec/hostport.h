@@ -21,12 +21,14 @@ void inec_hostport_join(const char *host, unsigned port, char *out, size_t len);
 
 /* The address addr names (names through getaddrinfo, their IPv4 address
  * when they have both); passive: for bind, an empty HOST being the IPv4
- * wildcard ("[::]:P" is every address, IPv4 too). -EINVAL for a malformed
- * addr, -EHOSTUNREACH for a name that does not resolve. */
+ * wildcard ("[::]:P" is every address, IPv4 too, unless the host sets
+ * net.ipv6.bindv6only). -EINVAL for a malformed addr, -EHOSTUNREACH for a
+ * name that does not resolve. */
 int inec_hostport_resolve(const char *addr, bool passive, struct sockaddr_storage *ss,
                           socklen_t *len);
 
-/* A listening TCP socket on addr (SO_REUSEADDR, close-on-exec), or -errno. */
+/* A listening TCP socket on addr (SO_REUSEADDR, close-on-exec), or -errno
+ * (inec_hostport_resolve's for an addr it refuses). */
 int inec_tcp_listen(const char *addr, int backlog);
 
 /* sa as HOST:PORT ("10.0.0.1:7000", "[fd00::2]:7000"), or "?" for a family
