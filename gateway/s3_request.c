@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 
 #include <openssl/evp.h>
@@ -456,25 +456,21 @@ int gw_s3_content_md5(const char *header, uint8_t md5[16])
 
 int gw_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
 {
-    char host[64], p[8];
+    char host[96], p[8];
     memset(ss, 0, sizeof(*ss));
     if (inec_hostport_split(listen, host, sizeof(host), p, sizeof(p)))
         return -EINVAL;
-    unsigned long port = strtoul(p, NULL, 10);
     if (strcmp(host, "localhost") == 0 || host[0] == '\0')
         strcpy(host, host[0] ? "127.0.0.1" : "0.0.0.0");
-    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)port);
-        *len = sizeof(*v4);
-    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        *len = sizeof(*v6);
-    } else {
+    /* Numeric only (no name service at start-up); a link-local IPv6 address
+     * keeps its scope (fe80::1%eth0). */
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
+                             .ai_socktype = SOCK_STREAM},
+                    *res;
+    if (getaddrinfo(host, p, &hints, &res))
         return -EINVAL;
-    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
     return 0;
 }

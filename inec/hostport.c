@@ -6,8 +6,8 @@
  */
 #include "inec/hostport.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -100,12 +100,14 @@ int inec_tcp_listen(const char *addr, int backlog)
 
 void inec_sockaddr_str(const struct sockaddr *sa, bool port, char *out, size_t len)
 {
-    char ip[INET6_ADDRSTRLEN] = "?";
+    /* getnameinfo, not inet_ntop: a link-local address keeps its scope
+     * ("fe80::1%eth0"), without which no peer can dial it back. */
+    char ip[INET6_ADDRSTRLEN + IF_NAMESIZE + 1] = "?";
     bool v6 = sa->sa_family == AF_INET6;
-    if (v6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
-    else if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
+    socklen_t sl = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if ((v6 || sa->sa_family == AF_INET) &&
+        getnameinfo(sa, sl, ip, sizeof(ip), NULL, 0, NI_NUMERICHOST) != 0)
+        strcpy(ip, "?");
     if (port)
         snprintf(out, len, v6 ? "[%s]:%u" : "%s:%u", ip, inec_sockaddr_port(sa));
     else

@@ -54,11 +54,13 @@ taken = set()
 def port():
     # Below the kernel's ephemeral range (32768+): a port that bind(0) hands out
     # can be taken by any outgoing connection before the node binds it.
-    while True:
+    for _ in range(1000):
         p = random.randrange(20000, 32000)
-        s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET)
+        # getaddrinfo: a link-local host's scope (fe80::1%eth0) into the address
+        fam, typ, _, _, addr = socket.getaddrinfo(host, p, type=socket.SOCK_STREAM)[0]
+        s = socket.socket(fam, typ)
         try:
-            s.bind((host, p))
+            s.bind(addr)
         except OSError:
             continue
         finally:
@@ -66,6 +68,7 @@ def port():
         if p not in taken:
             taken.add(p)
             return p
+    sys.exit(f"cluster.sh: cannot bind any port on {host} (INEC_HOST)")
 nodes = [{"id": f"n{i}", "address": f"{at}:{port()}"} for i in range(n)]
 cfg = {"secret_file": "cluster.secret",
        "map": {"nodes": nodes,

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -271,6 +274,18 @@ static void test_hostport(void **state)
     assert_string_equal(out, "0.0.0.0");
     assert_int_equal(inec_hostport_resolve("no-such-host.invalid:80", false, &ss, &len),
                      -EHOSTUNREACH);
+
+    /* a link-local address keeps its scope both ways */
+    unsigned lo = if_nametoindex("lo");
+    if (lo) {
+        struct sockaddr_in6 ll = {
+            .sin6_family = AF_INET6, .sin6_port = htons(7000), .sin6_scope_id = lo};
+        assert_int_equal(inet_pton(AF_INET6, "fe80::1", &ll.sin6_addr), 1);
+        inec_sockaddr_str((struct sockaddr *)&ll, true, out, sizeof(out));
+        assert_string_equal(out, "[fe80::1%lo]:7000");
+        assert_int_equal(inec_hostport_resolve(out, false, &ss, &len), 0);
+        assert_int_equal(((struct sockaddr_in6 *)&ss)->sin6_scope_id, lo);
+    }
 
     /* A listener on the v6 loopback, its bound port read back. */
     int fd = inec_tcp_listen("[::1]:0", 4);

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 
 #include <cmocka.h>
@@ -330,6 +331,10 @@ static void test_listen(void **state)
     assert_int_equal(gw_parse_listen("127.0.0.1:65536", &ss, &len), -EINVAL);
     assert_int_equal(gw_parse_listen("127.0.0.1:", &ss, &len), -EINVAL);
     assert_int_equal(gw_parse_listen("example.com:80", &ss, &len), -EINVAL);
+    /* a link-local address with its scope */
+    assert_int_equal(gw_parse_listen("[fe80::1%lo]:80", &ss, &len), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(((struct sockaddr_in6 *)&ss)->sin6_scope_id, if_nametoindex("lo"));
 }
 
 int main(void)
