@@ -520,9 +520,7 @@ static int resolve(struct target *t, const char *hostport, char *err, size_t err
     }
     /* a wildcard listen address is reached on this host's loopback */
     bool any = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
-    snprintf(dial, sizeof(dial), "%s", hostport);
-    if (any)
-        snprintf(dial, sizeof(dial), "127.0.0.1:%s", port);
+    snprintf(dial, sizeof(dial), any ? "127.0.0.1:%s" : "%s", any ? port : hostport);
     socklen_t len;
     if (inec_hostport_resolve(dial, false, &t->addr, &len)) {
         snprintf(err, errlen, "cannot resolve '%s'", hostport);

@@ -2,7 +2,8 @@
 # The object layer over nine `inec node` processes (scripts/cluster.sh):
 # round trips, then m = 3 nodes killed (every object still exact, degraded),
 # a fourth (-EIO, never wrong bytes), then a flipped byte on disk; a stale pid
-# file naming another process is not taken for a node by cluster.sh.
+# file naming another process is not taken for a node by cluster.sh, nor does it
+# wait forever on an INEC_HOST it cannot bind.
 set -euo pipefail
 INEC=$1 CHECK=$2 SCRIPTS=$3
 export INEC
@@ -39,4 +40,9 @@ if [ "$(cat "$dir/n0.pid")" = "$other" ]; then echo "start took another process 
 echo "$other" >"$dir/n0-before.pid"
 "$SCRIPTS/cluster.sh" stop "$dir"
 if ! kill "$other" 2>/dev/null; then echo "stop signalled a process that is not the cluster's"; exit 1; fi
+# A host this machine does not have (TEST-NET-1): start says so and stops.
+if out=$(INEC_HOST=192.0.2.1 timeout 60 "$SCRIPTS/cluster.sh" start 3 "$dir/nohost" 2>&1); then
+    echo "start on a host this machine lacks succeeded: $out"; exit 1
+fi
+echo "$out" | grep -q "cannot bind any port on 192.0.2.1" || { echo "start on a missing host: $out"; exit 1; }
 echo ok
