@@ -3,7 +3,8 @@
  * The invariants live in store.h; this file opens and closes a store, and
  * each idea has a file of its own: store_record.c (the record on disk),
  * store_index.c, store_segments.c, store_write.c, store_read.c,
- * store_meta.c (metadata records), store_stats.c, store_scrub.c,
+ * store_meta.c (metadata records), store_meta_log.c (their log),
+ * store_stats.c, store_scrub.c,
  * store_compact.c, store_recover.c; store_internal.h is what they share.
  *
  * LMDB runs with MDB_NOMETASYNC: a power failure may undo the last committed
@@ -11,8 +12,9 @@
  * tail rescan (its records are durable and past the old watermark). Every txn
  * that cannot be redone from the log is synced explicitly: registering a segment
  * (before the first record goes into it), the compaction switch (before the old
- * segment is unlinked) and metadata writes. (A lost repair mark is found again
- * by the next read or scrub.)
+ * segment is unlinked), metadata deletes and the application of the metadata
+ * log (before the log restarts). (A lost repair mark is found again by the
+ * next read or scrub.)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -110,11 +112,13 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     pthread_mutex_init(&s->q_mu, NULL);
     pthread_mutex_init(&s->mq_mu, NULL);
     pthread_cond_init(&s->mq_cond, NULL);
+    pthread_mutex_init(&s->pend_mu, NULL);
     pthread_mutex_init(&s->compact_mu, NULL);
     pthread_cond_init(&s->q_cond, NULL);
     pthread_cond_init(&s->done_cond, NULL);
     s->ring.ring_fd = -1;
     s->direct_fd = -1;
+    s->mlog_fd = -1;
 
     const char *crash = getenv("INEC_CRASH_AT");
     if (crash && *crash) {
@@ -171,6 +175,10 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
         }
     }
     if (rc == 0) {
+        what = "metadata log";
+        rc = store_meta_log_open(s);
+    }
+    if (rc == 0) {
         what = "io_uring";
         rc = io_uring_queue_init(8, &s->ring, 0);
         if (rc)
@@ -206,6 +214,7 @@ void node_store_close(struct node_store *s)
         pthread_mutex_unlock(&s->q_mu);
         pthread_join(s->writer, NULL);
     }
+    store_meta_close(s);
     store_direct_close(s);
     for (size_t i = 0; i < s->nseg; i++)
         close(s->seg[i].fd);
@@ -223,6 +232,7 @@ void node_store_close(struct node_store *s)
     pthread_mutex_destroy(&s->q_mu);
     pthread_mutex_destroy(&s->mq_mu);
     pthread_cond_destroy(&s->mq_cond);
+    pthread_mutex_destroy(&s->pend_mu);
     pthread_mutex_destroy(&s->compact_mu);
     pthread_cond_destroy(&s->q_cond);
     pthread_cond_destroy(&s->done_cond);

@@ -6,6 +6,8 @@
  *   seg-XXXXXXXX.log   segments; each is a sequence of records (header + payload)
  *   index.mdb          LMDB: chunk id -> location, per-object metadata, per-segment
  *                      "indexed up to" watermarks, the repair list
+ *   meta.log           metadata writes durable before LMDB has them
+ *                      (store_meta_log.c), applied at open
  *   LOCK               flock'ed by the one process that has the store open
  *
  * Invariants (the files of the store, node/store*.c, rely on them):
@@ -27,7 +29,9 @@
  * Crash tests: INEC_CRASH_AT=name[:n] in the environment makes the store
  * raise(SIGKILL) the n-th time it passes the named point: before_write,
  * mid_write (half the batch written), after_write, after_flush, after_index,
- * compact_copied, compact_switched.
+ * compact_copied, compact_switched, meta_logged (a metadata batch flushed to
+ * the log, not acknowledged), meta_applied (the log applied to LMDB, not
+ * restarted).
  */
 #ifndef INEC_NODE_STORE_H
 #define INEC_NODE_STORE_H

@@ -64,7 +64,16 @@ struct node_store {
     pthread_mutex_t mq_mu; /* metadata writes' group commit */
     pthread_cond_t mq_cond;
     struct meta_req *mq_head, *mq_tail;
-    bool mq_busy; /* a writer runs a batch */
+    bool mq_busy; /* a writer runs a batch, or the pending map is being applied */
+
+    /* Metadata written to the log, not yet to LMDB (store_meta_log.c): a
+     * tsearch tree of struct pending by "bucket NUL key NUL". Changed only by
+     * the holder of mq_busy, under pend_mu; readers look under pend_mu. */
+    pthread_mutex_t pend_mu;
+    void *pending;
+    _Atomic size_t npending;
+    int mlog_fd;
+    uint64_t mlog_epoch, mlog_off; /* the log's epoch; where its next record goes */
 
     pthread_mutex_t q_mu; /* group commit queue */
     pthread_cond_t q_cond, done_cond;
@@ -131,6 +140,25 @@ int store_read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const st
 /* store_stats.c */
 int store_live_per_segment(struct node_store *s, MDB_txn *txn, const uint32_t *ids, size_t n,
                            uint64_t *live, uint64_t *chunks, uint64_t *total);
+
+/* store_meta_log.c: the metadata log. */
+#define META_LOG_BYTES (8u << 20) /* holds several NODE_META_MAX values */
+#define META_LOG_HDR   24
+size_t store_meta_log_encode(uint8_t *dst, uint64_t epoch, const char *k, size_t klen,
+                             const void *v, size_t vlen);
+/* Appends and flushes len bytes of records: 0, -ENOSPC (the log is full:
+ * apply the pending map, then restart it) or -errno. */
+int store_meta_log_append(struct node_store *s, const void *buf, size_t len);
+/* In the txn that applies the pending map: the log's epoch is applied. */
+int store_meta_log_applied(struct node_store *s, MDB_txn *txn);
+/* Once that txn is durable: the next epoch, from offset 0. */
+void store_meta_log_restart(struct node_store *s);
+/* Opens (creates) meta.log and applies what it holds that LMDB lacks. */
+int store_meta_log_open(struct node_store *s);
+
+/* store_meta.c: applies the pending map to LMDB (see store_meta_log.c). */
+int store_meta_flush(struct node_store *s);
+void store_meta_close(struct node_store *s);
 
 /* store_recover.c */
 int store_recover(struct node_store *s, char *err, size_t errlen);

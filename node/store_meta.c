@@ -1,11 +1,19 @@
 /*
  * Metadata records: versioned blobs per bucket and key, written by
- * compare-and-set in synced LMDB txns, concurrent writes sharing one sync.
+ * compare-and-set in group commits: a batch of concurrent writes is decided
+ * against the pending map and LMDB, appended to the metadata log with one
+ * flush (store_meta_log.c) and kept in the pending map until the map is
+ * applied to LMDB in one synced txn (the log full, or a listing, a delete,
+ * the stats or a close first).
  */
 #include <errno.h>
+#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "inec/log.h"
 #include "node/meta_index.h"
 #include "node/store_internal.h"
 
@@ -42,6 +50,160 @@ static MDB_val meta_blob(const MDB_val *v)
     return *v;
 }
 
+/* A value written to the log and not yet to LMDB. */
+struct pending {
+    char *k; /* "bucket NUL key NUL" */
+    size_t klen;
+    uint8_t *v; /* as LMDB stores it: META_FORMAT, version, blob; NULL: deleted */
+    size_t vlen;
+};
+
+static int pending_cmp(const void *a, const void *b)
+{
+    const struct pending *x = a, *y = b;
+    int c = memcmp(x->k, y->k, x->klen < y->klen ? x->klen : y->klen);
+    return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+static void pending_free(void *p)
+{
+    struct pending *e = p;
+    free(e->k);
+    free(e->v);
+    free(e);
+}
+
+/* The pending value of k (caller: under pend_mu, or the holder of mq_busy). */
+static const struct pending *pending_find(struct node_store *s, const char *k, size_t klen)
+{
+    struct pending key = {.k = (char *)k, .klen = klen};
+    void *hit = tfind(&key, &s->pending, pending_cmp);
+    return hit ? *(struct pending **)hit : NULL;
+}
+
+/* "bucket NUL key NUL", malloc'ed. */
+static char *pending_key(const char *bucket, const char *key, size_t *klen)
+{
+    size_t b = strlen(bucket) + 1, k = strlen(key) + 1;
+    char *p = malloc(b + k);
+    if (p) {
+        memcpy(p, bucket, b);
+        memcpy(p + b, key, k);
+    }
+    *klen = b + k;
+    return p;
+}
+
+/* Sets k's pending value to v (taking it; NULL: deleted) under pend_mu. */
+static int pending_set(struct node_store *s, const char *k, size_t klen, uint8_t *v, size_t vlen)
+{
+    struct pending *e = calloc(1, sizeof(*e));
+    char *kc = malloc(klen);
+    if (!e || !kc) {
+        free(e);
+        free(kc);
+        free(v);
+        return -ENOMEM;
+    }
+    memcpy(kc, k, klen);
+    *e = (struct pending){kc, klen, v, vlen};
+    pthread_mutex_lock(&s->pend_mu);
+    void *slot = tsearch(e, &s->pending, pending_cmp);
+    if (slot && *(struct pending **)slot != e) { /* replaces the older pending value */
+        struct pending *old = *(struct pending **)slot;
+        *(struct pending **)slot = e;
+        pending_free(old);
+    } else if (slot) {
+        s->npending++;
+    }
+    pthread_mutex_unlock(&s->pend_mu);
+    if (!slot) {
+        pending_free(e);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void pending_put_one(const void *node, VISIT which, void *arg)
+{
+    void **a = arg;
+    const struct pending *e = *(struct pending *const *)node;
+    if ((which != postorder && which != leaf) || *(int *)a[1])
+        return;
+    MDB_dbi dbi = ((struct node_store *)a[2])->meta;
+    const char *key = e->k + strlen(e->k) + 1;
+    int rc = e->v ? meta_index_put(a[0], dbi, e->k, key, e->v, e->vlen)
+                  : meta_index_del(a[0], dbi, e->k, key);
+    *(int *)a[1] = rc == -ENOENT ? 0 : rc;
+}
+
+/* Applies the pending map to LMDB in one synced txn, then restarts the log
+ * (caller: the holder of mq_busy, or the closer). */
+static int pending_apply(struct node_store *s)
+{
+    if (!s->npending)
+        return 0;
+    MDB_txn *txn;
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
+    if (rc)
+        return rc;
+    void *arg[3] = {txn, &rc, s};
+    twalk_r(s->pending, pending_put_one, arg);
+    rc = store_commit_synced(s, txn, rc ? rc : store_meta_log_applied(s, txn));
+    store_crash_point(s, "meta_applied");
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&s->pend_mu);
+    tdestroy(s->pending, pending_free);
+    s->pending = NULL;
+    s->npending = 0;
+    pthread_mutex_unlock(&s->pend_mu);
+    store_meta_log_restart(s);
+    return 0;
+}
+
+/* Waits for, then holds, the metadata writer's turn (mq_busy). */
+static void writer_turn_take(struct node_store *s)
+{
+    pthread_mutex_lock(&s->mq_mu);
+    while (s->mq_busy)
+        pthread_cond_wait(&s->mq_cond, &s->mq_mu);
+    s->mq_busy = true;
+    pthread_mutex_unlock(&s->mq_mu);
+}
+
+static void writer_turn_give(struct node_store *s)
+{
+    pthread_mutex_lock(&s->mq_mu);
+    s->mq_busy = false;
+    pthread_cond_broadcast(&s->mq_cond);
+    pthread_mutex_unlock(&s->mq_mu);
+}
+
+int store_meta_flush(struct node_store *s)
+{
+    writer_turn_take(s);
+    int rc = pending_apply(s);
+    writer_turn_give(s);
+    return rc;
+}
+
+void store_meta_close(struct node_store *s)
+{
+    if (s->env && s->npending) {
+        int rc = pending_apply(s);
+        if (rc) /* still in the log: the next open applies it */
+            inec_log(INEC_LOG_WARN, "node", "metadata not applied at close: %s",
+                     node_store_strerror(rc));
+    }
+    tdestroy(s->pending, pending_free);
+    s->pending = NULL;
+    s->npending = 0;
+    if (s->mlog_fd >= 0)
+        close(s->mlog_fd);
+    s->mlog_fd = -1;
+}
+
 int node_store_put_meta(struct node_store *s, const char *bucket, const char *key, uint64_t version,
                         unsigned flags, const void *blob, size_t len, uint64_t *stored)
 {
@@ -57,6 +219,9 @@ struct meta_req {
     size_t len;
     uint64_t stored;
     bool want_old;
+    bool del; /* a delete: only if the blob is still blob[len] (blob NULL: any) */
+    char *k;  /* "bucket NUL key NUL" (pending_key) */
+    size_t klen;
     void *old; /* want_old: the replaced blob (malloc'ed), once written */
     size_t old_len;
     int rc;
@@ -80,12 +245,53 @@ static bool same_record(const MDB_val *have, const void *blob, size_t len)
     return a == b && a < len && memcmp(have->mv_data, blob, a) == 0;
 }
 
-/* r's compare-and-set inside txn (a child of the batch's): 0 written, 1
- * nothing to write (a retry, or a check that would keep it), or -errno. */
-static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
+/* The batch's records for the log, growing. */
+struct log_buf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+/* r's new value v (taken; NULL: deleted) into the batch's log records and
+ * the pending map. */
+static int meta_log_one(struct node_store *s, struct meta_req *r, uint8_t *v, size_t vlen,
+                        struct log_buf *lb)
+{
+    size_t rec = META_LOG_HDR + r->klen + vlen;
+    if (lb->len + rec > lb->cap) {
+        size_t cap = lb->cap ? lb->cap : 4096;
+        while (cap < lb->len + rec)
+            cap *= 2;
+        uint8_t *np = realloc(lb->p, cap);
+        if (!np) {
+            free(v);
+            return -ENOMEM;
+        }
+        lb->p = np;
+        lb->cap = cap;
+    }
+    size_t at = lb->len;
+    lb->len += store_meta_log_encode(lb->p + at, s->mlog_epoch, r->k, r->klen, v, vlen);
+    int rc = pending_set(s, r->k, r->klen, v, vlen);
+    if (rc)
+        lb->len = at;
+    return rc;
+}
+
+/* r's compare-and-set against the pending map, else LMDB (txn, a read txn):
+ * 0 written (into the pending map and log), 1 nothing to write (a retry, or
+ * a check that would keep it), or -errno. */
+static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r, struct log_buf *lb)
 {
     MDB_val cur, ob = {0, NULL};
-    int rc = meta_index_get(txn, s->meta, r->bucket, r->key, &cur);
+    const struct pending *p = pending_find(s, r->k, r->klen);
+    int rc = p ? (p->v ? (cur = (MDB_val){p->vlen, p->v}, 0) : -ENOENT)
+               : meta_index_get(txn, s->meta, r->bucket, r->key, &cur);
+    if (r->del) {
+        ob = rc ? ob : meta_blob(&cur); /* the caller read the record, not its version */
+        if (rc == 0 && r->blob && (ob.mv_size != r->len || memcmp(ob.mv_data, r->blob, r->len)))
+            rc = -ESTALE; /* changed since the caller read it: kept */
+        return rc ? rc : meta_log_one(s, r, NULL, 0, lb);
+    }
     if (rc == 0) {
         uint64_t have = meta_version(&cur);
         ob = meta_blob(&cur);
@@ -102,9 +308,10 @@ static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
     }
     if (rc || (r->flags & NODE_META_CHECK))
         return rc ? rc : 1;
-    /* Copied before the put: LMDB's pointer into the old page dies with it. */
+    size_t vlen = META_HEAD + r->len;
+    /* Copied before the pending value is replaced (and freed). */
     void *prev = r->want_old && ob.mv_data ? malloc(ob.mv_size ? ob.mv_size : 1) : NULL;
-    uint8_t *v = malloc(META_HEAD + r->len);
+    uint8_t *v = malloc(vlen);
     if (!v || (r->want_old && ob.mv_data && !prev)) {
         free(v);
         free(prev);
@@ -117,9 +324,7 @@ static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
         v[i] = (uint8_t)(r->version >> (8 * (i - 1)));
     if (r->len)
         memcpy(v + META_HEAD, r->blob, r->len);
-    rc = meta_index_put(txn, s->meta, r->bucket, r->key, v, META_HEAD + r->len);
-    free(v);
-    if (rc) {
+    if ((rc = meta_log_one(s, r, v, vlen, lb))) {
         free(prev);
         return rc;
     }
@@ -128,21 +333,16 @@ static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r)
     return 0;
 }
 
-/* Every request of the batch in one LMDB txn, each in a child txn of its own
- * (a failed one leaves the others), then one commit and one sync. */
+/* Every request of the batch decided in turn, then the written ones logged
+ * with one flush. When the log is full (or fails), the pending map, this
+ * batch with it, is applied to LMDB instead. */
 static void meta_batch(struct node_store *s, struct meta_req *batch)
 {
     MDB_txn *txn;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn)), wrote = 0;
+    struct log_buf lb = {0};
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)), wrote = 0;
     for (struct meta_req *r = batch; r; r = r->next) {
-        MDB_txn *child = NULL;
-        r->rc = rc ? rc : mdb_err(mdb_txn_begin(s->env, txn, 0, &child));
-        if (r->rc == 0)
-            r->rc = meta_put_in(s, child, r);
-        if (r->rc == 0)
-            r->rc = mdb_err(mdb_txn_commit(child));
-        else if (child)
-            mdb_txn_abort(child);
+        r->rc = rc ? rc : meta_put_in(s, txn, r, &lb);
         r->wrote = r->rc == 0;
         wrote += r->wrote;
         if (r->rc == 1)
@@ -150,17 +350,26 @@ static void meta_batch(struct node_store *s, struct meta_req *batch)
     }
     if (rc)
         return;
-    if (!wrote) {
-        mdb_txn_abort(txn);
-        return;
+    mdb_txn_abort(txn);
+    if (wrote) {
+        rc = store_meta_log_append(s, lb.p, lb.len);
+        if (rc && rc != -ENOSPC)
+            inec_log(INEC_LOG_WARN, "node", "metadata log: %s; applying to the index instead",
+                     node_store_strerror(rc));
+        else if (rc == 0)
+            store_crash_point(s, "meta_logged");
+        if (rc)
+            rc = pending_apply(s);
     }
-    rc = store_commit_synced(s, txn, 0);
+    free(lb.p);
     for (struct meta_req *r = batch; rc && r; r = r->next)
         if (r->wrote) {
             r->rc = rc;
             r->wrote = false;
         }
 }
+
+static int meta_submit(struct node_store *s, struct meta_req *r);
 
 /* Group commit of metadata writes: a writer queues its request; one that
  * finds no batch running runs every request queued so far as one batch
@@ -190,13 +399,31 @@ int node_store_put_meta_old(struct node_store *s, const char *bucket, const char
                          .blob = blob,
                          .len = len,
                          .want_old = old != NULL};
+    rc = meta_submit(s, &r);
+    if (stored)
+        *stored = r.stored;
+    if (rc == 0 && r.old) {
+        *old = r.old;
+        *old_len = r.old_len;
+    } else {
+        free(r.old);
+    }
+    return rc;
+}
+
+/* Group commit (see node_store_put_meta_old): r queued, its batch run by
+ * whichever writer finds none running; r's result. */
+static int meta_submit(struct node_store *s, struct meta_req *r)
+{
+    if (!(r->k = pending_key(r->bucket, r->key, &r->klen)))
+        return -ENOMEM;
     pthread_mutex_lock(&s->mq_mu);
     if (s->mq_tail)
-        s->mq_tail->next = &r;
+        s->mq_tail->next = r;
     else
-        s->mq_head = &r;
-    s->mq_tail = &r;
-    while (!r.done) {
+        s->mq_head = r;
+    s->mq_tail = r;
+    while (!r->done) {
         if (s->mq_busy) {
             pthread_cond_wait(&s->mq_cond, &s->mq_mu);
             continue;
@@ -215,15 +442,8 @@ int node_store_put_meta_old(struct node_store *s, const char *bucket, const char
         pthread_cond_broadcast(&s->mq_cond);
     }
     pthread_mutex_unlock(&s->mq_mu);
-    if (stored)
-        *stored = r.stored;
-    if (r.rc == 0 && r.old) {
-        *old = r.old;
-        *old_len = r.old_len;
-    } else {
-        free(r.old);
-    }
-    return r.rc;
+    free(r->k);
+    return r->rc;
 }
 
 /* A read transaction on the metadata index, once bucket and key are valid. */
@@ -243,7 +463,30 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
     int rc = meta_read_begin(s, bucket, key, &txn);
     if (rc)
         return rc;
+    /* The pending map first: a value leaves it only once LMDB has it. */
+    size_t klen;
+    char *k = pending_key(bucket, key, &klen);
+    if (!k) {
+        mdb_txn_abort(txn);
+        return -ENOMEM;
+    }
     MDB_val mv;
+    pthread_mutex_lock(&s->pend_mu);
+    const struct pending *p = pending_find(s, k, klen);
+    if (p && p->v) {
+        mv = meta_blob(&(MDB_val){p->vlen, p->v});
+        *blob = malloc(mv.mv_size ? mv.mv_size : 1);
+        if (*blob) {
+            memcpy(*blob, mv.mv_data, mv.mv_size);
+            *len = mv.mv_size;
+        }
+    }
+    pthread_mutex_unlock(&s->pend_mu);
+    free(k);
+    if (p) {
+        mdb_txn_abort(txn);
+        return !p->v ? -ENOENT : *blob ? 0 : -ENOMEM;
+    }
     rc = meta_index_get(txn, s->meta, bucket, key, &mv);
     if (rc == 0) {
         mv = meta_blob(&mv);
@@ -267,26 +510,13 @@ int node_store_delete_meta(struct node_store *s, const char *bucket, const char 
 int node_store_delete_meta_if(struct node_store *s, const char *bucket, const char *key,
                               const void *expect, size_t len)
 {
-    if (!s)
+    if (!s || (!expect && len))
         return -EINVAL;
     int rc = meta_key_check(bucket, key);
     if (rc)
         return rc;
-    MDB_txn *txn;
-    rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
-    if (rc)
-        return rc;
-    MDB_val cur;
-    if (expect && (rc = meta_index_get(txn, s->meta, bucket, key, &cur)) == 0) {
-        MDB_val b = meta_blob(&cur); /* the caller read the record, not its version */
-        if (b.mv_size != len || memcmp(b.mv_data, expect, len) != 0)
-            rc = -ESTALE; /* changed since the caller read it: kept */
-    }
-    if (rc) {
-        mdb_txn_abort(txn);
-        return rc;
-    }
-    return store_commit_synced(s, txn, meta_index_del(txn, s->meta, bucket, key));
+    struct meta_req r = {.bucket = bucket, .key = key, .blob = expect, .len = len, .del = true};
+    return meta_submit(s, &r);
 }
 
 /* Listings hand out the blob, never the version in front of it. */
@@ -310,8 +540,12 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
         return -EINVAL;
     if (more)
         *more = 0;
+    int rc = meta_key_check(bucket, prefix ? prefix : "");
+    if (rc == 0 && s->npending) /* listings read LMDB alone */
+        rc = store_meta_flush(s);
     MDB_txn *txn;
-    int rc = meta_read_begin(s, bucket, prefix ? prefix : "", &txn);
+    if (rc == 0)
+        rc = meta_read_begin(s, bucket, prefix ? prefix : "", &txn);
     if (rc)
         return rc;
     struct unversioned u = {cb, arg};

@@ -49,7 +49,9 @@ int node_store_stats(struct node_store *s, struct node_store_stats *st)
         st->segment_bytes += store_fd_size(s->seg[i].fd);
     pthread_rwlock_unlock(&s->seg_lock);
     MDB_txn *txn;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
+    int rc = s->npending ? store_meta_flush(s) : 0; /* metas counts LMDB's */
+    if (rc == 0)
+        rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
         return rc;
     rc = store_live_per_segment(s, txn, NULL, 0, NULL, &st->chunks, &st->live_bytes);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Crash test of the chunk store: kill a writer at random moments and at named
-hook points (INEC_CRASH_AT), recover, and check that every acknowledged write
-reads back byte-exact and nothing unacknowledged appears half-written.
+"""Crash test of the chunk store: kill a writer of chunks and metadata at random
+moments and at named hook points (INEC_CRASH_AT), recover, and check that every
+acknowledged write reads back byte-exact and nothing unacknowledged appears
+half-written.
 
 usage: store_crash.py HELPER [ITERATIONS]"""
 import os
@@ -14,14 +15,16 @@ import tempfile
 import threading
 
 HOOKS = [None, None, "before_write", "mid_write", "after_write", "after_flush",
-         "after_index", "compact_copied", "compact_switched"]
+         "after_index", "compact_copied", "compact_switched", "meta_logged", "meta_applied"]
 
 
 def run_writer(helper, data, it, seed, hook, gc):
     env = dict(os.environ, INEC_LOG="error")
     if hook:
-        # compactions are few per run, writes many: hit counts that land inside the run
-        env["INEC_CRASH_AT"] = f"{hook}:{random.randint(1, 4 if 'compact' in hook else 25)}"
+        # compactions and metadata log applications (at metadata deletes and the
+        # close) are few per run, writes many: hit counts that land inside the run
+        few = "compact" in hook or hook == "meta_applied"
+        env["INEC_CRASH_AT"] = f"{hook}:{random.randint(1, 4 if few else 25)}"
     cmd = [helper, "write", data, str(it * 1_000_000), "3", "40", str(seed), str(gc)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
     timer = None
@@ -56,8 +59,8 @@ def main():
                 f = line.split()
                 if not f or f[0] == "DONE":
                     continue
-                n = int(f[2])
-                state = (int(f[3]), int(f[4])) if f[1] == "P" else None
+                n = ("m" if f[1] in "MX" else "c", int(f[2]))
+                state = (int(f[3]), int(f[4])) if f[1] in "PM" else None
                 if f[0] == "B":
                     inflight[n] = state
                 elif f[0] == "A":
@@ -80,20 +83,22 @@ def main():
                         sys.exit(f"iteration {it}: scrub found {f[1]} corrupt chunks")
                     continue
                 if f[4] != "ok":
-                    sys.exit(f"iteration {it} hook={hook}: chunk {f[1]} reads wrong: {line}")
-                present[int(f[1])] = (int(f[2]), int(f[3]))
+                    sys.exit(f"iteration {it} hook={hook}: {line!r} reads wrong")
+                present[("m" if f[0] == "M" else "c", int(f[1]))] = (int(f[2]), int(f[3]))
             for n in set(model) | set(present) | set(inflight):
                 allowed = [model.get(n)]
                 if n in inflight:  # killed mid-operation: either outcome is fine
                     allowed.append(inflight[n])
                 if present.get(n) not in allowed:
-                    sys.exit(f"iteration {it} hook={hook}: chunk {n} is {present.get(n)}, "
+                    sys.exit(f"iteration {it} hook={hook}: {n} is {present.get(n)}, "
                              f"expected one of {allowed}")
                 model[n] = present.get(n)
         hooks = " ".join(f"{k}={v}" for k, v in sorted(kills.items()))
         print(f"store crash test: {iterations} iterations, {sum(kills.values())} kills ({hooks}), "
               f"{acked} acknowledged operations verified, "
-              f"{sum(v is not None for v in model.values())} chunks stored")
+              f"{sum(v is not None for k, v in model.items() if k[0] == 'c')} chunks and "
+              f"{sum(v is not None for k, v in model.items() if k[0] == 'm')} metadata records "
+              "stored")
     finally:
         shutil.rmtree(data, ignore_errors=True)
 

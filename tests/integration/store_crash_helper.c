@@ -2,20 +2,23 @@
  * Crash-test workload for the chunk store (driven by store_crash.py).
  *
  *   store_crash_helper write DIR BASEVER THREADS OPS SEED GROUP_COMMIT
- *     puts, overwrites, deletes and compacts from several threads; prints
- *     "B P n ver len" / "B D n ver" before each operation and "A ..." after it is
- *     acknowledged, "F D n" when a delete found nothing. INEC_CRASH_AT makes the
- *     store SIGKILL itself at a named point; the parent may also kill it anytime.
+ *     puts, overwrites, deletes and compacts from several threads, and puts
+ *     and deletes metadata; prints "B P n ver len" / "B D n ver" (chunks),
+ *     "B M n ver len" / "B X n ver" (metadata) before each operation and
+ *     "A ..." after it is acknowledged, "F D|X n" when a delete found nothing. INEC_CRASH_AT makes
+ * the store SIGKILL itself at a named point; the parent may also kill it anytime.
  *   store_crash_helper fill DIR N
  *     puts chunks 0..N-1, 1000 bytes each, version 1.
  *   store_crash_helper check DIR
  *     recovers the store and prints "C n ver len ok|BAD" for every chunk (the
- *     bytes of chunk n at version v are a function of n, v and len), then
+ *     bytes of chunk n at version v are a function of n, v and len), "M n ver
+ *     len ok|BAD" for every metadata record, then
  *     "S corrupt" from a scrub.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,12 +62,29 @@ static void fill(uint8_t *p, size_t len, uint64_t n, uint64_t ver)
     }
 }
 
+/* A metadata blob: its version in 20 digits, then letters, a function of n,
+ * ver and len (no NUL: listings hand out a blob up to its first NUL). */
+static void meta_blob(char *p, size_t len, uint64_t n, uint64_t ver)
+{
+    char v[21];
+    snprintf(v, sizeof(v), "%020" PRIu64, ver);
+    memcpy(p, v, 20);
+    for (size_t i = 20; i < len; i++)
+        p[i] = (char)('a' + (n * 31 + ver * 7 + i + len) % 26);
+}
+
 static uint64_t rnd(uint64_t *s)
 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
+}
+
+static int list_one(const char *key, const void *blob, size_t len, void *arg)
+{
+    (void)key, (void)blob, (void)len, (void)arg;
+    return 0;
 }
 
 struct job {
@@ -87,14 +107,42 @@ static void *worker(void *p)
         struct node_chunk_id id = cid(n);
         uint64_t dice = rnd(&r) % 10;
         ver++;
-        if (j->t == 0 && op % 8 == 7) {
+        if (j->t == 1 && op % 8 == 3) { /* a listing applies the metadata log to LMDB */
+            int rc = node_store_list_meta(j->s, "b", NULL, NULL, 1, list_one, NULL, NULL);
+            if (rc < 0) {
+                say("E list_meta %d\n", rc);
+                exit(3);
+            }
+        } else if (j->t == 0 && op % 8 == 7) {
             struct node_compact_result cr;
             int rc = node_store_compact(j->s, 0.25, &cr);
             if (rc) {
                 say("E compact %d\n", rc);
                 exit(3);
             }
-        } else if (dice < 7) {
+        } else if (dice >= 7) { /* metadata: puts, and a delete in three */
+            char key[32];
+            snprintf(key, sizeof(key), "m%" PRIu64, n);
+            if (dice == 9) {
+                say("B X %" PRIu64 " %" PRIu64 "\n", n, ver);
+                int rc = node_store_delete_meta(j->s, "b", key);
+                if (rc && rc != -ENOENT) {
+                    say("E delete_meta %d\n", rc);
+                    exit(3);
+                }
+                say("%s X %" PRIu64 " %" PRIu64 "\n", rc ? "F" : "A", n, ver);
+                continue;
+            }
+            size_t len = 20 + rnd(&r) % 3000;
+            meta_blob((char *)buf, len, n, ver);
+            say("B M %" PRIu64 " %" PRIu64 " %zu\n", n, ver, len);
+            int rc = node_store_put_meta(j->s, "b", key, ver, 0, buf, len, NULL);
+            if (rc) {
+                say("E put_meta %d\n", rc);
+                exit(3);
+            }
+            say("A M %" PRIu64 " %" PRIu64 " %zu\n", n, ver, len);
+        } else if (dice < 6) {
             size_t len = rnd(&r) % 40000;
             fill(buf, len, n, ver);
             say("B P %" PRIu64 " %" PRIu64 " %zu\n", n, ver, len);
@@ -116,6 +164,23 @@ static void *worker(void *p)
     }
     free(buf);
     return NULL;
+}
+
+static int check_meta(const char *key, const void *blob, size_t len, void *arg)
+{
+    (void)arg;
+    uint64_t n = strtoull(key + 1, NULL, 10), ver = 0;
+    bool ok = len >= 20 && len <= 3020;
+    char want[3020];
+    if (ok) {
+        char v[21] = {0};
+        memcpy(v, blob, 20);
+        ver = strtoull(v, NULL, 10);
+        meta_blob(want, len, n, ver);
+        ok = memcmp(want, blob, len) == 0;
+    }
+    say("M %" PRIu64 " %" PRIu64 " %zu %s\n", n, ver, len, ok ? "ok" : "BAD");
+    return 0;
 }
 
 static struct node_store *open_or_die(const char *dir, int gc)
@@ -195,6 +260,8 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "check") == 0) {
         struct node_store *s = open_or_die(argv[2], 0);
         int n = node_store_list_chunks(s, NULL, 0, check_one, s);
+        if (n >= 0)
+            n = node_store_list_meta(s, "b", NULL, NULL, 0, check_meta, NULL, NULL);
         struct node_scrub_result r;
         int rc = node_store_scrub(s, NULL, NULL, &r);
         node_store_close(s);

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1141,6 +1142,92 @@ static void test_write_error(void **state)
 }
 
 /* A conditional delete (tombstone collection) never removes a record written since. */
+/* The metadata log (node/store_meta_log.c): a process that dies with writes
+ * and deletes acknowledged but not yet in LMDB loses none of them, whether
+ * they were still pending or applied because the log filled up. */
+static void big_blob(uint8_t *p, int i)
+{
+    for (size_t j = 0; j < NODE_META_MAX; j++)
+        p[j] = (uint8_t)('a' + (j * 7 + (size_t)i) % 26);
+}
+
+static void test_meta_log_replay(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    uint8_t *big = malloc(NODE_META_MAX), *want = malloc(NODE_META_MAX);
+    assert_non_null(big);
+    assert_non_null(want);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct node_store_options o;
+        node_store_options_default(&o);
+        o.map_size = 64 << 20;
+        struct node_store *s;
+        if (node_store_open(dir, &o, &s, NULL, 0))
+            _exit(1);
+        char key[16], blob[32];
+        for (int v = 1; v <= 3; v++)
+            for (int i = 0; i < 50; i++) {
+                snprintf(key, sizeof(key), "k%d", i);
+                int n = snprintf(blob, sizeof(blob), "v%d-%d", v, i);
+                if (node_store_put_meta(s, "b", key, (uint64_t)v, 0, blob, (size_t)n, NULL))
+                    _exit(2);
+            }
+        for (int i = 0; i < 12; i++) { /* 12 MiB: more than the log holds */
+            snprintf(key, sizeof(key), "big%d", i);
+            big_blob(big, i);
+            if (node_store_put_meta(s, "b", key, 1, 0, big, NODE_META_MAX, NULL))
+                _exit(3);
+        }
+        if (node_store_delete_meta(s, "b", "k0"))
+            _exit(4);
+        if (node_store_put_meta(s, "b", "k1", 4, 0, "v4-1", 4, NULL))
+            _exit(5);
+        _exit(0); /* no close: what is pending dies with the process */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+
+    for (int round = 0; round < 2; round++) { /* the second open finds the log applied */
+        struct node_store *s = open_store(dir, 0, 0, 1);
+        void *got;
+        size_t len;
+        assert_int_equal(node_store_get_meta(s, "b", "k0", &got, &len), -ENOENT);
+        for (int i = 1; i < 50; i++) {
+            char key[16], blob[32];
+            snprintf(key, sizeof(key), "k%d", i);
+            int n = snprintf(blob, sizeof(blob), "v%d-%d", i == 1 ? 4 : 3, i);
+            assert_int_equal(node_store_get_meta(s, "b", key, &got, &len), 0);
+            assert_int_equal(len, n);
+            assert_memory_equal(got, blob, len);
+            free(got);
+        }
+        for (int i = 0; i < 12; i++) {
+            char key[16];
+            snprintf(key, sizeof(key), "big%d", i);
+            big_blob(want, i);
+            assert_int_equal(node_store_get_meta(s, "b", key, &got, &len), 0);
+            assert_int_equal(len, NODE_META_MAX);
+            assert_memory_equal(got, want, len);
+            free(got);
+        }
+        uint64_t stored;
+        assert_int_equal(node_store_put_meta(s, "b", "k1", 3, 0, "x", 1, &stored), -ESTALE);
+        assert_int_equal(stored, 4);
+        struct node_store_stats ss;
+        assert_int_equal(node_store_stats(s, &ss), 0);
+        assert_int_equal(ss.metas, 49 + 12);
+        node_store_close(s);
+    }
+    free(big);
+    free(want);
+    rmdir_all(dir);
+}
+
 static void test_meta_delete_if(void **state)
 {
     (void)state;
@@ -1458,6 +1545,7 @@ int main(void)
         cmocka_unit_test(test_compaction_skips_corrupt),
         cmocka_unit_test(test_compaction_seal_active),
         cmocka_unit_test(test_meta_delete_if),
+        cmocka_unit_test(test_meta_log_replay),
         cmocka_unit_test(test_meta_old),
         cmocka_unit_test(test_compaction_config),
         cmocka_unit_test(test_aligned_records),
