@@ -473,19 +473,21 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
     MDB_val mv;
     pthread_mutex_lock(&s->pend_mu);
     const struct pending *p = pending_find(s, k, klen);
-    if (p && p->v) {
+    rc = !p ? 1 : !p->v ? -ENOENT : 0; /* 1: not pending (p is only valid under pend_mu) */
+    if (rc == 0) {
         mv = meta_blob(&(MDB_val){p->vlen, p->v});
-        *blob = malloc(mv.mv_size ? mv.mv_size : 1);
-        if (*blob) {
+        if ((*blob = malloc(mv.mv_size ? mv.mv_size : 1))) {
             memcpy(*blob, mv.mv_data, mv.mv_size);
             *len = mv.mv_size;
+        } else {
+            rc = -ENOMEM;
         }
     }
     pthread_mutex_unlock(&s->pend_mu);
     free(k);
-    if (p) {
+    if (rc != 1) {
         mdb_txn_abort(txn);
-        return !p->v ? -ENOENT : *blob ? 0 : -ENOMEM;
+        return rc;
     }
     rc = meta_index_get(txn, s->meta, bucket, key, &mv);
     if (rc == 0) {

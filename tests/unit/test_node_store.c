@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -637,11 +638,56 @@ static void test_meta_long_keys(void **state)
     rmdir_all(dir);
 }
 
+/* Readers beside the writers: every read finds a version at least the one
+ * before (pending values, then LMDB's once a listing applied them), and
+ * listings go on. */
+struct cas_reader {
+    struct node_store *s;
+    atomic_bool stop;
+    int bad;
+    long reads;
+};
+
+static int ignore_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    (void)key, (void)blob, (void)len, (void)arg;
+    return 0;
+}
+
+static void *cas_read_main(void *arg)
+{
+    struct cas_reader *r = arg;
+    uint64_t last = 0;
+    while (!atomic_load(&r->stop)) {
+        void *b;
+        size_t len;
+        int rc = node_store_get_meta(r->s, "bk", "hot", &b, &len);
+        if (rc == 0) {
+            char v[32];
+            snprintf(v, sizeof(v), "%.*s", (int)len, (const char *)b);
+            free(b);
+            r->bad += strtoull(v, NULL, 10) < last;
+            last = strtoull(v, NULL, 10);
+        } else if (rc != -ENOENT) {
+            r->bad++;
+        }
+        if (++r->reads % 32 == 0)
+            r->bad += node_store_list_meta(r->s, "bk", NULL, NULL, 0, ignore_cb, NULL, NULL) != 1;
+    }
+    return NULL;
+}
+
 static void test_meta_cas_concurrent(void **state)
 {
     (void)state;
     char *dir = tmpdir();
     struct node_store *s = open_store(dir, 0, 0, 1);
+    assert_int_equal(node_store_put_meta(s, "bk", "hot", 1, 0, "1", 1, NULL), 0);
+    struct cas_reader rd[2] = {{.s = s},
+                               {.s = s}}; /* each one's listings free what the other reads */
+    pthread_t reader[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&reader[i], NULL, cas_read_main, &rd[i]), 0);
     pthread_t t[CAS_THREADS];
     struct cas_writer w[CAS_THREADS];
     for (int i = 0; i < CAS_THREADS; i++) {
@@ -662,6 +708,12 @@ static void test_meta_cas_concurrent(void **state)
     assert_int_equal(top, max);
     assert_int_equal(strtoull(meta_str(s, "hot"), NULL, 10), max);
     assert_true(refused > 0); /* shuffled versions: lower ones came after higher ones */
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&rd[i].stop, true);
+        pthread_join(reader[i], NULL);
+        assert_int_equal(rd[i].bad, 0);
+        assert_true(rd[i].reads > 0);
+    }
     node_store_close(s);
     rmdir_all(dir);
 }
