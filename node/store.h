@@ -139,9 +139,10 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
  * (-EMSGSIZE). Keys beyond LMDB's key size are indexed by their first bytes
  * and a hash (node/meta_index.h), in the same order. Writes are durable on return.
  *
- * Every record carries a version (> 0) and a write is a compare-and-set in
- * one LMDB transaction: the record is kept only if its version is above the
- * stored one's. The same version with the same bytes again is a success that
+ * Every record carries a version (> 0) and a write is a compare-and-set by
+ * the store's one metadata writer (store_meta.c): the record is kept only if
+ * its version is above the stored one's. The same version with the same
+ * bytes again is a success that
  * writes nothing (a retry); a lower version is -ESTALE, the same version with
  * other bytes -EEXIST, and either way *stored (may be NULL) is the version the
  * key holds. A blob may end in a tail of the gateway's after a NUL (a shard of

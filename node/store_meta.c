@@ -3,8 +3,8 @@
  * compare-and-set in group commits: a batch of concurrent writes is decided
  * against the pending map and LMDB, appended to the metadata log with one
  * flush (store_meta_log.c) and kept in the pending map until the map is
- * applied to LMDB in one synced txn (the log full, or a listing, a delete,
- * the stats or a close first).
+ * applied to LMDB in one synced txn (the log full, or a listing, the stats
+ * or a close first).
  */
 #include <errno.h>
 #include <search.h>
@@ -369,12 +369,43 @@ static void meta_batch(struct node_store *s, struct meta_req *batch)
         }
 }
 
-static int meta_submit(struct node_store *s, struct meta_req *r);
+/* Group commit of metadata writes and deletes: a writer queues its request;
+ * one that finds no batch running runs every request queued so far as one
+ * batch (one log append, one flush) and wakes their writers, so concurrent
+ * writes share a flush. r's result. */
+static int meta_submit(struct node_store *s, struct meta_req *r)
+{
+    if (!(r->k = pending_key(r->bucket, r->key, &r->klen)))
+        return -ENOMEM;
+    pthread_mutex_lock(&s->mq_mu);
+    if (s->mq_tail)
+        s->mq_tail->next = r;
+    else
+        s->mq_head = r;
+    s->mq_tail = r;
+    while (!r->done) {
+        if (s->mq_busy) {
+            pthread_cond_wait(&s->mq_cond, &s->mq_mu);
+            continue;
+        }
+        struct meta_req *batch = s->mq_head;
+        s->mq_head = s->mq_tail = NULL;
+        s->mq_busy = true;
+        pthread_mutex_unlock(&s->mq_mu);
+        meta_batch(s, batch);
+        pthread_mutex_lock(&s->mq_mu);
+        for (struct meta_req *q = batch, *next; q; q = next) {
+            next = q->next; /* q belongs to its writer once done */
+            q->done = true;
+        }
+        s->mq_busy = false;
+        pthread_cond_broadcast(&s->mq_cond);
+    }
+    pthread_mutex_unlock(&s->mq_mu);
+    free(r->k);
+    return r->rc;
+}
 
-/* Group commit of metadata writes: a writer queues its request; one that
- * finds no batch running runs every request queued so far as one batch
- * (one txn, one sync) and wakes their writers, so concurrent writes share a
- * sync instead of queueing for LMDB's write lock one sync each. */
 int node_store_put_meta_old(struct node_store *s, const char *bucket, const char *key,
                             uint64_t version, unsigned flags, const void *blob, size_t len,
                             uint64_t *stored, void **old, size_t *old_len)
@@ -409,41 +440,6 @@ int node_store_put_meta_old(struct node_store *s, const char *bucket, const char
         free(r.old);
     }
     return rc;
-}
-
-/* Group commit (see node_store_put_meta_old): r queued, its batch run by
- * whichever writer finds none running; r's result. */
-static int meta_submit(struct node_store *s, struct meta_req *r)
-{
-    if (!(r->k = pending_key(r->bucket, r->key, &r->klen)))
-        return -ENOMEM;
-    pthread_mutex_lock(&s->mq_mu);
-    if (s->mq_tail)
-        s->mq_tail->next = r;
-    else
-        s->mq_head = r;
-    s->mq_tail = r;
-    while (!r->done) {
-        if (s->mq_busy) {
-            pthread_cond_wait(&s->mq_cond, &s->mq_mu);
-            continue;
-        }
-        struct meta_req *batch = s->mq_head;
-        s->mq_head = s->mq_tail = NULL;
-        s->mq_busy = true;
-        pthread_mutex_unlock(&s->mq_mu);
-        meta_batch(s, batch);
-        pthread_mutex_lock(&s->mq_mu);
-        for (struct meta_req *q = batch, *next; q; q = next) {
-            next = q->next; /* q belongs to its writer once done */
-            q->done = true;
-        }
-        s->mq_busy = false;
-        pthread_cond_broadcast(&s->mq_cond);
-    }
-    pthread_mutex_unlock(&s->mq_mu);
-    free(r->k);
-    return r->rc;
 }
 
 /* A read transaction on the metadata index, once bucket and key are valid. */
