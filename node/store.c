@@ -12,9 +12,9 @@
  * tail rescan (its records are durable and past the old watermark). Every txn
  * that cannot be redone from the log is synced explicitly: registering a segment
  * (before the first record goes into it), the compaction switch (before the old
- * segment is unlinked), metadata deletes and the application of the metadata
- * log (before the log restarts). (A lost repair mark is found again by the
- * next read or scrub.)
+ * segment is unlinked) and the application of the metadata log (before the
+ * log restarts). (A lost repair mark is found again by the next read or
+ * scrub.)
  */
 #include <errno.h>
 #include <fcntl.h>

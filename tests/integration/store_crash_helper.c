@@ -2,11 +2,12 @@
  * Crash-test workload for the chunk store (driven by store_crash.py).
  *
  *   store_crash_helper write DIR BASEVER THREADS OPS SEED GROUP_COMMIT
- *     puts, overwrites, deletes and compacts from several threads, and puts
- *     and deletes metadata; prints "B P n ver len" / "B D n ver" (chunks),
- *     "B M n ver len" / "B X n ver" (metadata) before each operation and
- *     "A ..." after it is acknowledged, "F D|X n" when a delete found nothing. INEC_CRASH_AT makes
- * the store SIGKILL itself at a named point; the parent may also kill it anytime.
+ *     puts, overwrites, deletes and compacts from several threads, and puts,
+ *     deletes and lists metadata; prints "B P n ver len" / "B D n ver"
+ *     (chunks), "B M n ver len" / "B X n ver" (metadata) before each
+ *     operation and "A ..." after it is acknowledged, "F D|X n" when a delete
+ *     found nothing. INEC_CRASH_AT makes the store SIGKILL itself at a named
+ *     point; the parent may also kill it anytime.
  *   store_crash_helper fill DIR N
  *     puts chunks 0..N-1, 1000 bytes each, version 1.
  *   store_crash_helper check DIR
