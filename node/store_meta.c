@@ -10,7 +10,6 @@
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <unistd.h>
 
 #include "inec/log.h"
@@ -94,19 +93,16 @@ static char *pending_key(const char *bucket, const char *key, size_t *klen)
     return p;
 }
 
-/* Sets k's pending value to v (taking it; NULL: deleted) under pend_mu. */
-static int pending_set(struct node_store *s, const char *k, size_t klen, uint8_t *v, size_t vlen)
+/* Sets k's pending value to v (taking both; v NULL: deleted) under pend_mu. */
+static int pending_set(struct node_store *s, char *k, size_t klen, uint8_t *v, size_t vlen)
 {
-    struct pending *e = calloc(1, sizeof(*e));
-    char *kc = malloc(klen);
-    if (!e || !kc) {
-        free(e);
-        free(kc);
+    struct pending *e = malloc(sizeof(*e));
+    if (!e) {
+        free(k);
         free(v);
         return -ENOMEM;
     }
-    memcpy(kc, k, klen);
-    *e = (struct pending){kc, klen, v, vlen};
+    *e = (struct pending){k, klen, v, vlen};
     pthread_mutex_lock(&s->pend_mu);
     void *slot = tsearch(e, &s->pending, pending_cmp);
     if (slot && *(struct pending **)slot != e) { /* replaces the older pending value */
@@ -124,17 +120,22 @@ static int pending_set(struct node_store *s, const char *k, size_t klen, uint8_t
     return 0;
 }
 
+struct apply_walk {
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    int rc; /* the first failure: the rest is skipped */
+};
+
 static void pending_put_one(const void *node, VISIT which, void *arg)
 {
-    void **a = arg;
+    struct apply_walk *w = arg;
     const struct pending *e = *(struct pending *const *)node;
-    if ((which != postorder && which != leaf) || *(int *)a[1])
+    if ((which != postorder && which != leaf) || w->rc)
         return;
-    MDB_dbi dbi = ((struct node_store *)a[2])->meta;
     const char *key = e->k + strlen(e->k) + 1;
-    int rc = e->v ? meta_index_put(a[0], dbi, e->k, key, e->v, e->vlen)
-                  : meta_index_del(a[0], dbi, e->k, key);
-    *(int *)a[1] = rc == -ENOENT ? 0 : rc;
+    int rc = e->v ? meta_index_put(w->txn, w->dbi, e->k, key, e->v, e->vlen)
+                  : meta_index_del(w->txn, w->dbi, e->k, key);
+    w->rc = rc == -ENOENT ? 0 : rc;
 }
 
 /* Applies the pending map to LMDB in one synced txn, then restarts the log
@@ -143,13 +144,12 @@ static int pending_apply(struct node_store *s)
 {
     if (!s->npending)
         return 0;
-    MDB_txn *txn;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
+    struct apply_walk w = {.dbi = s->meta};
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &w.txn));
     if (rc)
         return rc;
-    void *arg[3] = {txn, &rc, s};
-    twalk_r(s->pending, pending_put_one, arg);
-    rc = store_commit_synced(s, txn, rc ? rc : store_meta_log_applied(s, txn));
+    twalk_r(s->pending, pending_put_one, &w);
+    rc = store_commit_synced(s, w.txn, w.rc ? w.rc : store_meta_log_applied(s, w.txn));
     store_crash_point(s, "meta_applied");
     if (rc)
         return rc;
@@ -162,29 +162,19 @@ static int pending_apply(struct node_store *s)
     return 0;
 }
 
-/* Waits for, then holds, the metadata writer's turn (mq_busy). */
-static void writer_turn_take(struct node_store *s)
+/* In the metadata writer's turn (mq_busy), as a batch would be. */
+int store_meta_flush(struct node_store *s)
 {
     pthread_mutex_lock(&s->mq_mu);
     while (s->mq_busy)
         pthread_cond_wait(&s->mq_cond, &s->mq_mu);
     s->mq_busy = true;
     pthread_mutex_unlock(&s->mq_mu);
-}
-
-static void writer_turn_give(struct node_store *s)
-{
+    int rc = pending_apply(s);
     pthread_mutex_lock(&s->mq_mu);
     s->mq_busy = false;
     pthread_cond_broadcast(&s->mq_cond);
     pthread_mutex_unlock(&s->mq_mu);
-}
-
-int store_meta_flush(struct node_store *s)
-{
-    writer_turn_take(s);
-    int rc = pending_apply(s);
-    writer_turn_give(s);
     return rc;
 }
 
@@ -220,7 +210,7 @@ struct meta_req {
     uint64_t stored;
     bool want_old;
     bool del; /* a delete: only if the blob is still blob[len] (blob NULL: any) */
-    char *k;  /* "bucket NUL key NUL" (pending_key) */
+    char *k;  /* "bucket NUL key NUL" (pending_key); the pending map takes it */
     size_t klen;
     void *old; /* want_old: the replaced blob (malloc'ed), once written */
     size_t old_len;
@@ -252,7 +242,7 @@ struct log_buf {
 };
 
 /* r's new value v (taken; NULL: deleted) into the batch's log records and
- * the pending map. */
+ * the pending map (which takes r->k). */
 static int meta_log_one(struct node_store *s, struct meta_req *r, uint8_t *v, size_t vlen,
                         struct log_buf *lb)
 {
@@ -272,6 +262,7 @@ static int meta_log_one(struct node_store *s, struct meta_req *r, uint8_t *v, si
     size_t at = lb->len;
     lb->len += store_meta_log_encode(lb->p + at, s->mlog_epoch, r->k, r->klen, v, vlen);
     int rc = pending_set(s, r->k, r->klen, v, vlen);
+    r->k = NULL; /* the pending map's now */
     if (rc)
         lb->len = at;
     return rc;
