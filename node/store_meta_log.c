@@ -54,15 +54,9 @@ int store_meta_log_append(struct node_store *s, const void *buf, size_t len)
 {
     if (s->mlog_off + len > META_LOG_BYTES)
         return -ENOSPC;
-    for (size_t done = 0; done < len;) {
-        ssize_t n = pwrite(s->mlog_fd, (const uint8_t *)buf + done, len - done,
-                           (off_t)(s->mlog_off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        done += (size_t)n;
-    }
+    ssize_t n = pwrite(s->mlog_fd, buf, len, (off_t)s->mlog_off);
+    if (n != (ssize_t)len) /* a regular file writes short only when full */
+        return n < 0 ? -errno : -ENOSPC;
     if (fdatasync(s->mlog_fd) != 0)
         return -errno;
     s->mlog_off += len;
@@ -145,16 +139,8 @@ int store_meta_log_open(struct node_store *s)
     uint8_t *log = malloc(size);
     if (!log)
         return -ENOMEM;
-    int rc = 0;
-    for (size_t done = 0; rc == 0 && done < size;) {
-        ssize_t n = pread(fd, log + done, size - done, (off_t)done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            rc = n < 0 ? -errno : -EIO;
-        else
-            done += (size_t)n;
-    }
+    ssize_t n = pread(fd, log, size, 0);
+    int rc = n == (ssize_t)size ? 0 : n < 0 ? -errno : -EIO;
     uint64_t epoch = 1;
     if (rc == 0)
         rc = replay(s, log, size, &epoch);
