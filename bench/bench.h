@@ -67,6 +67,16 @@ void bench_series_free(struct bench_series *s, int ns);
 int bench_disk_write_mbps(const char *dir, uint64_t bytes, double *mbps, char *err, size_t errlen);
 
 /*
+ * The disk under `dir` as a small write's commit sees it: `files` files,
+ * each written 4 KiB and flushed (fdatasync) at once by a thread of its own,
+ * until `need` of them are durable (a metadata round waiting for its
+ * quorum); the median of `rounds` such waits into *p50_ms. The files are
+ * removed afterwards.
+ */
+int bench_disk_flush_ms(const char *dir, int files, int need, int rounds, double *p50_ms, char *err,
+                        size_t errlen);
+
+/*
  * Node processes on loopback tcp, as scripts/cluster.sh starts them: `inec
  * node run` of this very binary, one per node, with DIR/cluster.json (nodes
  * n0..n{n-1} on free ports, pool "default" of `profile` with 1 MiB chunks,

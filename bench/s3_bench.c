@@ -830,6 +830,31 @@ struct under_test {
 };
 
 /* inline_max < 0: the gateway's default. */
+/*
+ * How long a small PUT's commit waits for the disk at least: its metadata
+ * round's homes each write and flush at once, the round waiting for the
+ * inline quorum (bench_disk_flush_ms). With the floor's p50 it is the least
+ * a small PUT's p50 can be on this machine.
+ */
+struct flush_limit {
+    int copies, need; /* the metadata homes, the inline quorum */
+    double ms;        /* 0: not measured */
+};
+
+static int flush_limit(struct gw_objects *o, const char *dir, int rounds, struct flush_limit *f,
+                       char *err, size_t errlen)
+{
+    json_t *cl = NULL;
+    int rc = gw_objects_cluster_json(o, &cl);
+    json_t *meta = json_object_get(cl, "metadata");
+    f->copies = (int)json_integer_value(json_object_get(meta, "copies"));
+    f->need = (int)json_integer_value(json_object_get(meta, "inline_quorum"));
+    json_decref(cl);
+    if (rc == 0 && (f->copies < 1 || f->need < 1))
+        rc = -EPROTO, snprintf(err, errlen, "the gateway names no metadata quorum");
+    return rc ? rc : bench_disk_flush_ms(dir, f->copies, f->need, rounds, &f->ms, err, errlen);
+}
+
 static int open_embedded(struct under_test *u, const char *dir, const char *profile, int inline_max,
                          char *keys[2], char *err, size_t errlen)
 {
@@ -1070,6 +1095,7 @@ int bench_s3(int argc, char **argv)
     }
     /* The disk under the embedded nodes' data, in this run: their PUTs' ceiling. */
     double disk_raw = 0, md5_limit = remote ? 0 : md5_limit_mbps();
+    struct flush_limit flush = {0};
     if (rc == 0 && !remote)
         rc = bench_disk_write_mbps(tmpdir, quick ? 64ull << 20 : 256ull << 20, &disk_raw, err,
                                    sizeof(err));
@@ -1107,6 +1133,8 @@ int bench_s3(int argc, char **argv)
             char sub[4300];
             snprintf(sub, sizeof(sub), "%s/%s", tmpdir, u->transport);
             rc = open_embedded(u, sub, profile, inline_max, keys, err, sizeof(err));
+            if (rc == 0 && flush.ms == 0)
+                rc = flush_limit(u->o, tmpdir, quick ? 100 : 400, &flush, err, sizeof(err));
         }
         u->t.access_key = keys[0];
         u->t.secret_key = keys[1];
@@ -1134,8 +1162,11 @@ int bench_s3(int argc, char **argv)
             if (embedded)
                 printf("disk limit: %.1f MB/s (write + fdatasync of the data directory's disk, "
                        "%.1f MB/s, x %.3f data; disk = PUT MB/s / it); md5 limit: %.1f MB/s "
-                       "(one core's MD5, the ETag: no one PUT is faster)\n",
-                       disk_limit, disk_raw, u->data_fraction, md5_limit);
+                       "(one core's MD5, the ETag: no one PUT is faster)\nflush limit: %.2f ms "
+                       "(p50 of %d files each written 4 KiB and flushed at once, until %d are: "
+                       "a small PUT's metadata round; with floor p50, the least its p50 can be)\n",
+                       disk_limit, disk_raw, u->data_fraction, md5_limit, flush.ms, flush.copies,
+                       flush.need);
             print_header(embedded);
         }
         int ndegr = 0;
@@ -1262,6 +1293,7 @@ int bench_s3(int argc, char **argv)
             if (!remote) {
                 json_object_set_new(doc, "disk_write_mbps", json_real(disk_raw));
                 json_object_set_new(doc, "md5_limit_mbps", json_real(md5_limit));
+                json_object_set_new(doc, "flush_limit_ms", json_real(flush.ms));
             }
             bench_json_print(doc);
         }

@@ -139,6 +139,11 @@ static struct meta_round *round_new(struct gw_objects *o, const char *bucket, co
     return m;
 }
 
+int gw_meta_inline_quorum(const struct gw_objects *o)
+{
+    return o->meta_wq < o->meta_copies ? o->meta_wq + 1 : o->meta_wq;
+}
+
 /* Fewer than `need` homes took m's record so far, and `need` still can (lock held). */
 static bool round_waits(const struct meta_round *m, int need)
 {
@@ -166,11 +171,9 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
         if (gw_fanout_post(o->fan, write_one, m, i))
             write_one(m, i);
     memset(r, 0, sizeof(*r));
-    /* An inline record decodes from any W = k of its shards, so at W homes it
-     * has no spare: its round waits for W + 1 while that many can still
-     * take it (a stripe's write quorum keeps one too, k + 1), and settles
-     * for W only when they cannot. */
-    int spare = m->hblob[0] && o->meta_wq < m->n ? o->meta_wq + 1 : o->meta_wq;
+    /* An inline record's round waits for its spare home while that many can
+     * still take it, and settles for W only when they cannot. */
+    int spare = m->hblob[0] ? gw_meta_inline_quorum(o) : o->meta_wq;
     pthread_mutex_lock(&m->lock);
     while (round_waits(m, spare) || round_waits(m, o->meta_wq))
         pthread_cond_wait(&m->cond, &m->lock);

@@ -373,6 +373,11 @@ int gw_meta_homes_excl(struct gw_objects *o, const char *bucket, const char *key
 
 /* meta_write.c: Metadata records, writes */
 
+/* The homes an inline record's round waits for: W + 1 where there are more
+ * homes than W. Its shards decode from any W, so W alone would leave it no
+ * spare (a stripe's write quorum keeps one too, k + 1). */
+int gw_meta_inline_quorum(const struct gw_objects *o);
+
 /* Commits rec on the key's metadata nodes in one round; 0 once meta_wq copies
  * are durable (or refused by meta_wq homes holding newer versions: superseded).
  * rec's version may be raised past a newer one a node holds. -EHOSTDOWN (or a

@@ -500,15 +500,16 @@ int gw_objects_cluster_json(struct gw_objects *o, json_t **out)
     gw_objects_pools_json(o, &pools);
     struct gw_objects_stats st;
     gw_objects_counters(o, &st);
-    *out = json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i,s:I}}", "mode",
-                     o->embedded ? "embedded" : "tcp", "epoch", (json_int_t)o->map->epoch, "nodes",
-                     a, "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
-                     "degraded_writes", (json_int_t)st.degraded_writes, "corrupt_chunks",
-                     (json_int_t)st.corrupt_chunks, "missing_chunks", (json_int_t)st.missing_chunks,
-                     "failed_reads", (json_int_t)st.failed_reads, "repair_queue",
-                     (json_int_t)st.repair_queue, "metadata", "copies", o->meta_copies,
-                     "write_quorum", o->meta_wq, "read_quorum", o->meta_rq, "read_repairs",
-                     (json_int_t)atomic_load(&o->meta_repairs));
+    *out =
+        json_pack("{s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:I}}", "mode",
+                  o->embedded ? "embedded" : "tcp", "epoch", (json_int_t)o->map->epoch, "nodes", a,
+                  "pools", pools, "degraded_reads", (json_int_t)st.degraded_reads,
+                  "degraded_writes", (json_int_t)st.degraded_writes, "corrupt_chunks",
+                  (json_int_t)st.corrupt_chunks, "missing_chunks", (json_int_t)st.missing_chunks,
+                  "failed_reads", (json_int_t)st.failed_reads, "repair_queue",
+                  (json_int_t)st.repair_queue, "metadata", "copies", o->meta_copies, "write_quorum",
+                  o->meta_wq, "inline_quorum", gw_meta_inline_quorum(o), "read_quorum", o->meta_rq,
+                  "read_repairs", (json_int_t)atomic_load(&o->meta_repairs));
     if (*out) {
         json_t *meta = json_object_get(*out, "metadata");
         json_object_set_new(meta, "heal_pending",

@@ -34,7 +34,7 @@ python3 - "$tmp/s3tcp.json" <<'PY' || fail "s3 tcp json"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 rows = doc["results"]
-assert doc["md5_limit_mbps"] > 0 and doc["disk_write_mbps"] > 0, doc
+assert doc["md5_limit_mbps"] > 0 and doc["disk_write_mbps"] > 0 and doc["flush_limit_ms"] > 0, doc
 assert {r["transport"] for r in rows} == {"tcp"}, rows
 assert {(r["op"], r["payload"]) for r in rows} == {("PUT", "signed"), ("GET", "none"),
                                                    ("GET-degr", "none")}, rows
