@@ -829,7 +829,6 @@ struct under_test {
     char mode[512];
 };
 
-/* inline_max < 0: the gateway's default. */
 /*
  * How long a small PUT's commit waits for the disk at least: its metadata
  * round's homes each write and flush at once, the round waiting for the
@@ -855,6 +854,7 @@ static int flush_limit(struct gw_objects *o, const char *dir, int rounds, struct
     return rc ? rc : bench_disk_flush_ms(dir, f->copies, f->need, rounds, &f->ms, err, errlen);
 }
 
+/* inline_max < 0: the gateway's default. */
 static int open_embedded(struct under_test *u, const char *dir, const char *profile, int inline_max,
                          char *keys[2], char *err, size_t errlen)
 {
