@@ -433,30 +433,22 @@ int node_store_put_meta_old(struct node_store *s, const char *bucket, const char
     return rc;
 }
 
-/* A read transaction on the metadata index, once bucket and key are valid. */
-static int meta_read_begin(struct node_store *s, const char *bucket, const char *key, MDB_txn **txn)
-{
-    int rc = meta_key_check(bucket, key);
-    return rc ? rc : mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, txn));
-}
-
 int node_store_get_meta(struct node_store *s, const char *bucket, const char *key, void **blob,
                         size_t *len)
 {
     if (!s || !blob || !len)
         return -EINVAL;
     *blob = NULL;
-    MDB_txn *txn;
-    int rc = meta_read_begin(s, bucket, key, &txn);
+    int rc = meta_key_check(bucket, key);
     if (rc)
         return rc;
-    /* The pending map first: a value leaves it only once LMDB has it. */
+    /* The pending map first, LMDB's snapshot only after: a value leaves the
+     * map once LMDB has it, so a snapshot taken before the map was looked at
+     * could miss a value applied in between (and answer an older one). */
     size_t klen;
     char *k = pending_key(bucket, key, &klen);
-    if (!k) {
-        mdb_txn_abort(txn);
+    if (!k)
         return -ENOMEM;
-    }
     MDB_val mv;
     pthread_mutex_lock(&s->pend_mu);
     const struct pending *p = pending_find(s, k, klen);
@@ -472,10 +464,11 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
     }
     pthread_mutex_unlock(&s->pend_mu);
     free(k);
-    if (rc != 1) {
-        mdb_txn_abort(txn);
+    if (rc != 1)
         return rc;
-    }
+    MDB_txn *txn;
+    if ((rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))))
+        return rc;
     rc = meta_index_get(txn, s->meta, bucket, key, &mv);
     if (rc == 0) {
         mv = meta_blob(&mv);
@@ -534,7 +527,7 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
         rc = store_meta_flush(s);
     MDB_txn *txn;
     if (rc == 0)
-        rc = meta_read_begin(s, bucket, prefix ? prefix : "", &txn);
+        rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
         return rc;
     struct unversioned u = {cb, arg};

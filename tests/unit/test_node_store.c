@@ -1,6 +1,7 @@
 /* The chunk store: records, index, corruption, torn tails, compaction, capacity. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -711,6 +712,72 @@ static void test_meta_cas_concurrent(void **state)
     for (int i = 0; i < 2; i++) {
         atomic_store(&rd[i].stop, true);
         pthread_join(reader[i], NULL);
+        assert_int_equal(rd[i].bad, 0);
+        assert_true(rd[i].reads > 0);
+    }
+    node_store_close(s);
+    rmdir_all(dir);
+}
+
+/* A read that starts after a write was acknowledged finds that write or a
+ * later one, also while the write moves from the pending map to LMDB: one
+ * thread writes a new version and lists (which applies it) in turn, readers
+ * read all along. */
+#define APPLY_ROUNDS 400
+
+struct applied_reader {
+    struct node_store *s;
+    _Atomic uint64_t *acked;
+    atomic_bool *stop;
+    int bad;
+    long reads;
+};
+
+static void *applied_read_main(void *arg)
+{
+    struct applied_reader *r = arg;
+    while (!atomic_load(r->stop)) {
+        uint64_t least = atomic_load(r->acked);
+        void *b;
+        size_t len;
+        int rc = node_store_get_meta(r->s, "bk", "hot", &b, &len);
+        if (rc == 0) {
+            char v[32];
+            snprintf(v, sizeof(v), "%.*s", (int)len, (const char *)b);
+            free(b);
+            r->bad += strtoull(v, NULL, 10) < least;
+        } else {
+            r->bad++;
+        }
+        r->reads++;
+    }
+    return NULL;
+}
+
+static void test_meta_read_while_applied(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    assert_int_equal(node_store_put_meta(s, "bk", "hot", 1, 0, "1", 1, NULL), 0);
+    _Atomic uint64_t acked = 1;
+    atomic_bool stop = false;
+    struct applied_reader rd[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        rd[i] = (struct applied_reader){.s = s, .acked = &acked, .stop = &stop};
+        assert_int_equal(pthread_create(&t[i], NULL, applied_read_main, &rd[i]), 0);
+    }
+    for (uint64_t v = 2; v <= APPLY_ROUNDS; v++) {
+        char b[32];
+        int n = snprintf(b, sizeof(b), "%" PRIu64, v);
+        assert_int_equal(node_store_put_meta(s, "bk", "hot", v, 0, b, (size_t)n, NULL), 0);
+        atomic_store(&acked, v);
+        assert_int_equal(node_store_list_meta(s, "bk", NULL, NULL, 0, ignore_cb, NULL, NULL), 1);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
         assert_int_equal(rd[i].bad, 0);
         assert_true(rd[i].reads > 0);
     }
@@ -1587,6 +1654,7 @@ int main(void)
         cmocka_unit_test(test_meta_cas),
         cmocka_unit_test(test_meta_tail),
         cmocka_unit_test(test_meta_cas_concurrent),
+        cmocka_unit_test(test_meta_read_while_applied),
         cmocka_unit_test(test_list_chunks),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_compaction),
