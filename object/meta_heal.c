@@ -250,8 +250,13 @@ void gw_meta_heal_stop(struct gw_objects *o)
         pthread_join(o->heal_thread, NULL);
         o->heal_started = false;
     }
-    json_decref(o->heal);
+    /* Detached under the lock: a metadata round's last call, still out on
+     * the fan-out, may be noting a key right now (gw_meta_heal_note). */
+    pthread_mutex_lock(&o->heal_lock);
+    json_t *heal = o->heal;
     o->heal = NULL;
+    pthread_mutex_unlock(&o->heal_lock);
+    json_decref(heal);
 }
 
 size_t gw_meta_heal_pending(struct gw_objects *o)
