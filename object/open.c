@@ -364,6 +364,7 @@ void gw_objects_close(struct gw_objects *o)
         gw_gc_run(o, true);
     gw_fanout_destroy(o->fan);
     gw_fetcher_destroy(o); /* reads a GET left behind (late, not needed) */
+    gw_repair_free(o);     /* after the reads left behind: they may report */
     gw_session_pool_destroy(o, &o->sessions);
     gw_decoder_destroy(o);
     for (int i = 0; o->nodes && i < o->nnodes; i++)

@@ -212,7 +212,11 @@ void *gw_scanner_main(void *arg);
  * gateway options (may be NULL). */
 int gw_repair_start(struct gw_objects *o, const json_t *opts);
 
-/* Stops both threads (a repair in progress finishes first). */
+/* Stops both threads (a repair in progress finishes first) and flushes the
+ * reports buffered so far. Reports may still come (a read left behind on
+ * the fetcher): they are taken, and dropped by gw_repair_free, which comes
+ * once nothing can report any more (the scanner finds those stripes again). */
 void gw_repair_stop(struct gw_objects *o);
+void gw_repair_free(struct gw_objects *o);
 
 #endif

@@ -70,6 +70,13 @@ void gw_repair_stop(struct gw_objects *o)
     if (r->scanner_started)
         pthread_join(r->scanner, NULL);
     gw_repair_flush_pending(r); /* reports are not lost by a clean stop */
+}
+
+void gw_repair_free(struct gw_objects *o)
+{
+    struct gw_repair *r = o->rep;
+    if (!r)
+        return;
     o->rep = NULL;
     for (int p = 0; p < GW_MAX_POOLS; p++)
         for (int s = 0; s < NSCHEMES; s++)
