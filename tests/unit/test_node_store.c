@@ -655,20 +655,31 @@ static int ignore_cb(const char *key, const void *blob, size_t len, void *arg)
     return 0;
 }
 
+/* The version "hot" holds (its value is the version, as text) into *v. */
+static int hot_version(struct node_store *s, uint64_t *v)
+{
+    void *b;
+    size_t len;
+    int rc = node_store_get_meta(s, "bk", "hot", &b, &len);
+    if (rc == 0) {
+        char t[32];
+        snprintf(t, sizeof(t), "%.*s", (int)len, (const char *)b);
+        free(b);
+        *v = strtoull(t, NULL, 10);
+    }
+    return rc;
+}
+
 static void *cas_read_main(void *arg)
 {
     struct cas_reader *r = arg;
     uint64_t last = 0;
     while (!atomic_load(&r->stop)) {
-        void *b;
-        size_t len;
-        int rc = node_store_get_meta(r->s, "bk", "hot", &b, &len);
+        uint64_t v;
+        int rc = hot_version(r->s, &v);
         if (rc == 0) {
-            char v[32];
-            snprintf(v, sizeof(v), "%.*s", (int)len, (const char *)b);
-            free(b);
-            r->bad += strtoull(v, NULL, 10) < last;
-            last = strtoull(v, NULL, 10);
+            r->bad += v < last;
+            last = v;
         } else if (rc != -ENOENT) {
             r->bad++;
         }
@@ -737,18 +748,8 @@ static void *applied_read_main(void *arg)
 {
     struct applied_reader *r = arg;
     while (!atomic_load(r->stop)) {
-        uint64_t least = atomic_load(r->acked);
-        void *b;
-        size_t len;
-        int rc = node_store_get_meta(r->s, "bk", "hot", &b, &len);
-        if (rc == 0) {
-            char v[32];
-            snprintf(v, sizeof(v), "%.*s", (int)len, (const char *)b);
-            free(b);
-            r->bad += strtoull(v, NULL, 10) < least;
-        } else {
-            r->bad++;
-        }
+        uint64_t least = atomic_load(r->acked), v;
+        r->bad += hot_version(r->s, &v) != 0 || v < least;
         r->reads++;
     }
     return NULL;
