@@ -304,6 +304,16 @@ int inec_cq_wait_count(struct inec_cq *cq, uint64_t target, int timeout_ms)
     return cq->dev->ops->cq_wait_count(cq, target, timeout_ms);
 }
 
+int inec_cq_wait_any(struct inec_cq *const *cqs, int n, int timeout_ms)
+{
+    if (n <= 0 || n > INEC_WAIT_ANY_MAX || !cqs || !cqs[0])
+        return inec_fail(-EINVAL, "inec_cq_wait_any: bad argument");
+    for (int i = 1; i < n; i++)
+        if (!cqs[i] || cqs[i]->dev->ops != cqs[0]->dev->ops)
+            return inec_fail(-EINVAL, "inec_cq_wait_any: CQs of different providers");
+    return cqs[0]->dev->ops->cq_wait_any(cqs, n, timeout_ms);
+}
+
 int inec_qp_create(struct inec_device *dev, const struct inec_qp_attr *attr, struct inec_qp **out)
 {
     if (!dev || !attr || !out)

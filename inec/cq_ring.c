@@ -15,6 +15,7 @@ int inec_cq_ring_init(struct inec_cq_ring *r, uint32_t depth)
     r->depth = depth;
     r->head = r->tail = 0;
     r->waiters = 0;
+    r->watches = NULL;
     pthread_mutex_init(&r->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -31,6 +32,28 @@ void inec_cq_ring_fini(struct inec_cq_ring *r)
     free(r->ring);
 }
 
+/* A thread in inec_cq_wait_any sleeps on one condition of its own, and
+ * hangs one watch on each ring it waits for: a push to any of them wakes it.
+ * Lock order: a ring's lock, then the watcher's. */
+struct inec_cq_watcher {
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC */
+    bool woken;
+};
+
+struct inec_cq_watch {
+    struct inec_cq_watcher *by;
+    struct inec_cq_watch *next;
+};
+
+static void watcher_wake(struct inec_cq_watcher *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->woken = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
 void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct inec_wc *wc)
 {
     pthread_mutex_lock(&r->lock);
@@ -42,6 +65,8 @@ void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct 
     atomic_fetch_add_explicit(&cq->count, 1, memory_order_release);
     if (r->waiters)
         pthread_cond_broadcast(&r->cond);
+    for (struct inec_cq_watch *w = r->watches; w; w = w->next)
+        watcher_wake(w->by);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -131,6 +156,65 @@ int inec_cq_ring_wait_count(struct inec_cq *cq, struct inec_cq_ring *r, uint64_t
 static struct inec_cq_ring *ring_of(struct inec_cq *cq)
 {
     return &((struct inec_ring_cq *)cq)->r;
+}
+
+/* The first of the rings holding a completion, or -1. */
+static int first_ready(struct inec_cq *const *cqs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct inec_cq_ring *r = ring_of(cqs[i]);
+        pthread_mutex_lock(&r->lock);
+        bool ready = r->head != r->tail;
+        pthread_mutex_unlock(&r->lock);
+        if (ready)
+            return i;
+    }
+    return -1;
+}
+
+int inec_ring_cq_wait_any(struct inec_cq *const *cqs, int n, int timeout_ms)
+{
+    int ready = first_ready(cqs, n);
+    if (ready >= 0)
+        return ready;
+    struct inec_cq_watcher w = {.woken = false};
+    struct inec_cq_watch watch[INEC_WAIT_ANY_MAX];
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cond, &ca);
+    pthread_condattr_destroy(&ca);
+    for (int i = 0; i < n; i++) {
+        struct inec_cq_ring *r = ring_of(cqs[i]);
+        pthread_mutex_lock(&r->lock);
+        watch[i] = (struct inec_cq_watch){&w, r->watches};
+        r->watches = &watch[i];
+        w.woken |= r->head != r->tail; /* pushed before the watch hung there */
+        pthread_mutex_unlock(&r->lock);
+    }
+    struct timespec ts;
+    if (timeout_ms >= 0)
+        deadline(&ts, timeout_ms);
+    pthread_mutex_lock(&w.lock);
+    for (int rc = 0; !w.woken && rc == 0;)
+        rc = timeout_ms < 0 ? pthread_cond_wait(&w.cond, &w.lock)
+                            : pthread_cond_timedwait(&w.cond, &w.lock, &ts);
+    pthread_mutex_unlock(&w.lock);
+    for (int i = 0; i < n; i++) {
+        struct inec_cq_ring *r = ring_of(cqs[i]);
+        pthread_mutex_lock(&r->lock);
+        struct inec_cq_watch **p = &r->watches;
+        while (*p != &watch[i])
+            p = &(*p)->next;
+        *p = watch[i].next;
+        pthread_mutex_unlock(&r->lock);
+    }
+    /* No push reaches w now: every ring has let go of it. */
+    pthread_mutex_destroy(&w.lock);
+    pthread_cond_destroy(&w.cond);
+    ready = first_ready(cqs, n);
+    return ready >= 0 ? ready : inec_fail(-ETIMEDOUT, "no completion within %d ms", timeout_ms);
 }
 
 int inec_ring_cq_poll(struct inec_cq *cq, int n, struct inec_wc *wc)

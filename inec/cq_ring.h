@@ -12,10 +12,13 @@
 
 #include "inec/provider.h"
 
+struct inec_cq_watch; /* a thread in inec_cq_wait_any, watching this ring among others */
+
 struct inec_cq_ring {
     pthread_mutex_t lock;
     pthread_cond_t cond; /* CLOCK_MONOTONIC */
     int waiters;
+    struct inec_cq_watch *watches;
     struct inec_wc *ring;
     uint32_t depth;
     uint64_t head, tail;
@@ -46,5 +49,7 @@ struct inec_ring_cq {
 int inec_ring_cq_poll(struct inec_cq *cq, int n, struct inec_wc *wc);
 int inec_ring_cq_wait(struct inec_cq *cq, int n, struct inec_wc *wc, int timeout_ms);
 int inec_ring_cq_wait_count(struct inec_cq *cq, uint64_t target, int timeout_ms);
+/* inec_cq_wait_any over CQs that all start like this. */
+int inec_ring_cq_wait_any(struct inec_cq *const *cqs, int n, int timeout_ms);
 
 #endif

@@ -233,6 +233,12 @@ int inec_cq_wait(struct inec_cq *cq, int n, struct inec_wc *wc, int timeout_ms);
 /* Sleep until inec_count_reached(count, target); -ETIMEDOUT after timeout_ms.
  * Errors count too: compare inec_cq_errors() before and after. */
 int inec_cq_wait_count(struct inec_cq *cq, uint64_t target, int timeout_ms);
+/* Sleep until one of n CQs (of one provider, at most INEC_WAIT_ANY_MAX)
+ * holds a completion, and return its index (verbs: CQs sharing a completion
+ * channel); -ETIMEDOUT after timeout_ms (< 0: no bound). Takes none: poll
+ * that CQ. So one thread can wait for requests out on several QPs. */
+#define INEC_WAIT_ANY_MAX 64
+int inec_cq_wait_any(struct inec_cq *const *cqs, int n, int timeout_ms);
 
 /* ---- queue pair ------------------------------------------------------ */
 

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -656,6 +657,46 @@ static void test_cq_wait_bounded(void **state)
     assert_int_equal(inec_cq_wait_count(w->cqa, inec_cq_count(w->cqa) + 1, 20), -ETIMEDOUT);
     assert_int_equal(inec_cq_wait_count(w->cqa, inec_cq_count(w->cqa), 0), 0);
     assert_int_equal(inec_poll_cq(w->cqa, 4, &wc), 0);
+}
+
+struct late_nop {
+    struct inec_qp *qp;
+    uint64_t id;
+};
+
+static void *nop_later(void *arg)
+{
+    struct late_nop *l = arg;
+    usleep(30 * 1000);
+    post_nop(l->qp, l->id);
+    return NULL;
+}
+
+/* One thread waits on several CQs: whichever gets a completion first wakes
+ * it, be it there before the wait or pushed while it sleeps. */
+static void test_cq_wait_any(void **state)
+{
+    struct world *w = *state;
+    struct inec_cq *both[2] = {w->cqa, w->trig};
+    struct inec_wc wc;
+    assert_int_equal(inec_cq_wait_any(both, 2, 20), -ETIMEDOUT);
+    assert_int_equal(inec_cq_wait_any(both, 0, 20), -EINVAL);
+    post_nop(w->qa, 1);
+    assert_int_equal(inec_cq_wait_any(both, 2, T_MS), 0);
+    assert_int_equal(inec_poll_cq(w->cqa, 1, &wc), 1);
+    assert_int_equal(wc.wr_id, 1);
+    /* Pushed while it sleeps, onto the second CQ. */
+    struct late_nop late = {w->calc, 2};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, nop_later, &late), 0);
+    assert_int_equal(inec_cq_wait_any(both, 2, T_MS), 1);
+    pthread_join(t, NULL);
+    assert_int_equal(wait1(w->trig).wr_id, 2);
+    assert_idle(w->cqa);
+    /* It took nothing, and hung nothing on the CQs it left. */
+    assert_int_equal(inec_cq_wait_any(both, 2, 20), -ETIMEDOUT);
+    post_nop(w->qa, 3);
+    assert_int_equal(wait1(w->cqa).wr_id, 3);
 }
 
 static void test_write(void **state)
@@ -1561,6 +1602,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_post_limits),
         T(test_scatter_gather),
         T(test_cq_wait_bounded),
+        T(test_cq_wait_any),
         T(test_write),
         T(test_bytes_moved),
         T(test_recv_straight_into_place),

@@ -956,6 +956,7 @@ const struct inec_provider_ops inec_soft_provider = {
     .poll_cq = inec_ring_cq_poll,
     .cq_wait = inec_ring_cq_wait,
     .cq_wait_count = cq_wait_count,
+    .cq_wait_any = inec_ring_cq_wait_any,
     .qp_create = qp_create,
     .qp_destroy = qp_destroy,
     .qp_connect = qp_connect,

@@ -1056,6 +1056,7 @@ const struct inec_provider_ops inec_verbs_provider = {
     .poll_cq = inec_ring_cq_poll,
     .cq_wait = inec_ring_cq_wait,
     .cq_wait_count = inec_ring_cq_wait_count,
+    .cq_wait_any = inec_ring_cq_wait_any,
     .qp_create = qp_create,
     .qp_destroy = qp_destroy,
     .qp_connect = qp_connect,
