@@ -43,7 +43,9 @@ struct node_client {
     char secret[256], name[INEC_AUTH_NAME], node_id[NODE_ID_MAX]; /* see node_client_opts */
     int timeout_ms;
     uint64_t seq;
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* busy */
+    pthread_cond_t idle;
+    bool busy; /* a call is out (client_take) */
     char err[512];
 };
 
@@ -197,11 +199,13 @@ static int client_new(struct inec_device *dev, const struct node_client_opts *op
     snprintf(c->name, sizeof(c->name), "%s", opts && opts->name ? opts->name : "client");
     snprintf(c->node_id, sizeof(c->node_id), "%s", opts && opts->node_id ? opts->node_id : "");
     pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->idle, NULL);
     int rc = inec_cq_create(dev, 4096, &c->cq);
     if (rc == 0 && (rc = inec_cq_create(dev, 4096, &c->scq)))
         inec_cq_destroy(c->cq);
     if (rc) {
         pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->idle);
         free(c);
         return rc;
     }
@@ -255,6 +259,7 @@ void node_client_close(struct node_client *c)
     inec_cq_destroy(c->cq);
     inec_cq_destroy(c->scq);
     pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->idle);
     free(c);
 }
 
@@ -263,15 +268,35 @@ const char *node_client_errmsg(const struct node_client *c)
     return c->err;
 }
 
-/*
- * One RPC: *resp gets the response (caller frees resp->data) when it returns
- * 0 or the node's status (< 0, resp filled); transport failures return
- * -ETIMEDOUT / -EHOSTDOWN / ... with resp untouched.
- */
-static int call_timeout(struct node_client *c, int type, const void *head, size_t hlen,
-                        const void *data, size_t dlen, struct rpc_msg *resp, int timeout_ms)
+/* The client takes one call at a time: it is busy from a call's start to
+ * its end, which may run on another thread (a metadata round hands the
+ * calls still out to the fan-out). */
+static void client_take(struct node_client *c)
 {
     pthread_mutex_lock(&c->lock);
+    while (c->busy)
+        pthread_cond_wait(&c->idle, &c->lock);
+    c->busy = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void client_release(struct node_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->busy = false;
+    pthread_cond_signal(&c->idle);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Sends a request: 0 when it left (k is then out until call_step ends it),
+ * else the error (the client free again). Without `connect` a client whose
+ * connection is gone answers -ENOTCONN rather than dial (which may block). */
+static int call_start(struct node_client *c, int type, const void *head, size_t hlen,
+                      const void *data, size_t dlen, int timeout_ms, bool connect,
+                      struct node_call *k)
+{
+    *k = (struct node_call){.c = c};
+    client_take(c);
     c->err[0] = 0;
     int rc = 0;
     if (c->ep && rpc_ep_broken(c->ep)) {
@@ -281,27 +306,53 @@ static int call_timeout(struct node_client *c, int type, const void *head, size_
     if (!c->ep) {
         if (c->local) /* the in-process node may be gone: do not touch it */
             rc = cfail(c, -EHOSTDOWN, "connection to node %s is broken", c->addr);
+        else if (!connect)
+            rc = -ENOTCONN;
         else
             rc = ep_setup(c);
         if (rc) {
-            pthread_mutex_unlock(&c->lock);
-            return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EINVAL ? rc : -EHOSTDOWN;
+            client_release(c);
+            return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EINVAL || rc == -ENOTCONN
+                       ? rc
+                       : -EHOSTDOWN;
         }
     }
     struct rpc_msg h = {.type = (uint16_t)type, .req_id = ++c->seq};
     if ((rc = rpc_ep_send(c->ep, &h, head, hlen, data, dlen, NULL, NULL))) {
-        pthread_mutex_unlock(&c->lock);
+        client_release(c);
         return cfail(c, rc, "request to node %s: %s", c->addr, strerror(-rc));
     }
-    /* Send completions have a CQ of their own, polled here rather than
-     * slept on: on tcp the node acknowledges the request well before it
-     * answers, and that would wake this thread once more per RPC. The
-     * answer is what the call waits for, and then for its request's send
-     * only if the caller's data went in place (the engine still reads it).
-     * A connection that fails flushes the receives too, so the wait for an
-     * answer learns of it. */
-    int64_t deadline = now_ms() + timeout_ms;
-    bool got = false;
+    k->req_id = h.req_id;
+    k->deadline = now_ms() + timeout_ms;
+    k->timeout_ms = timeout_ms;
+    return 0;
+}
+
+/* The CQ k's call waits on now: its answer, or (once it has the answer) the
+ * send of the caller's data if that went in place (the engine still reads
+ * it). */
+static struct inec_cq *call_cq(const struct node_call *k)
+{
+    return k->got && rpc_ep_sending_in_place(k->c->ep) ? k->c->scq : k->c->cq;
+}
+
+/*
+ * Takes what arrived for k; with `block`, sleeps until the call is over.
+ * Returns true once it is: k->rc is 0 or the node's status (< 0) with
+ * k->got and the answer in k->data (the caller frees it), or a transport
+ * failure (-ETIMEDOUT, -EHOSTDOWN, ...).
+ *
+ * Send completions have a CQ of their own, polled here rather than slept
+ * on: on tcp the node acknowledges the request well before it answers, and
+ * that would wake this thread once more per RPC. A connection that fails
+ * flushes the receives too, so the wait for an answer learns of it.
+ */
+static bool call_step(struct node_call *k, bool block)
+{
+    struct node_client *c = k->c;
+    int rc = 0;
+    if (k->done)
+        return true;
     for (;;) {
         struct inec_wc wc[16];
         struct rpc_msg m;
@@ -309,22 +360,27 @@ static int call_timeout(struct node_client *c, int type, const void *head, size_
         for (int i = 0; i < n; i++)
             if (rpc_ep_owns(c->ep, &wc[i]) && rpc_ep_complete(c->ep, &wc[i], &m) < 0 && !rc)
                 rc = cfail(c, -EHOSTDOWN, "connection to node %s broke", c->addr);
-        bool wait_send = got && rpc_ep_sending_in_place(c->ep);
-        if (rc || (got && !wait_send))
+        if (rc || (k->got && call_cq(k) == c->cq))
             break;
-        int64_t left = deadline - now_ms();
-        n = left > 0 ? inec_cq_wait(wait_send ? c->scq : c->cq, 16, wc, (int)left) : -ETIMEDOUT;
-        if (n < 0) {
-            rc = cfail(c, -ETIMEDOUT, "node %s did not answer within %d ms", c->addr, timeout_ms);
+        int64_t left = k->deadline - now_ms();
+        struct inec_cq *q = call_cq(k);
+        n = block && left > 0 ? inec_cq_wait(q, 16, wc, (int)left) : inec_poll_cq(q, 16, wc);
+        if (n < 0 || (n == 0 && left <= 0)) {
+            rc =
+                cfail(c, -ETIMEDOUT, "node %s did not answer within %d ms", c->addr, k->timeout_ms);
             break;
         }
+        if (n == 0)
+            return false;
         for (int i = 0; i < n; i++) {
             if (!rpc_ep_owns(c->ep, &wc[i]))
                 continue; /* of an endpoint closed earlier */
             int r = rpc_ep_complete(c->ep, &wc[i], &m);
-            if (r == 1 && (m.flags & RPC_F_RESPONSE) && m.req_id == h.req_id && !got) {
-                *resp = m;
-                got = true;
+            if (r == 1 && (m.flags & RPC_F_RESPONSE) && m.req_id == k->req_id && !k->got) {
+                k->rc = m.status;
+                k->data = m.data;
+                k->len = m.len;
+                k->got = true;
             } else if (r == 1) {
                 free(m.data); /* an answer to a request we gave up on */
             } else if (r == -EHOSTDOWN && rc == 0) {
@@ -337,19 +393,63 @@ static int call_timeout(struct node_client *c, int type, const void *head, size_
          * data. An answer that came before the break still counts. */
         rpc_ep_close(c->ep);
         c->ep = NULL;
-        if (!got) {
-            pthread_mutex_unlock(&c->lock);
-            return rc;
-        }
     }
-    if (resp->status < 0) {
-        if (resp->len)
-            cfail(c, resp->status, "node %s: %.*s", c->addr, (int)resp->len, (char *)resp->data);
-        else
-            cfail(c, resp->status, "node %s: %s", c->addr, strerror(-resp->status));
+    if (!k->got)
+        k->rc = rc;
+    else if (k->rc < 0 && k->len)
+        cfail(c, k->rc, "node %s: %.*s", c->addr, (int)k->len, (char *)k->data);
+    else if (k->rc < 0)
+        cfail(c, k->rc, "node %s: %s", c->addr, strerror(-k->rc));
+    k->done = true;
+    client_release(c);
+    return true;
+}
+
+bool node_call_poll(struct node_call *k)
+{
+    return call_step(k, false);
+}
+
+int node_calls_wait(struct node_call *const *ks, int n)
+{
+    struct inec_cq *cqs[INEC_WAIT_ANY_MAX];
+    int m = 0;
+    int64_t until = INT64_MAX;
+    for (int i = 0; i < n && m < INEC_WAIT_ANY_MAX; i++) {
+        if (ks[i]->done)
+            continue;
+        cqs[m++] = call_cq(ks[i]);
+        if (ks[i]->deadline < until)
+            until = ks[i]->deadline;
     }
-    pthread_mutex_unlock(&c->lock);
-    return resp->status;
+    if (m == 0)
+        return 0;
+    int64_t left = until - now_ms();
+    int rc = inec_cq_wait_any(cqs, m, left > 0 ? (int)left : 0);
+    return rc == -ETIMEDOUT ? 0 : rc < 0 ? rc : 0;
+}
+
+/*
+ * One RPC: *resp gets the response (caller frees resp->data) when it returns
+ * 0 or the node's status (< 0, resp filled); transport failures return
+ * -ETIMEDOUT / -EHOSTDOWN / ... with resp untouched.
+ */
+static int call_timeout(struct node_client *c, int type, const void *head, size_t hlen,
+                        const void *data, size_t dlen, struct rpc_msg *resp, int timeout_ms)
+{
+    struct node_call k;
+    int rc = call_start(c, type, head, hlen, data, dlen, timeout_ms, true, &k);
+    if (rc)
+        return rc;
+    call_step(&k, true);
+    if (k.got)
+        *resp = (struct rpc_msg){.type = (uint16_t)type,
+                                 .flags = RPC_F_RESPONSE,
+                                 .req_id = k.req_id,
+                                 .status = k.rc,
+                                 .data = k.data,
+                                 .len = k.len};
+    return k.rc;
 }
 
 static int call(struct node_client *c, int type, const void *head, size_t hlen, const void *data,
@@ -425,25 +525,54 @@ static char *names(const char *bucket, const char *key, size_t extra, size_t *le
     return p;
 }
 
-/* A metadata call; `put` (may be NULL): the write's version and flags. */
+/* A metadata call's head: "bucket\0key\0", then for a write (`put` not
+ * NULL) its version and flags. */
+static char *meta_head(struct node_client *c, const char *bucket, const char *key,
+                       const uint64_t *put, unsigned flags, size_t len, size_t *hlen, int *rc)
+{
+    *rc = 0;
+    if (!bucket || !key)
+        *rc = cfail(c, -EINVAL, "bucket and key are required");
+    else if (len > NODE_META_MAX)
+        *rc = cfail(c, -EMSGSIZE, "metadata of %zu bytes exceeds %u", len, NODE_META_MAX);
+    if (*rc)
+        return NULL;
+    char *head = names(bucket, key, put ? RPC_META_HEAD : 0, hlen);
+    if (!head) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    if (put) {
+        rpc_put64((uint8_t *)head + *hlen - RPC_META_HEAD, *put);
+        rpc_put32((uint8_t *)head + *hlen - 4, flags);
+    }
+    return head;
+}
+
 static int meta_call(struct node_client *c, int type, const char *bucket, const char *key,
-                     const uint64_t *put, unsigned flags, const void *blob, size_t len,
-                     struct rpc_msg *m)
+                     const void *blob, size_t len, struct rpc_msg *m)
 {
     size_t hlen;
-    if (!bucket || !key)
-        return cfail(c, -EINVAL, "bucket and key are required");
-    if (len > NODE_META_MAX)
-        return cfail(c, -EMSGSIZE, "metadata of %zu bytes exceeds %u", len, NODE_META_MAX);
-    char *head = names(bucket, key, put ? RPC_META_HEAD : 0, &hlen);
+    int rc;
+    char *head = meta_head(c, bucket, key, NULL, 0, len, &hlen, &rc);
     if (!head)
-        return -ENOMEM;
-    if (put) {
-        rpc_put64((uint8_t *)head + hlen - RPC_META_HEAD, *put);
-        rpc_put32((uint8_t *)head + hlen - 4, flags);
-    }
-    int rc = call(c, type, head, hlen, blob, len, m);
+        return rc;
+    rc = call(c, type, head, hlen, blob, len, m);
     free(head);
+    return rc;
+}
+
+static int put_meta_start(struct node_client *c, const char *bucket, const char *key,
+                          uint64_t version, unsigned flags, const void *blob, size_t len,
+                          bool connect, struct node_call *k)
+{
+    size_t hlen;
+    int rc;
+    char *head = meta_head(c, bucket, key, &version, flags, len, &hlen, &rc);
+    if (!head)
+        return rc;
+    rc = call_start(c, NODE_RPC_PUT_META, head, hlen, blob, len, c->timeout_ms, connect, k);
+    free(head); /* copied into the send (rpc.h) */
     return rc;
 }
 
@@ -459,30 +588,55 @@ int node_client_put_meta_old(struct node_client *c, const char *bucket, const ch
                              uint64_t version, unsigned flags, const void *blob, size_t len,
                              uint64_t *stored, void **old, size_t *old_len)
 {
-    struct rpc_msg m = {0};
+    struct node_call k;
+    if (old)
+        flags |= NODE_META_OLD;
+    int rc = put_meta_start(c, bucket, key, version, flags, blob, len, true, &k);
+    if (rc) {
+        if (stored)
+            *stored = 0;
+        if (old) {
+            *old = NULL;
+            *old_len = 0;
+        }
+        return rc;
+    }
+    return node_client_put_meta_end(&k, stored, old, old_len);
+}
+
+int node_client_put_meta_start(struct node_client *c, const char *bucket, const char *key,
+                               uint64_t version, unsigned flags, const void *blob, size_t len,
+                               struct node_call *k)
+{
+    return put_meta_start(c, bucket, key, version, flags, blob, len, false, k);
+}
+
+int node_client_put_meta_end(struct node_call *k, uint64_t *stored, void **old, size_t *old_len)
+{
+    call_step(k, true);
+    int rc = k->rc;
     if (old) {
         *old = NULL;
         *old_len = 0;
-        flags |= NODE_META_OLD;
     }
-    int rc = meta_call(c, NODE_RPC_PUT_META, bucket, key, &version, flags, blob, len, &m);
-    if (rc == 0 && old && m.len) {
-        *old = m.data;
-        *old_len = m.len;
-        m.data = NULL;
+    if (rc == 0 && old && k->len) {
+        *old = k->data;
+        *old_len = k->len;
+        k->data = NULL;
     }
     size_t n = strlen(RPC_META_STORED);
     if (stored) {
         *stored = 0;
-        if ((rc == -ESTALE || rc == -EEXIST) && m.len > n && m.len < n + 24 &&
-            memcmp(m.data, RPC_META_STORED, n) == 0) {
+        if ((rc == -ESTALE || rc == -EEXIST) && k->len > n && k->len < n + 24 &&
+            memcmp(k->data, RPC_META_STORED, n) == 0) {
             char num[24];
-            memcpy(num, (char *)m.data + n, m.len - n);
-            num[m.len - n] = '\0';
+            memcpy(num, (char *)k->data + n, k->len - n);
+            num[k->len - n] = '\0';
             *stored = strtoull(num, NULL, 10);
         }
     }
-    free(m.data);
+    free(k->data);
+    k->data = NULL;
     return rc;
 }
 
@@ -490,7 +644,7 @@ int node_client_get_meta(struct node_client *c, const char *bucket, const char *
                          size_t *len)
 {
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_GET_META, bucket, key, NULL, 0, NULL, 0, &m);
+    int rc = meta_call(c, NODE_RPC_GET_META, bucket, key, NULL, 0, &m);
     if (rc) {
         free(m.data);
         return rc;
@@ -503,7 +657,7 @@ int node_client_get_meta(struct node_client *c, const char *bucket, const char *
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key)
 {
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, NULL, 0, &m);
+    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, &m);
     free(m.data);
     return rc;
 }
@@ -514,7 +668,7 @@ int node_client_delete_meta_if(struct node_client *c, const char *bucket, const 
     if (!expect || !len)
         return cfail(c, -EINVAL, "the expected record is required");
     struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, NULL, 0, expect, len, &m);
+    int rc = meta_call(c, NODE_RPC_DELETE_META, bucket, key, expect, len, &m);
     free(m.data);
     return rc;
 }

@@ -81,6 +81,37 @@ int node_client_put_meta(struct node_client *c, const char *bucket, const char *
 int node_client_put_meta_old(struct node_client *c, const char *bucket, const char *key,
                              uint64_t version, unsigned flags, const void *blob, size_t len,
                              uint64_t *stored, void **old, size_t *old_len);
+
+/*
+ * A call in steps, so one thread can have calls out to several nodes at once
+ * and go on at the first answers (a metadata round waits for W of them):
+ * a start sends the request (0: it left, and the client takes no other
+ * call until the call ends), node_call_poll takes what arrived without
+ * sleeping, node_calls_wait sleeps until one of several may have moved on,
+ * and the call's end (any thread may run it) waits for the rest, bounded by
+ * the client's timeout. The fields are the client's.
+ */
+struct node_call {
+    struct node_client *c;
+    uint64_t req_id;
+    int64_t deadline; /* CLOCK_MONOTONIC ms */
+    int timeout_ms;
+    bool got, done; /* got: the node answered */
+    int rc;         /* once done: 0, the node's status, or a transport error */
+    uint8_t *data;  /* the answer's payload (malloc'ed, may be NULL) */
+    size_t len;
+};
+/* true once k's call is over (its end then does not wait). */
+bool node_call_poll(struct node_call *k);
+/* Sleeps until a call of ks not over yet may have moved on, or the first of
+ * their deadlines; 0, or -errno. */
+int node_calls_wait(struct node_call *const *ks, int n);
+/* node_client_put_meta_old in steps. A client without a connection answers
+ * -ENOTCONN rather than dial: a start never blocks. */
+int node_client_put_meta_start(struct node_client *c, const char *bucket, const char *key,
+                               uint64_t version, unsigned flags, const void *blob, size_t len,
+                               struct node_call *k);
+int node_client_put_meta_end(struct node_call *k, uint64_t *stored, void **old, size_t *old_len);
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);
