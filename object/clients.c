@@ -6,17 +6,21 @@
 
 #include "object/objects_internal.h"
 
-int gw_client_get(struct gw_objects *o, int node, struct node_client **out)
+int gw_client_idle(struct gw_objects *o, int node, struct node_client **out)
 {
     struct gw_node *nd = &o->nodes[node];
     *out = NULL;
     pthread_mutex_lock(&nd->lock);
-    if (nd->nidle > 0) {
+    if (nd->nidle > 0)
         *out = nd->idle[--nd->nidle];
-        pthread_mutex_unlock(&nd->lock);
-        return 0;
-    }
     pthread_mutex_unlock(&nd->lock);
+    return *out ? 0 : -EAGAIN;
+}
+
+int gw_client_get(struct gw_objects *o, int node, struct node_client **out)
+{
+    if (gw_client_idle(o, node, out) == 0)
+        return 0;
     return gw_client_open(o, node, o->timeout_ms, out);
 }
 

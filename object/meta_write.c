@@ -49,7 +49,12 @@ struct meta_round {
     bool sent[PLACE_MAX_CHUNKS]; /* the request left: a transport error may hide a write */
     int rc[PLACE_MAX_CHUNKS];
     uint64_t stored[PLACE_MAX_CHUNKS]; /* of a refusal */
-    json_t *old[PLACE_MAX_CHUNKS];     /* NODE_META_OLD: the record home i replaced */
+    /* Calls the round's thread started (start_one), out[i] until it ends
+     * them or hands them to the fan-out (hand_over). */
+    struct node_call call[PLACE_MAX_CHUNKS];
+    struct node_client *client[PLACE_MAX_CHUNKS];
+    bool out[PLACE_MAX_CHUNKS];
+    json_t *old[PLACE_MAX_CHUNKS]; /* NODE_META_OLD: the record home i replaced */
 };
 
 static void round_put(struct meta_round *m)
@@ -78,6 +83,29 @@ static void round_put(struct meta_round *m)
     free(m);
 }
 
+/* Home i's call ended with rc; c (may be NULL) was its client, ob (taken)
+ * the record it replaced. The round's reference of the call is the
+ * caller's to drop. */
+static void home_ended(struct meta_round *m, int i, struct node_client *c, int rc, bool sent,
+                       uint64_t stored, void *ob, size_t olen)
+{
+    if (!m->skip[i])
+        gw_client_put(m->o, m->nodes[i], c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
+    json_t *old = ob ? gw_rec_load(ob, olen) : NULL;
+    free(ob);
+    pthread_mutex_lock(&m->lock);
+    m->rc[i] = rc;
+    m->sent[i] = sent;
+    m->stored[i] = stored;
+    m->old[i] = old;
+    m->back[i] = true;
+    m->done++;
+    m->held += rc == 0;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Home i's whole call, on a fan-out thread. */
 static void write_one(void *arg, int i)
 {
     struct meta_round *m = arg;
@@ -96,21 +124,65 @@ static void write_one(void *arg, int i)
                                       m->hblob[i] ? m->hlen[i] : m->len, &stored,
                                       m->flags & NODE_META_OLD ? &ob : NULL, &olen);
     }
-    if (!m->skip[i])
-        gw_client_put(o, node, c, rc == -ESTALE || rc == -EEXIST ? 0 : rc);
-    json_t *old = ob ? gw_rec_load(ob, olen) : NULL;
-    free(ob);
-    pthread_mutex_lock(&m->lock);
-    m->rc[i] = rc;
-    m->sent[i] = sent;
-    m->stored[i] = stored;
-    m->old[i] = old;
-    m->back[i] = true;
-    m->done++;
-    m->held += rc == 0;
-    pthread_cond_broadcast(&m->cond);
-    pthread_mutex_unlock(&m->lock);
+    home_ended(m, i, c, rc, sent, stored, ob, olen);
     round_put(m);
+}
+
+/* The end of home i's call, which the round's thread started (start_one). */
+static void end_one(void *arg, int i)
+{
+    struct meta_round *m = arg;
+    uint64_t stored = 0;
+    void *ob = NULL;
+    size_t olen = 0;
+    int rc = node_client_put_meta_end(&m->call[i], &stored, m->flags & NODE_META_OLD ? &ob : NULL,
+                                      &olen);
+    home_ended(m, i, m->client[i], rc, true, stored, ob, olen);
+    round_put(m);
+}
+
+/* Sends home i its record from the round's own thread, over an idle client
+ * (out[i]); false when that cannot be done without blocking (no idle or
+ * connected client): the call is then the fan-out's. */
+static bool start_one(struct meta_round *m, int i)
+{
+    struct gw_objects *o = m->o;
+    int node = m->nodes[i];
+    if (m->skip[i] || gw_node_is_down(o, node)) {
+        home_ended(m, i, NULL, -EHOSTDOWN, false, 0, NULL, 0);
+        round_put(m);
+        return true;
+    }
+    struct node_client *c;
+    if (gw_client_idle(o, node, &c))
+        return false;
+    int rc = node_client_put_meta_start(c, m->bucket, m->key, m->version, m->flags,
+                                        m->hblob[i] ? m->hblob[i] : m->blob,
+                                        m->hblob[i] ? m->hlen[i] : m->len, &m->call[i]);
+    if (rc == -ENOTCONN) {
+        node_client_close(c); /* write_one dials a new one */
+        return false;
+    }
+    if (rc) {
+        home_ended(m, i, c, rc, false, 0, NULL, 0);
+        round_put(m);
+        return true;
+    }
+    m->client[i] = c;
+    m->out[i] = true;
+    return true;
+}
+
+/* Hands the calls the round's thread has out to the fan-out, which ends them. */
+static void hand_over(struct meta_round *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        if (!m->out[i])
+            continue;
+        m->out[i] = false;
+        if (gw_fanout_post(m->o->fan, end_one, m, i))
+            end_one(m, i);
+    }
 }
 
 static struct meta_round *round_new(struct gw_objects *o, const char *bucket, const char *key,
@@ -167,13 +239,45 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
         for (int i = 0; i < m->n; i++)
             m->skip[i] = true;
     m->refs = m->n + 1;
+    /* The requests leave from this thread, which then takes the answers as
+     * they come: a call costs no fan-out thread's wake-ups, there and back.
+     * A home that needs a new connection goes to the fan-out, and so do the
+     * calls still out once the round has its answers (or it has one on the
+     * fan-out to wait for). */
+    bool fan = false;
     for (int i = 0; i < m->n; i++)
-        if (gw_fanout_post(o->fan, write_one, m, i))
-            write_one(m, i);
+        if (!start_one(m, i)) {
+            fan = true;
+            if (gw_fanout_post(o->fan, write_one, m, i))
+                write_one(m, i);
+        }
+    if (fan)
+        hand_over(m);
     memset(r, 0, sizeof(*r));
     /* An inline record's round waits for its spare home while that many can
      * still take it, and settles for W only when they cannot. */
     int spare = m->hblob[0] ? gw_meta_inline_quorum(o) : o->meta_wq;
+    for (;;) {
+        struct node_call *out[PLACE_MAX_CHUNKS];
+        int nout = 0;
+        for (int i = 0; i < m->n; i++) {
+            if (!m->out[i])
+                continue;
+            if (node_call_poll(&m->call[i])) {
+                m->out[i] = false;
+                end_one(m, i);
+            } else {
+                out[nout++] = &m->call[i];
+            }
+        }
+        pthread_mutex_lock(&m->lock);
+        bool wait = round_waits(m, spare) || round_waits(m, o->meta_wq);
+        pthread_mutex_unlock(&m->lock);
+        if (!wait || !nout)
+            break;
+        node_calls_wait(out, nout);
+    }
+    hand_over(m);
     pthread_mutex_lock(&m->lock);
     while (round_waits(m, spare) || round_waits(m, o->meta_wq))
         pthread_cond_wait(&m->cond, &m->lock);

@@ -242,6 +242,9 @@ void gw_peer_note(struct gw_objects *o, int node, const char *why);
 /* A client of the node (an idle one, or a new connection); a failed connect
  * is the failure detector's evidence. */
 int gw_client_get(struct gw_objects *o, int node, struct node_client **out);
+/* An idle client of the node, never a new connection (connecting may
+ * block): -EAGAIN when there is none. */
+int gw_client_idle(struct gw_objects *o, int node, struct node_client **out);
 
 /* A new connection of its own with another RPC bound (a scrub); the caller closes it. */
 int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_client **out);
