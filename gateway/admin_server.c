@@ -529,11 +529,11 @@ int gw_admin_server_start(const struct gw_admin_config *cfg, struct gw_objects *
         flags |= MHD_USE_IPv6;
     struct MHD_OptionItem tls[3];
     gw_tls_mhd_options(cfg->tls, tls, &flags);
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_THREAD_POOL_SIZE, 2u,
-        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 64u,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+    s->daemon =
+        MHD_start_daemon(flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                         MHD_OPTION_THREAD_POOL_SIZE, 2u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                         MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(msg, msglen, "cannot listen on %s (in use, or not an address of this host)",
                  cfg->listen);

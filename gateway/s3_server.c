@@ -488,7 +488,10 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
         return rc;
     }
     /* The guard applies the limits (it tells idle connections from active
-     * ones); MHD's own limit only bounds the threads in all. */
+     * ones); MHD's own limit only bounds the threads in all. The listening
+     * socket is MHD's default, SO_REUSEADDR (a restart binds at once), not
+     * MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
+     * second gateway bind the port and take half the connections. */
     s->daemon = MHD_start_daemon(
         flags, 0, gw_conn_guard_accept, s->guard, handler, s, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, uri_log, s,
@@ -496,8 +499,7 @@ int gw_s3_server_start(const struct gw_s3_config *cfg, struct gw_objects *o, str
         gw_conn_guard_notify, s->guard, MHD_OPTION_CONNECTION_LIMIT, maxc + CLOSING_SLACK,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_SEC,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls,
-        MHD_OPTION_END);
+        mhd_log, NULL, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(msg, msglen, "cannot listen on %s (in use, or not an address of this host)",
                  cfg->listen);

@@ -572,6 +572,30 @@ def test_admin():
     check(st == 404 and json.loads(body)["code"] == "NotFound", "unknown endpoint")
 
 
+def test_port_taken(s3):
+    """A second server on the S3 port, or on the control API's, exits with a
+    clear error rather than share the port (SO_REUSEPORT would have split the
+    connections between two gateways), and the first goes on serving."""
+    import subprocess
+    import tempfile
+    admin = srv.admin.split("://", 1)[1].split("/", 1)[0]
+    for listen, admin_listen in ((srv.hostport, "127.0.0.1:0"), ("127.0.0.1:0", admin)):
+        with tempfile.TemporaryDirectory(prefix="inec-port-") as d:
+            try:
+                p = subprocess.run([sys.argv[1], "server", "--data", d, "--listen", listen,
+                                    "--admin-listen", admin_listen, "--nbd-listen", "off",
+                                    "--nbd-socket", "off"], capture_output=True, timeout=60)
+            except subprocess.TimeoutExpired:
+                check(False, "a second server on %s / %s did not exit" % (listen, admin_listen))
+        err = p.stderr.decode(errors="replace")
+        check(p.returncode != 0 and "cannot listen on" in err,
+              "a second server on %s / %s: exit %d, stderr %r"
+              % (listen, admin_listen, p.returncode, err[-300:]))
+    s3.put_object(Bucket="data", Key="after-port-taken", Body=b"x")
+    check(s3.get_object(Bucket="data", Key="after-port-taken")["Body"].read() == b"x",
+          "the first server stopped serving")
+
+
 def test_graceful_shutdown(s3):
     """SIGTERM while a PUT is mid-body: the server stops accepting, lets the
     PUT finish (200, stored), then exits 0. The 100 Continue proves the
@@ -641,6 +665,7 @@ def main():
         test_malformed(s3)
         test_not_implemented(s3)
         test_admin()
+        test_port_taken(s3)
         test_graceful_shutdown(s3)
     srv.stop()
     print("s3_server_boto3 (%s, %s): all checks passed" % (mode, srv.endpoint))
