@@ -410,7 +410,7 @@ bool node_call_poll(struct node_call *k)
     return call_step(k, false);
 }
 
-int node_calls_wait(struct node_call *const *ks, int n)
+int node_calls_wait(struct node_call *const *ks, int n, int timeout_ms)
 {
     struct inec_cq *cqs[INEC_WAIT_ANY_MAX];
     int m = 0;
@@ -425,6 +425,8 @@ int node_calls_wait(struct node_call *const *ks, int n)
     if (m == 0)
         return 0;
     int64_t left = until - now_ms();
+    if (timeout_ms >= 0 && timeout_ms < left)
+        left = timeout_ms;
     int rc = inec_cq_wait_any(cqs, m, left > 0 ? (int)left : 0);
     return rc == -ETIMEDOUT ? 0 : rc < 0 ? rc : 0;
 }
@@ -640,17 +642,46 @@ int node_client_put_meta_end(struct node_call *k, uint64_t *stored, void **old, 
     return rc;
 }
 
+static int get_meta_start(struct node_client *c, const char *bucket, const char *key, bool connect,
+                          struct node_call *k)
+{
+    size_t hlen;
+    int rc;
+    char *head = meta_head(c, bucket, key, NULL, 0, 0, &hlen, &rc);
+    if (!head)
+        return rc;
+    rc = call_start(c, NODE_RPC_GET_META, head, hlen, NULL, 0, c->timeout_ms, connect, k);
+    free(head);
+    return rc;
+}
+
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len)
 {
-    struct rpc_msg m = {0};
-    int rc = meta_call(c, NODE_RPC_GET_META, bucket, key, NULL, 0, &m);
-    if (rc) {
-        free(m.data);
-        return rc;
+    struct node_call k;
+    int rc = get_meta_start(c, bucket, key, true, &k);
+    return rc ? rc : node_client_get_meta_end(&k, blob, len);
+}
+
+int node_client_get_meta_start(struct node_client *c, const char *bucket, const char *key,
+                               struct node_call *k)
+{
+    return get_meta_start(c, bucket, key, false, k);
+}
+
+int node_client_get_meta_end(struct node_call *k, void **blob, size_t *len)
+{
+    call_step(k, true);
+    *blob = NULL;
+    *len = 0;
+    if (k->rc) {
+        free(k->data);
+        k->data = NULL;
+        return k->rc;
     }
-    *blob = m.data ? m.data : malloc(1);
-    *len = m.len;
+    *blob = k->data ? k->data : malloc(1);
+    *len = k->len;
+    k->data = NULL;
     return *blob ? 0 : -ENOMEM;
 }
 

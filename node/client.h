@@ -104,14 +104,18 @@ struct node_call {
 /* true once k's call is over (its end then does not wait). */
 bool node_call_poll(struct node_call *k);
 /* Sleeps until a call of ks not over yet may have moved on, or the first of
- * their deadlines; 0, or -errno. */
-int node_calls_wait(struct node_call *const *ks, int n);
+ * their deadlines, or timeout_ms (< 0: none) passed; 0, or -errno. */
+int node_calls_wait(struct node_call *const *ks, int n, int timeout_ms);
 /* node_client_put_meta_old in steps. A client without a connection answers
  * -ENOTCONN rather than dial: a start never blocks. */
 int node_client_put_meta_start(struct node_client *c, const char *bucket, const char *key,
                                uint64_t version, unsigned flags, const void *blob, size_t len,
                                struct node_call *k);
 int node_client_put_meta_end(struct node_call *k, uint64_t *stored, void **old, size_t *old_len);
+/* node_client_get_meta in steps, likewise. */
+int node_client_get_meta_start(struct node_client *c, const char *bucket, const char *key,
+                               struct node_call *k);
+int node_client_get_meta_end(struct node_call *k, void **blob, size_t *len);
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);

@@ -52,6 +52,12 @@ struct read_job {
      * that lack theirs. */
     uint8_t *shards;
     size_t S;
+    /* Calls the reader's thread started (start_read), out[i] until it ends
+     * them or hands them to the fan-out (hand_over); fan: a call went to the
+     * fan-out, so the reader waits on j->cond alone. */
+    struct node_call call[PLACE_MAX_CHUNKS];
+    struct node_client *client[PLACE_MAX_CHUNKS];
+    bool out[PLACE_MAX_CHUNKS], fan;
 };
 
 static void read_job_put(struct read_job *j)
@@ -130,20 +136,17 @@ static int repair_one(struct gw_objects *o, int node, const char *bucket, const 
     return rc;
 }
 
-static void read_one(void *arg, int i)
+/* Home i's call ended with rc and blob (taken); c (may be NULL) was its
+ * client. The job's reference of the call is the caller's to drop. */
+static void read_ended(struct read_job *j, int i, struct node_client *c, int rc, void *blob,
+                       size_t len)
 {
-    struct read_job *j = arg;
     struct gw_objects *o = j->o;
     int node = j->nodes[i];
-    struct node_client *c = NULL;
-    int rc = gw_node_is_down(o, node) ? -EHOSTDOWN : gw_client_get(o, node, &c);
-    void *blob = NULL;
-    size_t len = 0, slen;
+    size_t slen;
     json_t *rec = NULL;
     int idx = -1;
     const uint8_t *shard = NULL;
-    if (rc == 0)
-        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
     gw_client_put(o, node, c, rc == -ENOENT ? 0 : rc);
     if (rc == 0 && !(rec = gw_rec_load(blob, len)))
         rc = -EBADMSG;
@@ -173,7 +176,89 @@ static void read_one(void *arg, int i)
     pthread_mutex_unlock(&j->lock);
     if (rb && repair_one(o, node, j->bucket, j->key, version, rb, len))
         gw_meta_heal_note(o, j->bucket, j->key);
+}
+
+/* Home i's whole call, on a fan-out thread. */
+static void read_one(void *arg, int i)
+{
+    struct read_job *j = arg;
+    int node = j->nodes[i];
+    struct node_client *c = NULL;
+    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
+    void *blob = NULL;
+    size_t len = 0;
+    if (rc == 0)
+        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
+    read_ended(j, i, c, rc, blob, len);
     read_job_put(j);
+}
+
+/* The end of home i's call, which the reader's thread started (start_read). */
+static void read_end(void *arg, int i)
+{
+    struct read_job *j = arg;
+    void *blob = NULL;
+    size_t len = 0;
+    int rc = node_client_get_meta_end(&j->call[i], &blob, &len);
+    read_ended(j, i, j->client[i], rc, blob, len);
+    read_job_put(j);
+}
+
+/* Asks home i from the reader's own thread, over an idle client (out[i]);
+ * false when that cannot be done without blocking: the fan-out's then. */
+static bool start_read(struct read_job *j, int i)
+{
+    int node = j->nodes[i];
+    struct node_client *c;
+    if (gw_node_is_down(j->o, node)) {
+        read_ended(j, i, NULL, -EHOSTDOWN, NULL, 0);
+        read_job_put(j);
+        return true;
+    }
+    if (j->fan || gw_client_idle(j->o, node, &c))
+        return false;
+    int rc = node_client_get_meta_start(c, j->bucket, j->key, &j->call[i]);
+    if (rc == -ENOTCONN) {
+        node_client_close(c); /* read_one dials a new one */
+        return false;
+    }
+    if (rc) {
+        read_ended(j, i, c, rc, NULL, 0);
+        read_job_put(j);
+        return true;
+    }
+    j->client[i] = c;
+    j->out[i] = true;
+    return true;
+}
+
+/* Hands the calls the reader's thread has out to the fan-out, which ends them. */
+static void hand_over(struct read_job *j)
+{
+    for (int i = 0; i < j->n; i++) {
+        if (!j->out[i])
+            continue;
+        j->out[i] = false;
+        if (gw_fanout_post(j->o->fan, read_end, j, i))
+            read_end(j, i);
+    }
+}
+
+/* Ends the calls out that have their answers; the rest in *out. */
+static int reap(struct read_job *j, struct node_call **out)
+{
+    int nout = 0;
+    for (int i = 0; i < j->n; i++) {
+        if (!j->out[i])
+            continue;
+        if (node_call_poll(&j->call[i])) {
+            j->out[i] = false;
+            read_end(j, i);
+        } else {
+            out[nout++] = &j->call[i];
+        }
+    }
+    return nout;
 }
 
 struct writeback {
@@ -306,7 +391,13 @@ static void ask(struct read_job *j, int want)
                 j->refs++;
             }
             pthread_mutex_unlock(&j->lock);
-            if (go && gw_fanout_post(j->o->fan, read_one, j, i))
+            if (!go || start_read(j, i))
+                continue;
+            if (!j->fan) { /* the reader waits on j->cond from now on */
+                j->fan = true;
+                hand_over(j);
+            }
+            if (gw_fanout_post(j->o->fan, read_one, j, i))
                 read_one(j, i);
         }
 }
@@ -338,9 +429,21 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
     int64_t hedge_at = gw_now_ms() + META_HEDGE_MS;
     pthread_mutex_lock(&j->lock);
     while ((whole || !answered_enough(j)) && j->done < j->n) {
+        pthread_mutex_unlock(&j->lock);
+        struct node_call *out[PLACE_MAX_CHUNKS];
+        int nout = reap(j, out);
+        pthread_mutex_lock(&j->lock);
+        if (!(whole || !answered_enough(j)) || j->done == j->n)
+            break;
         if (j->posted < j->n && (j->done == j->posted || gw_now_ms() >= hedge_at)) {
             pthread_mutex_unlock(&j->lock);
             ask(j, j->n);
+            pthread_mutex_lock(&j->lock);
+        } else if (nout) {
+            int64_t left = hedge_at - gw_now_ms();
+            int wait = j->posted == j->n ? -1 : left > 0 ? (int)left : 0;
+            pthread_mutex_unlock(&j->lock);
+            node_calls_wait(out, nout, wait);
             pthread_mutex_lock(&j->lock);
         } else if (j->posted < j->n) {
             struct timespec until = gw_deadline_in_ms(hedge_at - gw_now_ms());
@@ -349,6 +452,9 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
             pthread_cond_wait(&j->cond, &j->lock);
         }
     }
+    pthread_mutex_unlock(&j->lock);
+    hand_over(j); /* the homes still out answer to a fan-out thread */
+    pthread_mutex_lock(&j->lock);
     json_t *best = NULL, *ret = NULL;
     /* Fallback only once every home ANSWERED: a home that is down may hold
      * the newest record, so its silence does not show that fewer than k

@@ -275,7 +275,7 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
         pthread_mutex_unlock(&m->lock);
         if (!wait || !nout)
             break;
-        node_calls_wait(out, nout);
+        node_calls_wait(out, nout, -1);
     }
     hand_over(m);
     pthread_mutex_lock(&m->lock);
