@@ -52,12 +52,8 @@ struct read_job {
      * that lack theirs. */
     uint8_t *shards;
     size_t S;
-    /* Calls the reader's thread started (start_read), out[i] until it ends
-     * them or hands them to the fan-out (hand_over); fan: a call went to the
-     * fan-out, so the reader waits on j->cond alone. */
-    struct node_call call[PLACE_MAX_CHUNKS];
-    struct node_client *client[PLACE_MAX_CHUNKS];
-    bool out[PLACE_MAX_CHUNKS], fan;
+    struct gw_round_calls calls; /* those start_read sent from the reader's thread */
+    bool fan;                    /* a call went to the fan-out: the reader waits on j->cond alone */
 };
 
 static void read_job_put(struct read_job *j)
@@ -199,12 +195,12 @@ static void read_end(void *arg, int i)
     struct read_job *j = arg;
     void *blob = NULL;
     size_t len = 0;
-    int rc = node_client_get_meta_end(&j->call[i], &blob, &len);
-    read_ended(j, i, j->client[i], rc, blob, len);
+    int rc = node_client_get_meta_end(&j->calls.call[i], &blob, &len);
+    read_ended(j, i, j->calls.client[i], rc, blob, len);
     read_job_put(j);
 }
 
-/* Asks home i from the reader's own thread, over an idle client (out[i]);
+/* Asks home i from the reader's own thread, over an idle client (j->calls);
  * false when that cannot be done without blocking: the fan-out's then. */
 static bool start_read(struct read_job *j, int i)
 {
@@ -217,7 +213,7 @@ static bool start_read(struct read_job *j, int i)
     }
     if (j->fan || gw_client_idle(j->o, node, &c))
         return false;
-    int rc = node_client_get_meta_start(c, j->bucket, j->key, &j->call[i]);
+    int rc = node_client_get_meta_start(c, j->bucket, j->key, &j->calls.call[i]);
     if (rc == -ENOTCONN) {
         node_client_close(c); /* read_one dials a new one */
         return false;
@@ -227,38 +223,9 @@ static bool start_read(struct read_job *j, int i)
         read_job_put(j);
         return true;
     }
-    j->client[i] = c;
-    j->out[i] = true;
+    j->calls.client[i] = c;
+    j->calls.out[i] = true;
     return true;
-}
-
-/* Hands the calls the reader's thread has out to the fan-out, which ends them. */
-static void hand_over(struct read_job *j)
-{
-    for (int i = 0; i < j->n; i++) {
-        if (!j->out[i])
-            continue;
-        j->out[i] = false;
-        if (gw_fanout_post(j->o->fan, read_end, j, i))
-            read_end(j, i);
-    }
-}
-
-/* Ends the calls out that have their answers; the rest in *out. */
-static int reap(struct read_job *j, struct node_call **out)
-{
-    int nout = 0;
-    for (int i = 0; i < j->n; i++) {
-        if (!j->out[i])
-            continue;
-        if (node_call_poll(&j->call[i])) {
-            j->out[i] = false;
-            read_end(j, i);
-        } else {
-            out[nout++] = &j->call[i];
-        }
-    }
-    return nout;
 }
 
 struct writeback {
@@ -395,7 +362,7 @@ static void ask(struct read_job *j, int want)
                 continue;
             if (!j->fan) { /* the reader waits on j->cond from now on */
                 j->fan = true;
-                hand_over(j);
+                gw_round_calls_hand_over(j->o, &j->calls, j->n);
             }
             if (gw_fanout_post(j->o->fan, read_one, j, i))
                 read_one(j, i);
@@ -425,13 +392,15 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
     pthread_mutex_init(&j->lock, NULL);
     pthread_cond_init(&j->cond, NULL);
     j->refs = 1;
+    j->calls.end = read_end;
+    j->calls.arg = j;
     ask(j, all || gw_meta_heal_doubt(o) ? j->n : o->meta_rq);
     int64_t hedge_at = gw_now_ms() + META_HEDGE_MS;
     pthread_mutex_lock(&j->lock);
     while ((whole || !answered_enough(j)) && j->done < j->n) {
         pthread_mutex_unlock(&j->lock);
         struct node_call *out[PLACE_MAX_CHUNKS];
-        int nout = reap(j, out);
+        int nout = gw_round_calls_reap(&j->calls, j->n, out);
         pthread_mutex_lock(&j->lock);
         if (!(whole || !answered_enough(j)) || j->done == j->n)
             break;
@@ -453,7 +422,7 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
         }
     }
     pthread_mutex_unlock(&j->lock);
-    hand_over(j); /* the homes still out answer to a fan-out thread */
+    gw_round_calls_hand_over(o, &j->calls, j->n); /* the homes still out: the fan-out's */
     pthread_mutex_lock(&j->lock);
     json_t *best = NULL, *ret = NULL;
     /* Fallback only once every home ANSWERED: a home that is down may hold

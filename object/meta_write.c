@@ -49,12 +49,8 @@ struct meta_round {
     bool sent[PLACE_MAX_CHUNKS]; /* the request left: a transport error may hide a write */
     int rc[PLACE_MAX_CHUNKS];
     uint64_t stored[PLACE_MAX_CHUNKS]; /* of a refusal */
-    /* Calls the round's thread started (start_one), out[i] until it ends
-     * them or hands them to the fan-out (hand_over). */
-    struct node_call call[PLACE_MAX_CHUNKS];
-    struct node_client *client[PLACE_MAX_CHUNKS];
-    bool out[PLACE_MAX_CHUNKS];
-    json_t *old[PLACE_MAX_CHUNKS]; /* NODE_META_OLD: the record home i replaced */
+    struct gw_round_calls calls;       /* those start_one sent from the round's thread */
+    json_t *old[PLACE_MAX_CHUNKS];     /* NODE_META_OLD: the record home i replaced */
 };
 
 static void round_put(struct meta_round *m)
@@ -135,14 +131,14 @@ static void end_one(void *arg, int i)
     uint64_t stored = 0;
     void *ob = NULL;
     size_t olen = 0;
-    int rc = node_client_put_meta_end(&m->call[i], &stored, m->flags & NODE_META_OLD ? &ob : NULL,
-                                      &olen);
-    home_ended(m, i, m->client[i], rc, true, stored, ob, olen);
+    int rc = node_client_put_meta_end(&m->calls.call[i], &stored,
+                                      m->flags & NODE_META_OLD ? &ob : NULL, &olen);
+    home_ended(m, i, m->calls.client[i], rc, true, stored, ob, olen);
     round_put(m);
 }
 
 /* Sends home i its record from the round's own thread, over an idle client
- * (out[i]); false when that cannot be done without blocking (no idle or
+ * (m->calls); false when that cannot be done without blocking (no idle or
  * connected client): the call is then the fan-out's. */
 static bool start_one(struct meta_round *m, int i)
 {
@@ -158,7 +154,7 @@ static bool start_one(struct meta_round *m, int i)
         return false;
     int rc = node_client_put_meta_start(c, m->bucket, m->key, m->version, m->flags,
                                         m->hblob[i] ? m->hblob[i] : m->blob,
-                                        m->hblob[i] ? m->hlen[i] : m->len, &m->call[i]);
+                                        m->hblob[i] ? m->hlen[i] : m->len, &m->calls.call[i]);
     if (rc == -ENOTCONN) {
         node_client_close(c); /* write_one dials a new one */
         return false;
@@ -168,21 +164,9 @@ static bool start_one(struct meta_round *m, int i)
         round_put(m);
         return true;
     }
-    m->client[i] = c;
-    m->out[i] = true;
+    m->calls.client[i] = c;
+    m->calls.out[i] = true;
     return true;
-}
-
-/* Hands the calls the round's thread has out to the fan-out, which ends them. */
-static void hand_over(struct meta_round *m)
-{
-    for (int i = 0; i < m->n; i++) {
-        if (!m->out[i])
-            continue;
-        m->out[i] = false;
-        if (gw_fanout_post(m->o->fan, end_one, m, i))
-            end_one(m, i);
-    }
 }
 
 static struct meta_round *round_new(struct gw_objects *o, const char *bucket, const char *key,
@@ -208,6 +192,8 @@ static struct meta_round *round_new(struct gw_objects *o, const char *bucket, co
     }
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->cond, NULL);
+    m->calls.end = end_one;
+    m->calls.arg = m;
     return m;
 }
 
@@ -252,24 +238,14 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
                 write_one(m, i);
         }
     if (fan)
-        hand_over(m);
+        gw_round_calls_hand_over(o, &m->calls, m->n);
     memset(r, 0, sizeof(*r));
     /* An inline record's round waits for its spare home while that many can
      * still take it, and settles for W only when they cannot. */
     int spare = m->hblob[0] ? gw_meta_inline_quorum(o) : o->meta_wq;
     for (;;) {
         struct node_call *out[PLACE_MAX_CHUNKS];
-        int nout = 0;
-        for (int i = 0; i < m->n; i++) {
-            if (!m->out[i])
-                continue;
-            if (node_call_poll(&m->call[i])) {
-                m->out[i] = false;
-                end_one(m, i);
-            } else {
-                out[nout++] = &m->call[i];
-            }
-        }
+        int nout = gw_round_calls_reap(&m->calls, m->n, out);
         pthread_mutex_lock(&m->lock);
         bool wait = round_waits(m, spare) || round_waits(m, o->meta_wq);
         pthread_mutex_unlock(&m->lock);
@@ -277,7 +253,7 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
             break;
         node_calls_wait(out, nout, -1);
     }
-    hand_over(m);
+    gw_round_calls_hand_over(o, &m->calls, m->n);
     pthread_mutex_lock(&m->lock);
     while (round_waits(m, spare) || round_waits(m, o->meta_wq))
         pthread_cond_wait(&m->cond, &m->lock);

@@ -255,6 +255,21 @@ void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc
 
 void gw_drop_clients(struct gw_node *nd);
 
+/* round_calls.c: The calls of a metadata round its own thread has out */
+
+struct gw_round_calls {
+    struct node_call call[PLACE_MAX_CHUNKS];
+    struct node_client *client[PLACE_MAX_CHUNKS];
+    bool out[PLACE_MAX_CHUNKS];    /* call[i] is out: started, not ended */
+    void (*end)(void *arg, int i); /* ends call i, on any thread */
+    void *arg;
+};
+/* Ends the calls out that have their answers; the others go in out
+ * (node_calls_wait's), their count returned. */
+int gw_round_calls_reap(struct gw_round_calls *rc, int n, struct node_call **out);
+/* The calls still out end on the fan-out. */
+void gw_round_calls_hand_over(struct gw_objects *o, struct gw_round_calls *rc, int n);
+
 /* detector.c: The failure detector's probes */
 
 int gw_detector_start(struct gw_objects *o);
