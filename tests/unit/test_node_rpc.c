@@ -5,6 +5,7 @@
  * node to node with the results checked against the codec.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -336,6 +337,86 @@ static void test_meta(void **state)
     memset(longkey, 'k', sizeof(longkey) - 1);
     longkey[sizeof(longkey) - 1] = 0;
     assert_int_equal(node_client_put_meta(f->c, "bk", longkey, 1, 0, "x", 1, NULL), -ENAMETOOLONG);
+}
+
+struct ender {
+    struct node_call *k;
+    int rc;
+};
+
+static void *end_put(void *arg)
+{
+    struct ender *e = arg;
+    uint64_t stored;
+    e->rc = node_client_put_meta_end(e->k, &stored, NULL, NULL);
+    return NULL;
+}
+
+struct getter {
+    struct node_client *c;
+    int rc;
+};
+
+static void *get_blocking(void *arg)
+{
+    struct getter *g = arg;
+    void *blob = NULL;
+    size_t len;
+    g->rc = node_client_get_meta(g->c, "st", "k1", &blob, &len);
+    free(blob);
+    return NULL;
+}
+
+/* Calls in steps: two out at once from one thread on two clients, taken as
+ * they come; a call ended on another thread than the one that started it;
+ * and a blocking call on a client with a call out waits for that one to end. */
+static void test_calls_in_steps(void **state)
+{
+    struct fixture *f = *state;
+    char err[256];
+    struct node_client_opts o = {.timeout_ms = 5000};
+    struct node_client *c2;
+    assert_int_equal(node_client_connect_local(f->dev, f->svc, &o, &c2, err, sizeof(err)), 0);
+    struct node_call k1, k2;
+    assert_int_equal(node_client_put_meta_start(f->c, "st", "k1", 7, 0, "one", 4, &k1), 0);
+    assert_int_equal(node_client_get_meta_start(c2, "st", "none", &k2), 0);
+    struct node_call *both[2] = {&k1, &k2};
+    for (int i = 0; i < 1000; i++) {
+        bool d1 = node_call_poll(&k1), d2 = node_call_poll(&k2);
+        if (d1 && d2)
+            break;
+        assert_int_equal(node_calls_wait(both, 2, 5000), 0);
+    }
+    assert_true(k1.done && k2.done);
+    void *blob;
+    size_t len;
+    assert_int_equal(node_client_put_meta_end(&k1, NULL, NULL, NULL), 0);
+    assert_int_equal(node_client_get_meta_end(&k2, &blob, &len), -ENOENT);
+    /* Started here, ended there. */
+    assert_int_equal(node_client_put_meta_start(f->c, "st", "k1", 8, 0, "two", 4, &k1), 0);
+    struct ender e = {&k1, -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, end_put, &e), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(e.rc, 0);
+    /* A refusal names the version held, through the steps too. */
+    uint64_t stored = 0;
+    assert_int_equal(node_client_put_meta_start(f->c, "st", "k1", 5, 0, "old", 4, &k1), 0);
+    assert_int_equal(node_client_put_meta_end(&k1, &stored, NULL, NULL), -ESTALE);
+    assert_int_equal(stored, 8);
+    /* The client is busy while a call is out: another call on it waits. */
+    assert_int_equal(node_client_get_meta_start(f->c, "st", "k1", &k2), 0);
+    struct getter g = {f->c, 1};
+    assert_int_equal(pthread_create(&t, NULL, get_blocking, &g), 0);
+    usleep(50 * 1000);
+    assert_int_equal(g.rc, 1); /* still waiting for the client */
+    assert_int_equal(node_client_get_meta_end(&k2, &blob, &len), 0);
+    assert_int_equal(len, 4);
+    assert_string_equal(blob, "two");
+    free(blob);
+    pthread_join(t, NULL);
+    assert_int_equal(g.rc, 0);
+    node_client_close(c2);
 }
 
 static void test_state(void **state)
@@ -845,6 +926,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_registration_per_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_place_sends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_calls_in_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
