@@ -82,3 +82,16 @@ void gw_drop_clients(struct gw_node *nd)
         node_client_close(nd->idle[--nd->nidle]);
     pthread_mutex_unlock(&nd->lock);
 }
+
+int gw_node_get_meta(struct gw_objects *o, int node, const char *bucket, const char *key,
+                     void **blob, size_t *len)
+{
+    struct node_client *c = NULL;
+    *blob = NULL;
+    *len = 0;
+    int rc = gw_node_is_down(o, node) ? -EHOSTDOWN : gw_client_get(o, node, &c);
+    if (rc == 0)
+        rc = node_client_get_meta(c, bucket, key, blob, len);
+    gw_client_put(o, node, c, rc == -ENOENT ? 0 : rc);
+    return rc;
+}

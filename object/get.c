@@ -667,14 +667,10 @@ static void home_shard(void *arg, int i)
 {
     struct homes_job *j = arg;
     int node = j->nodes[i], idx = -1;
-    struct node_client *c = NULL;
-    void *blob = NULL;
-    size_t len = 0, slen;
+    void *blob;
+    size_t len, slen;
     const uint8_t *shard;
-    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
-    if (rc == 0)
-        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
-    gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
+    int rc = gw_node_get_meta(j->o, node, j->bucket, j->key, &blob, &len);
     json_t *rec = rc == 0 ? gw_rec_load(blob, len) : NULL;
     const char *state = rc == -ENOENT                                           ? "missing"
                         : rc                                                    ? "node-down"

@@ -26,14 +26,9 @@ struct get_job {
 static void get_one(void *arg, int i)
 {
     struct get_job *j = arg;
-    int node = j->nodes[i];
-    struct node_client *c = NULL;
-    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
-    void *blob = NULL;
-    size_t len = 0;
-    if (rc == 0)
-        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
-    gw_client_put(j->o, node, c, rc == -ENOENT ? 0 : rc);
+    void *blob;
+    size_t len;
+    int rc = gw_node_get_meta(j->o, j->nodes[i], j->bucket, j->key, &blob, &len);
     if (rc == 0 && !(j->rec[i] = gw_rec_load(blob, len)))
         rc = -EBADMSG;
     free(blob);

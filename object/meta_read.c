@@ -132,10 +132,9 @@ static int repair_one(struct gw_objects *o, int node, const char *bucket, const 
     return rc;
 }
 
-/* Home i's call ended with rc and blob (taken); c (may be NULL) was its
- * client. The job's reference of the call is the caller's to drop. */
-static void read_ended(struct read_job *j, int i, struct node_client *c, int rc, void *blob,
-                       size_t len)
+/* Home i's call ended with rc and blob (taken). The job's reference of the
+ * call is the caller's to drop. */
+static void read_ended(struct read_job *j, int i, int rc, void *blob, size_t len)
 {
     struct gw_objects *o = j->o;
     int node = j->nodes[i];
@@ -143,7 +142,6 @@ static void read_ended(struct read_job *j, int i, struct node_client *c, int rc,
     json_t *rec = NULL;
     int idx = -1;
     const uint8_t *shard = NULL;
-    gw_client_put(o, node, c, rc == -ENOENT ? 0 : rc);
     if (rc == 0 && !(rec = gw_rec_load(blob, len)))
         rc = -EBADMSG;
     int k, m;
@@ -178,14 +176,10 @@ static void read_ended(struct read_job *j, int i, struct node_client *c, int rc,
 static void read_one(void *arg, int i)
 {
     struct read_job *j = arg;
-    int node = j->nodes[i];
-    struct node_client *c = NULL;
-    int rc = gw_node_is_down(j->o, node) ? -EHOSTDOWN : gw_client_get(j->o, node, &c);
-    void *blob = NULL;
-    size_t len = 0;
-    if (rc == 0)
-        rc = node_client_get_meta(c, j->bucket, j->key, &blob, &len);
-    read_ended(j, i, c, rc, blob, len);
+    void *blob;
+    size_t len;
+    int rc = gw_node_get_meta(j->o, j->nodes[i], j->bucket, j->key, &blob, &len);
+    read_ended(j, i, rc, blob, len);
     read_job_put(j);
 }
 
@@ -196,7 +190,8 @@ static void read_end(void *arg, int i)
     void *blob = NULL;
     size_t len = 0;
     int rc = node_client_get_meta_end(&j->calls.call[i], &blob, &len);
-    read_ended(j, i, j->calls.client[i], rc, blob, len);
+    gw_client_put(j->o, j->nodes[i], j->calls.client[i], rc == -ENOENT ? 0 : rc);
+    read_ended(j, i, rc, blob, len);
     read_job_put(j);
 }
 
@@ -207,7 +202,8 @@ static bool start_read(struct read_job *j, int i)
     int node = j->nodes[i];
     struct node_client *c;
     if (gw_node_is_down(j->o, node)) {
-        read_ended(j, i, NULL, -EHOSTDOWN, NULL, 0);
+        gw_client_put(j->o, node, NULL, -EHOSTDOWN);
+        read_ended(j, i, -EHOSTDOWN, NULL, 0);
         read_job_put(j);
         return true;
     }
@@ -219,7 +215,8 @@ static bool start_read(struct read_job *j, int i)
         return false;
     }
     if (rc) {
-        read_ended(j, i, c, rc, NULL, 0);
+        gw_client_put(j->o, node, c, rc);
+        read_ended(j, i, rc, NULL, 0);
         read_job_put(j);
         return true;
     }

@@ -255,6 +255,12 @@ void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc
 
 void gw_drop_clients(struct gw_node *nd);
 
+/* A node's metadata blob of a key (node_client_get_meta) over one of its
+ * clients: -EHOSTDOWN without a call if it is judged down; the outcome is
+ * evidence, "none" (-ENOENT) an answer. */
+int gw_node_get_meta(struct gw_objects *o, int node, const char *bucket, const char *key,
+                     void **blob, size_t *len);
+
 /* round_calls.c: The calls of a metadata round its own thread has out */
 
 struct gw_round_calls {
