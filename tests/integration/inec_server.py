@@ -163,12 +163,22 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 
 
 def _pid_alive(pid):
-    """Alive and not a zombie (cluster.sh's children are nobody's to reap)."""
+    """Alive while any of its threads is: after SIGKILL the main thread can be
+    a zombie already while the others still exit, holding the process's
+    sockets (a restart on its port would find it in use). A zombie whose
+    threads are all gone is dead (cluster.sh's children are nobody's to reap)."""
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        tasks = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return False
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return True
+        except OSError:
+            continue  # that thread is gone
+    return False
 
 
 class InecCluster(InecServer):
