@@ -482,25 +482,58 @@ int node_client_put_chunk(struct node_client *c, const struct node_chunk_id *id,
     return call0(c, NODE_RPC_PUT_CHUNK, head, sizeof(head), data, len);
 }
 
-int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
-                          size_t *len, uint64_t *version)
+static int get_chunk_start(struct node_client *c, const struct node_chunk_id *id, bool connect,
+                           struct node_call *k)
 {
     uint8_t head[RPC_CHUNK_HEAD];
-    struct rpc_msg m = {0};
     rpc_chunk_head_encode(head, id, 0);
-    int rc = call(c, NODE_RPC_GET_CHUNK, head, sizeof(head), NULL, 0, &m);
-    if (rc == 0 && m.len < 8)
-        rc = cfail(c, -EPROTO, "node %s: short get response", c->addr);
+    return call_start(c, NODE_RPC_GET_CHUNK, head, sizeof(head), NULL, 0, c->timeout_ms, connect,
+                      k);
+}
+
+int node_client_get_chunk_start(struct node_client *c, const struct node_chunk_id *id,
+                                struct node_call *k)
+{
+    return get_chunk_start(c, id, false, k);
+}
+
+int node_client_get_chunk_end(struct node_call *k, void **buf, uint8_t **data, size_t *len,
+                              uint64_t *version)
+{
+    call_step(k, true);
+    int rc = k->rc;
+    if (rc == 0 && k->len < 8)
+        rc = cfail(k->c, -EPROTO, "node %s: short get response", k->c->addr);
     if (rc) {
-        free(m.data);
+        free(k->data);
+        k->data = NULL;
         return rc;
     }
     if (version)
-        *version = rpc_get64(m.data);
-    *len = m.len - 8;
-    memmove(m.data, m.data + 8, *len);
-    *data = m.data;
+        *version = rpc_get64(k->data);
+    *buf = k->data;
+    *data = k->data + 8;
+    *len = k->len - 8;
+    k->data = NULL;
     return 0;
+}
+
+int node_client_get_chunk_in(struct node_client *c, const struct node_chunk_id *id, void **buf,
+                             uint8_t **data, size_t *len, uint64_t *version)
+{
+    struct node_call k;
+    int rc = get_chunk_start(c, id, true, &k);
+    return rc ? rc : node_client_get_chunk_end(&k, buf, data, len, version);
+}
+
+int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
+                          size_t *len, uint64_t *version)
+{
+    uint8_t *at;
+    int rc = node_client_get_chunk_in(c, id, data, &at, len, version);
+    if (rc == 0)
+        memmove(*data, at, *len);
+    return rc;
 }
 
 int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *id,

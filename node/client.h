@@ -63,7 +63,8 @@ const char *node_client_errmsg(const struct node_client *c);
 /* Durable on the node when this returns 0. */
 int node_client_put_chunk(struct node_client *c, const struct node_chunk_id *id, uint64_t version,
                           const void *data, size_t len);
-/* *data is malloc'ed (caller frees); version may be NULL. */
+/* *data is malloc'ed (caller frees); version may be NULL. node_client_get_chunk_in
+ * (below) does not move the bytes. */
 int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
                           size_t *len, uint64_t *version);
 int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *id,
@@ -116,6 +117,15 @@ int node_client_put_meta_end(struct node_call *k, uint64_t *stored, void **old, 
 int node_client_get_meta_start(struct node_client *c, const char *bucket, const char *key,
                                struct node_call *k);
 int node_client_get_meta_end(struct node_call *k, void **blob, size_t *len);
+/* A chunk read without moving its bytes: they are at *data inside *buf,
+ * which the caller frees (the answer as it arrived, the version in front);
+ * version may be NULL. In steps too, likewise. */
+int node_client_get_chunk_in(struct node_client *c, const struct node_chunk_id *id, void **buf,
+                             uint8_t **data, size_t *len, uint64_t *version);
+int node_client_get_chunk_start(struct node_client *c, const struct node_chunk_id *id,
+                                struct node_call *k);
+int node_client_get_chunk_end(struct node_call *k, void **buf, uint8_t **data, size_t *len,
+                              uint64_t *version);
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);

@@ -62,9 +62,12 @@ struct gw_get {
     uint64_t cs;
     uint64_t size, pos, end;
     uint64_t *start; /* of each stripe in the object (gw_layout_starts) */
-    uint8_t *buf;    /* chunk c of the loaded stripe at c * L */
+    uint8_t *buf;    /* loaded chunks not read directly (rebuilt, or the DEG's): c at c * L */
     size_t cap;
-    uint64_t lo, hi;        /* object bytes [lo, hi) are in buf */
+    uint64_t lo, hi;                     /* object bytes [lo, hi) are loaded: */
+    const uint8_t *at[PLACE_MAX_CHUNKS]; /* chunk c's bytes, in buf or in cur */
+    size_t L;                            /* of the loaded stripe's chunks */
+    struct gw_fetch *cur;                /* holds the chunks read for it (not copied) */
     int64_t deadline_ms;    /* max_get_ms after the record was read: then its chunks may go */
     struct gw_fetch *ahead; /* decode ahead: reads of stripe ahead_s, in flight */
     size_t ahead_s;
@@ -467,6 +470,9 @@ static int load_stripe(struct gw_get *g)
     }
     gw_fetch_release(g->ahead); /* a stripe skipped */
     g->ahead = NULL;
+    gw_fetch_release(g->cur); /* the stripe before */
+    g->cur = NULL;
+    g->lo = g->hi = 0;
     /* Known lost: rebuilt from k direct reads (decode_direct), or in the
      * network through the pool's decode DEG, which brings the chunks it read
      * too; either may have gone out while the stripe before streamed. */
@@ -512,11 +518,15 @@ static int load_stripe(struct gw_get *g)
     }
     struct gw_fetch_result res = {0};
     char err[256] = "";
+    const uint8_t *at[PLACE_MAX_CHUNKS] = {0};
     /* The rest read directly: hedged, retried, decoded here when a chunk
      * fails; once bytes went out, giving up cuts the response, so it waits
      * longer for nodes to come back. */
-    rc = gw_fetch_wait(f, rest, g->served > 0, g->buf, &res, err, sizeof(err));
-    gw_fetch_release(f);
+    rc = gw_fetch_wait(f, rest, g->served > 0, g->buf, at, &res, err, sizeof(err));
+    if (rc == 0)
+        g->cur = f;
+    else
+        gw_fetch_release(f);
     for (int c = 0; c < g->n; c++) {
         if (res.why[c] && !(lost[c] && why[c] != -EAGAIN)) {
             lost[c] = true;
@@ -557,6 +567,9 @@ static int load_stripe(struct gw_get *g)
         atomic_fetch_add(&o->failed_reads, 1);
         return -EIO;
     }
+    for (int c = first; c <= last; c++)
+        g->at[c] = rest[c] ? at[c] : g->buf + (size_t)c * L; /* or the decode DEG brought it */
+    g->L = L;
     g->lo = st + (uint64_t)first * L;
     g->hi = st + (uint64_t)(last + 1) * L;
     if (g->hi > data_end)
@@ -628,9 +641,13 @@ ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len)
             return g->rc;
     }
     uint64_t stop = g->hi < g->end ? g->hi : g->end;
-    size_t n = stop - g->pos < len ? (size_t)(stop - g->pos) : len;
     uint64_t s = gw_layout_find(g->start, json_array_size(g->stripes), g->pos);
-    memcpy(buf, g->buf + (g->pos - g->start[s]), n);
+    uint64_t off = g->pos - g->start[s];
+    size_t c = off / g->L, in = off % g->L; /* a chunk at a time: they lie apart */
+    if (stop > g->pos + (g->L - in))
+        stop = g->pos + (g->L - in);
+    size_t n = stop - g->pos < len ? (size_t)(stop - g->pos) : len;
+    memcpy(buf, g->at[c] + in, n);
     g->pos += n;
     g->served += n;
     return (ssize_t)n;
@@ -641,6 +658,7 @@ void gw_get_end(struct gw_get *g)
     if (!g)
         return;
     gw_fetch_release(g->ahead);
+    gw_fetch_release(g->cur);
     if (g->dec && g->dec->job) /* it writes into dec_buf */
         decode_finish(g, g->dec);
     free(g->dec);

@@ -52,8 +52,9 @@ struct gw_fetch {
     int refs;
     struct gw_fetch_stripe st;
     enum slot state[PLACE_MAX_CHUNKS];
-    int rc[PLACE_MAX_CHUNKS]; /* of the last read (SLOT_DONE) */
-    uint8_t *data[PLACE_MAX_CHUNKS];
+    int rc[PLACE_MAX_CHUNKS];        /* of the last read (SLOT_DONE) */
+    void *buf[PLACE_MAX_CHUNKS];     /* a read's answer (freed with the fetch) */
+    uint8_t *data[PLACE_MAX_CHUNKS]; /* chunk c's bytes, in buf[c] */
     int64_t sent_ms[PLACE_MAX_CHUNKS];
     bool force[PLACE_MAX_CHUNKS]; /* read even if the node is judged down */
     bool left;                    /* the waiter is gone: late reads report their own losses */
@@ -135,7 +136,7 @@ static void fetch_put(struct gw_fetch *f)
     if (!last)
         return;
     for (int c = 0; c < f->st.n; c++)
-        free(f->data[c]);
+        free(f->buf[c]);
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -178,7 +179,8 @@ static void read_job(void *arg, int c)
     pthread_mutex_unlock(&f->lock);
     int node = st->node[c];
     struct node_client *cl = NULL;
-    void *data = NULL;
+    void *buf = NULL;
+    uint8_t *data = NULL;
     size_t len = 0;
     int64_t t0 = now_us();
     int rc = node < 0                             ? -EHOSTDOWN
@@ -187,7 +189,7 @@ static void read_job(void *arg, int c)
     if (rc == 0) {
         struct node_chunk_id id = {.stripe = st->stripe, .index = (uint32_t)c};
         memcpy(id.object, st->oid, sizeof(id.object));
-        rc = node_client_get_chunk(cl, &id, &data, &len, NULL);
+        rc = node_client_get_chunk_in(cl, &id, &buf, &data, &len, NULL);
         gw_client_put(o, node, cl, rc == -ENOENT || rc == -EBADMSG ? 0 : rc);
     }
     if (rc == 0 && len != st->len)
@@ -197,12 +199,14 @@ static void read_job(void *arg, int c)
     if (rc == 0)
         latency_add(o->fetcher, now_us() - t0);
     else {
-        free(data);
+        free(buf);
+        buf = NULL;
         data = NULL;
     }
     pthread_mutex_lock(&f->lock);
     f->state[c] = SLOT_DONE;
     f->rc[c] = rc;
+    f->buf[c] = buf;
     f->data[c] = data;
     bool orphan = f->left;
     pthread_cond_broadcast(&f->cond);
@@ -215,7 +219,8 @@ static void read_job(void *arg, int c)
 /* Sends chunk c's read (f->lock held). */
 static void post(struct gw_fetch *f, int c, bool force)
 {
-    free(f->data[c]);
+    free(f->buf[c]);
+    f->buf[c] = NULL;
     f->data[c] = NULL;
     f->state[c] = SLOT_OUT;
     f->force[c] = force;
@@ -321,7 +326,7 @@ static int top_up(struct gw_fetch *f, int live)
 }
 
 int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *out,
-                  struct gw_fetch_result *res, char *err, size_t errlen)
+                  const uint8_t **at, struct gw_fetch_result *res, char *err, size_t errlen)
 {
     const struct gw_fetch_stripe *st = &f->st;
     struct gw_objects *o = f->o;
@@ -402,8 +407,8 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
         pthread_cond_timedwait(&f->cond, &f->lock, &until);
     }
     for (int c = 0; c < st->n; c++) {
-        if (rc == 0 && c < st->k && need[c] && valid(f, c))
-            memcpy(out + (size_t)c * st->len, f->data[c], st->len);
+        if (rc == 0 && c < st->k && need[c]) /* read, else rebuilt into out */
+            at[c] = valid(f, c) ? f->data[c] : out + (size_t)c * st->len;
         if (f->state[c] == SLOT_DONE && f->rc[c])
             res->why[c] = f->rc[c];
         else if (f->state[c] == SLOT_OUT && c < st->k && need[c])

@@ -54,7 +54,9 @@ void gw_fetcher_destroy(struct gw_objects *o); /* waits for the reads in flight 
 /* Posts reads of the chunks want[c] (none: NULL) whose node is not down. */
 int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const bool *want,
                    struct gw_fetch **out);
-/* Data chunks need[c] (c < k) into out + c * len. 0, or -EIO (err says why).
+/* Data chunks need[c] (c < k): at[c] is where chunk c's len bytes are, in
+ * the fetch (valid until gw_fetch_release: not copied) or, rebuilt here, at
+ * out + c * len. 0, or -EIO (err says why).
  * res->why says which chunks failed (the caller queues them for repair); a
  * read left behind that finds its chunk missing or corrupt later queues it
  * itself.
@@ -62,7 +64,7 @@ int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const
  * patient wait (a response already under way: giving up cuts it) tries again
  * until 3 peer timeouts have passed. */
 int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *out,
-                  struct gw_fetch_result *res, char *err, size_t errlen);
+                  const uint8_t **at, struct gw_fetch_result *res, char *err, size_t errlen);
 void gw_fetch_release(
     struct gw_fetch *f); /* NULL is a no-op; reads in flight finish on their own */
 

@@ -188,6 +188,16 @@ static void test_chunks(void **state)
         assert_int_equal(ver, 7);
         assert_memory_equal(got, data, sizes[i]);
         free(got);
+        /* In place: the same bytes, inside the answer's buffer. */
+        void *buf = NULL;
+        uint8_t *at = NULL;
+        ver = 0;
+        assert_int_equal(node_client_get_chunk_in(f->c, &id, &buf, &at, &len, &ver), 0);
+        assert_int_equal(len, sizes[i]);
+        assert_int_equal(ver, 7);
+        assert_true(at >= (uint8_t *)buf);
+        assert_memory_equal(at, data, sizes[i]);
+        free(buf);
         free(data);
     }
     struct node_chunk_id id = chunk_id(1, 1, 2);
