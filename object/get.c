@@ -425,7 +425,7 @@ static void fetch_ahead(struct gw_get *g, size_t s)
     }
     if (fetch_stripe(g, s + 1, &fs))
         return;
-    if (gw_fetch_start(g->o, &fs, want, &g->ahead) == 0) {
+    if (gw_fetch_start(g->o, &fs, want, true, &g->ahead) == 0) {
         g->ahead_s = s + 1;
         memcpy(g->ahead_lost, lost, sizeof(lost));
         memcpy(g->ahead_why, why, sizeof(why));
@@ -512,7 +512,7 @@ static int load_stripe(struct gw_get *g)
     if (!f) { /* the rest read directly */
         for (int c = first; !direct && c <= last; c++)
             want[c] = rest[c] && !lost[c];
-        rc = gw_fetch_start(o, &fs, want, &f);
+        rc = gw_fetch_start(o, &fs, want, false, &f);
         if (rc)
             return rc;
     }

@@ -359,7 +359,7 @@ static void ask(struct read_job *j, int want)
                 continue;
             if (!j->fan) { /* the reader waits on j->cond from now on */
                 j->fan = true;
-                gw_round_calls_hand_over(j->o, &j->calls, j->n);
+                gw_round_calls_hand_over(j->o->fan, &j->calls, j->n);
             }
             if (gw_fanout_post(j->o->fan, read_one, j, i))
                 read_one(j, i);
@@ -419,7 +419,7 @@ static int meta_read(struct gw_objects *o, const char *bucket, const char *key, 
         }
     }
     pthread_mutex_unlock(&j->lock);
-    gw_round_calls_hand_over(o, &j->calls, j->n); /* the homes still out: the fan-out's */
+    gw_round_calls_hand_over(o->fan, &j->calls, j->n); /* the homes still out: the fan-out's */
     pthread_mutex_lock(&j->lock);
     json_t *best = NULL, *ret = NULL;
     /* Fallback only once every home ANSWERED: a home that is down may hold

@@ -238,7 +238,7 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
                 write_one(m, i);
         }
     if (fan)
-        gw_round_calls_hand_over(o, &m->calls, m->n);
+        gw_round_calls_hand_over(o->fan, &m->calls, m->n);
     memset(r, 0, sizeof(*r));
     /* An inline record's round waits for its spare home while that many can
      * still take it, and settles for W only when they cannot. */
@@ -253,7 +253,7 @@ static void round_run(struct meta_round *m, struct gw_meta_round *r, json_t *old
             break;
         node_calls_wait(out, nout, -1);
     }
-    gw_round_calls_hand_over(o, &m->calls, m->n);
+    gw_round_calls_hand_over(o->fan, &m->calls, m->n);
     pthread_mutex_lock(&m->lock);
     while (round_waits(m, spare) || round_waits(m, o->meta_wq))
         pthread_cond_wait(&m->cond, &m->lock);

@@ -261,7 +261,7 @@ void gw_drop_clients(struct gw_node *nd);
 int gw_node_get_meta(struct gw_objects *o, int node, const char *bucket, const char *key,
                      void **blob, size_t *len);
 
-/* round_calls.c: The calls of a metadata round its own thread has out */
+/* round_calls.c: The calls of a round its own thread has out */
 
 struct gw_round_calls {
     struct node_call call[PLACE_MAX_CHUNKS];
@@ -273,8 +273,8 @@ struct gw_round_calls {
 /* Ends the calls out that have their answers; the others go in out
  * (node_calls_wait's), their count returned. */
 int gw_round_calls_reap(struct gw_round_calls *rc, int n, struct node_call **out);
-/* The calls still out end on the fan-out. */
-void gw_round_calls_hand_over(struct gw_objects *o, struct gw_round_calls *rc, int n);
+/* The calls still out end on the fan-out fan. */
+void gw_round_calls_hand_over(struct gw_fanout *fan, struct gw_round_calls *rc, int n);
 
 /* detector.c: The failure detector's probes */
 

@@ -1,9 +1,10 @@
 /*
- * The calls of a metadata round that its own thread has out (meta_write.c,
- * meta_read.c): the requests leave from the thread that runs the round, over
- * idle clients, and it takes the answers as they come (node_calls_wait), so
- * a call costs no fan-out thread's wake-ups there and back. The calls still
- * out once the round has what it waits for end on the fan-out.
+ * The calls of a round that its own thread has out (meta_write.c,
+ * meta_read.c, stripe_fetch.c): the requests leave from the thread that runs
+ * the round, over idle clients, and it takes the answers as they come
+ * (node_calls_wait), so a call costs no fan-out thread's wake-ups there and
+ * back. The calls still out once the round has what it waits for end on a
+ * fan-out.
  */
 #include "object/objects_internal.h"
 
@@ -23,13 +24,13 @@ int gw_round_calls_reap(struct gw_round_calls *rc, int n, struct node_call **out
     return nout;
 }
 
-void gw_round_calls_hand_over(struct gw_objects *o, struct gw_round_calls *rc, int n)
+void gw_round_calls_hand_over(struct gw_fanout *fan, struct gw_round_calls *rc, int n)
 {
     for (int i = 0; i < n; i++) {
         if (!rc->out[i])
             continue;
         rc->out[i] = false;
-        if (gw_fanout_post(o->fan, rc->end, rc->arg, i))
+        if (gw_fanout_post(fan, rc->end, rc->arg, i))
             rc->end(rc->arg, i);
     }
 }

@@ -2,11 +2,17 @@
  * A stripe's chunks read straight from their nodes, around failures (the
  * contract is in stripe_fetch.h).
  *
- * Each read is a job on the fetcher's own threads (a slow node must not hold
- * the fan-out the metadata calls use) and holds a reference on its fetch, so
- * a reader that stopped waiting (it decoded around a late chunk, or its GET
- * ended) leaves it to finish on its own. The waiter decides under the fetch's
- * lock, each time a read lands or a hedge delay runs out:
+ * A read leaves from the waiter's own thread over an idle client, and the
+ * waiter takes its answer (round_calls.c): no thread hand-off there and
+ * back. A read that cannot (no idle client: dialing may block; a retry; a
+ * fetch the caller waits for later, decode ahead, whose answers must land
+ * meanwhile) is a job on the fetcher's own threads (a slow node must not
+ * hold the fan-out the metadata calls use), and from then on the waiter
+ * hands its own reads over to those threads too and waits for them all. A
+ * read holds a reference on its fetch, so a reader that stopped waiting (it
+ * decoded around a late chunk, or its GET ended) leaves it to finish on its
+ * own. The waiter decides under the fetch's lock, each time a read lands or
+ * a hedge delay runs out:
  *   - every data chunk needed is in: done;
  *   - one needed is failed, late, or was never asked for: rebuild it from any
  *     k chunks in hand, else ask more chunks until k could answer;
@@ -56,8 +62,11 @@ struct gw_fetch {
     void *buf[PLACE_MAX_CHUNKS];     /* a read's answer (freed with the fetch) */
     uint8_t *data[PLACE_MAX_CHUNKS]; /* chunk c's bytes, in buf[c] */
     int64_t sent_ms[PLACE_MAX_CHUNKS];
-    bool force[PLACE_MAX_CHUNKS]; /* read even if the node is judged down */
-    bool left;                    /* the waiter is gone: late reads report their own losses */
+    bool force[PLACE_MAX_CHUNKS];    /* read even if the node is judged down */
+    bool left;                       /* the waiter is gone: late reads report their own losses */
+    bool fan;                        /* reads go on the fetcher's threads (the waiter's: calls) */
+    struct gw_round_calls calls;     /* reads the waiter's thread has out */
+    int64_t t0_us[PLACE_MAX_CHUNKS]; /* when they went out */
 };
 
 static int64_t now_us(void)
@@ -146,6 +155,7 @@ void gw_fetch_release(struct gw_fetch *f)
 {
     if (!f)
         return;
+    gw_round_calls_hand_over(f->o->fetcher->fan, &f->calls, f->st.n);
     pthread_mutex_lock(&f->lock);
     f->left = true; /* never waited for (decode ahead, the GET ended) */
     pthread_mutex_unlock(&f->lock);
@@ -167,31 +177,21 @@ static void note_late_loss(struct gw_fetch *f, int c, int rc)
                    false);
 }
 
-/* One chunk read (a job on the fetcher's threads): node, length and, for a
- * data chunk, the record's CRC; -EBADMSG for a corrupt one. */
-static void read_job(void *arg, int c)
+static struct node_chunk_id chunk_id(const struct gw_fetch *f, int c)
 {
-    struct gw_fetch *f = arg;
+    struct node_chunk_id id = {.stripe = f->st.stripe, .index = (uint32_t)c};
+    memcpy(id.object, f->st.oid, sizeof(id.object));
+    return id;
+}
+
+/* Chunk c's read answered (any thread): checked (length and, for a data
+ * chunk, the record's CRC; -EBADMSG for a corrupt one), then handed to the
+ * waiter. */
+static void read_done(struct gw_fetch *f, int c, int rc, void *buf, uint8_t *data, size_t len,
+                      int64_t t0)
+{
     struct gw_objects *o = f->o;
     const struct gw_fetch_stripe *st = &f->st;
-    pthread_mutex_lock(&f->lock);
-    bool force = f->force[c];
-    pthread_mutex_unlock(&f->lock);
-    int node = st->node[c];
-    struct node_client *cl = NULL;
-    void *buf = NULL;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    int64_t t0 = now_us();
-    int rc = node < 0                             ? -EHOSTDOWN
-             : !force && gw_node_is_down(o, node) ? -EHOSTDOWN
-                                                  : gw_client_get(o, node, &cl);
-    if (rc == 0) {
-        struct node_chunk_id id = {.stripe = st->stripe, .index = (uint32_t)c};
-        memcpy(id.object, st->oid, sizeof(id.object));
-        rc = node_client_get_chunk_in(cl, &id, &buf, &data, &len, NULL);
-        gw_client_put(o, node, cl, rc == -ENOENT || rc == -EBADMSG ? 0 : rc);
-    }
     if (rc == 0 && len != st->len)
         rc = -EBADMSG;
     if (rc == 0 && c < st->k && node_crc32c(data, len) != st->crc[c])
@@ -216,6 +216,72 @@ static void read_job(void *arg, int c)
     fetch_put(f);
 }
 
+static int outcome(int rc) /* a missing or corrupt chunk is an answer: the node is fine */
+{
+    return rc == -ENOENT || rc == -EBADMSG ? 0 : rc;
+}
+
+/* One chunk read, a job on the fetcher's threads. */
+static void read_job(void *arg, int c)
+{
+    struct gw_fetch *f = arg;
+    struct gw_objects *o = f->o;
+    pthread_mutex_lock(&f->lock);
+    bool force = f->force[c];
+    pthread_mutex_unlock(&f->lock);
+    int node = f->st.node[c];
+    struct node_client *cl = NULL;
+    void *buf = NULL;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int64_t t0 = now_us();
+    int rc = node < 0                             ? -EHOSTDOWN
+             : !force && gw_node_is_down(o, node) ? -EHOSTDOWN
+                                                  : gw_client_get(o, node, &cl);
+    if (rc == 0) {
+        struct node_chunk_id id = chunk_id(f, c);
+        rc = node_client_get_chunk_in(cl, &id, &buf, &data, &len, NULL);
+        gw_client_put(o, node, cl, outcome(rc));
+    }
+    read_done(f, c, rc, buf, data, len, t0);
+}
+
+/* Ends a read the waiter's thread sent (send_here): on that thread, or on
+ * the fetcher's once handed over. */
+static void read_end(void *arg, int c)
+{
+    struct gw_fetch *f = arg;
+    void *buf = NULL;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = node_client_get_chunk_end(&f->calls.call[c], &buf, &data, &len, NULL);
+    gw_client_put(f->o, f->st.node[c], f->calls.client[c], outcome(rc));
+    read_done(f, c, rc, buf, data, len, f->t0_us[c]);
+}
+
+/* Sends chunk c's read from this thread over an idle client (f->lock held);
+ * false when that cannot be done without blocking. */
+static bool send_here(struct gw_fetch *f, int c)
+{
+    struct gw_objects *o = f->o;
+    int node = f->st.node[c];
+    struct node_client *cl;
+    if (node < 0 || gw_node_is_down(o, node) || gw_client_idle(o, node, &cl))
+        return false;
+    struct node_chunk_id id = chunk_id(f, c);
+    int rc = node_client_get_chunk_start(cl, &id, &f->calls.call[c]);
+    if (rc == -ENOTCONN)
+        node_client_close(cl); /* read_job dials a new one */
+    else if (rc)
+        gw_client_put(o, node, cl, rc);
+    if (rc)
+        return false;
+    f->calls.client[c] = cl;
+    f->calls.out[c] = true;
+    f->t0_us[c] = now_us();
+    return true;
+}
+
 /* Sends chunk c's read (f->lock held). */
 static void post(struct gw_fetch *f, int c, bool force)
 {
@@ -226,6 +292,9 @@ static void post(struct gw_fetch *f, int c, bool force)
     f->force[c] = force;
     f->sent_ms[c] = gw_now_ms();
     f->refs++;
+    if (!f->fan && !force && send_here(f, c))
+        return;
+    f->fan = true;
     if (gw_fanout_post(f->o->fetcher->fan, read_job, f, c)) {
         f->refs--;
         f->state[c] = SLOT_DONE;
@@ -234,7 +303,7 @@ static void post(struct gw_fetch *f, int c, bool force)
 }
 
 int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const bool *want,
-                   struct gw_fetch **out)
+                   bool later, struct gw_fetch **out)
 {
     *out = NULL;
     struct gw_fetch *f = calloc(1, sizeof(*f));
@@ -243,6 +312,9 @@ int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const
     f->o = o;
     f->st = *st;
     f->refs = 1;
+    f->fan = later;
+    f->calls.end = read_end;
+    f->calls.arg = f;
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
     pthread_mutex_lock(&f->lock);
@@ -335,8 +407,18 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
     int budget_ms = (patient ? 3 : 2) * o->timeout_ms;
     int64_t deadline = gw_now_ms() + budget_ms;
     int rc = -EIO;
+    struct gw_fanout *fan = o->fetcher->fan;
+    struct node_call *mine[PLACE_MAX_CHUNKS]; /* this thread's reads still out */
     pthread_mutex_lock(&f->lock);
     for (;;) {
+        int nmine = 0;
+        bool fanned = f->fan;
+        pthread_mutex_unlock(&f->lock); /* their ends take it */
+        if (fanned)
+            gw_round_calls_hand_over(fan, &f->calls, st->n);
+        else
+            nmine = gw_round_calls_reap(&f->calls, st->n, mine);
+        pthread_mutex_lock(&f->lock);
         int64_t now = gw_now_ms(), wake = deadline;
         bool all = true, trouble = false, late = false;
         int nvalid = 0, live = 0, out_n = 0;
@@ -403,6 +485,12 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
             rc = -EIO;
             break;
         }
+        if (nmine) {
+            pthread_mutex_unlock(&f->lock);
+            node_calls_wait(mine, nmine, wake > now ? (int)(wake - now) : 1);
+            pthread_mutex_lock(&f->lock);
+            continue;
+        }
         struct timespec until = gw_deadline_in_ms(wake > now ? wake - now : 1);
         pthread_cond_timedwait(&f->cond, &f->lock, &until);
     }
@@ -416,5 +504,6 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
     }
     f->left = true;
     pthread_mutex_unlock(&f->lock);
+    gw_round_calls_hand_over(fan, &f->calls, st->n); /* late ones, left behind */
     return rc;
 }

@@ -51,9 +51,12 @@ struct gw_fetch_result {
 int gw_fetcher_create(struct gw_objects *o);
 void gw_fetcher_destroy(struct gw_objects *o); /* waits for the reads in flight */
 
-/* Posts reads of the chunks want[c] (none: NULL) whose node is not down. */
+/* Posts reads of the chunks want[c] (none: NULL) whose node is not down.
+ * They leave from this thread, whose gw_fetch_wait takes their answers;
+ * with later (decode ahead: the wait comes after other work) they go on
+ * the fetcher's threads, which take the answers meanwhile. */
 int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const bool *want,
-                   struct gw_fetch **out);
+                   bool later, struct gw_fetch **out);
 /* Data chunks need[c] (c < k): at[c] is where chunk c's len bytes are, in
  * the fetch (valid until gw_fetch_release: not copied) or, rebuilt here, at
  * out + c * len. 0, or -EIO (err says why).
