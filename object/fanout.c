@@ -1,7 +1,12 @@
 /*
  * The fan-out: threads that run batches of jobs, so the gateway calls
  * several nodes at once; the pool grows (up to FAN_MAX) while calls hang on a
- * node, so a hung node never stalls the calls to the others.
+ * node, so a hung node never stalls the calls to the others, and shrinks
+ * back to the threads it keeps: the fewest threads idle at once over a
+ * window of idle_ms were not needed then, and that many leave (a pool's
+ * periodic jobs wake its threads in turn, so no one thread's idle time
+ * says it). A thread that leaves is joined by the next that grows or
+ * destroys the pool.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +15,8 @@
 #include "inec/log.h"
 #include "object/objects_internal.h"
 
-#define FAN_MAX 64 /* a pool grows to this when every thread waits on a hung node */
+#define FAN_MAX     64    /* a pool grows to this when every thread waits on a hung node */
+#define FAN_IDLE_MS 10000 /* the window over which threads idle throughout leave */
 
 struct fan_job {
     void (*fn)(void *arg, int i);
@@ -28,8 +34,48 @@ struct gw_fanout {
     struct fan_job *head, *tail;
     bool stop;
     int nthreads, idle, queued, starting; /* starting: created, not waiting yet */
+    int keep, idle_ms;
+    int64_t since; /* the window began (gw_now_ms) */
+    int min_idle;  /* the fewest threads idle at once in it */
+    int surplus;   /* threads to leave, from the window before */
     pthread_t threads[FAN_MAX];
+    pthread_t left[FAN_MAX]; /* threads gone idle and leaving: to join */
+    int nleft;
 };
+
+/* Leaves the pool, idle (f->lock held): its place goes to the last thread. */
+static void fan_leave(struct gw_fanout *f)
+{
+    for (int i = 0; i < f->nthreads; i++) {
+        if (!pthread_equal(f->threads[i], pthread_self()))
+            continue;
+        f->left[f->nleft++] = f->threads[i];
+        f->threads[i] = f->threads[--f->nthreads];
+        return;
+    }
+}
+
+/* Should this idle thread leave the pool (f->lock held)? */
+static bool fan_surplus(struct gw_fanout *f)
+{
+    int64_t now = gw_now_ms();
+    if (now - f->since >= f->idle_ms) {
+        f->surplus = f->min_idle;
+        f->since = now;
+        f->min_idle = f->idle;
+    }
+    if (f->head || f->stop || f->surplus <= 0 || f->nthreads <= f->keep)
+        return false;
+    f->surplus--;
+    return true;
+}
+
+/* Joins the threads that left (f->lock held; they no longer take it). */
+static void fan_join_left(struct gw_fanout *f)
+{
+    while (f->nleft > 0)
+        pthread_join(f->left[--f->nleft], NULL);
+}
 
 static void *fan_main(void *arg)
 {
@@ -38,12 +84,25 @@ static void *fan_main(void *arg)
     pthread_mutex_lock(&f->lock);
     f->starting--;
     for (;;) {
+        /* Here after each job and each timeout: a pool's jobs wake its
+         * threads in turn, so a thread may never time out idle. */
+        if (fan_surplus(f)) {
+            fan_leave(f);
+            break;
+        }
         f->idle++;
-        while (!f->head && !f->stop)
-            pthread_cond_wait(&f->cond, &f->lock);
+        bool timed_out = false;
+        while (!f->head && !f->stop && !timed_out) {
+            struct timespec until = gw_deadline_in_ms(f->idle_ms);
+            timed_out = pthread_cond_timedwait(&f->cond, &f->lock, &until) == ETIMEDOUT;
+        }
         f->idle--;
+        if (!f->head && !f->stop)
+            continue; /* the top decides: leave, or wait again */
         if (!f->head)
             break;
+        if (f->idle < f->min_idle)
+            f->min_idle = f->idle;
         struct fan_job *j = f->head;
         f->queued--;
         f->head = j->next;
@@ -68,10 +127,14 @@ static void *fan_main(void *arg)
  * (f->lock held). */
 static void fan_grow(struct gw_fanout *f)
 {
+    fan_join_left(f);
     while (f->queued > f->idle + f->starting && f->nthreads < FAN_MAX &&
            pthread_create(&f->threads[f->nthreads], NULL, fan_main, f) == 0) {
         f->nthreads++;
         f->starting++;
+        f->surplus = 0; /* needed now: a new window */
+        f->since = gw_now_ms();
+        f->min_idle = f->idle;
     }
 }
 
@@ -137,17 +200,19 @@ int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg,
     return 0;
 }
 
-int gw_fanout_create(int nthreads, struct gw_fanout **out)
+int gw_fanout_create(int keep, struct gw_fanout **out)
 {
     struct gw_fanout *f = calloc(1, sizeof(*f));
     if (!f)
         return -ENOMEM;
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
-    if (nthreads > GW_FAN_THREADS)
-        nthreads = GW_FAN_THREADS;
+    f->keep = keep < 1 ? 1 : keep > FAN_MAX ? FAN_MAX : keep;
+    f->idle_ms = FAN_IDLE_MS;
+    f->since = gw_now_ms();
+    f->min_idle = f->keep;
     pthread_mutex_lock(&f->lock);
-    for (; f->nthreads < nthreads; f->nthreads++, f->starting++)
+    for (; f->nthreads < f->keep; f->nthreads++, f->starting++)
         if (pthread_create(&f->threads[f->nthreads], NULL, fan_main, f))
             break;
     pthread_mutex_unlock(&f->lock);
@@ -155,13 +220,31 @@ int gw_fanout_create(int nthreads, struct gw_fanout **out)
     return f->nthreads ? 0 : -EAGAIN;
 }
 
+void gw_fanout_idle_ms(struct gw_fanout *f, int ms)
+{
+    pthread_mutex_lock(&f->lock);
+    f->idle_ms = ms;
+    pthread_cond_broadcast(&f->cond); /* the idle ones wait again with it */
+    pthread_mutex_unlock(&f->lock);
+}
+
+int gw_fanout_threads(struct gw_fanout *f)
+{
+    pthread_mutex_lock(&f->lock);
+    fan_join_left(f);
+    int n = f->nthreads;
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
+
 void gw_fanout_destroy(struct gw_fanout *f)
 {
     if (!f)
         return;
     pthread_mutex_lock(&f->lock);
-    f->stop = true;
+    f->stop = true; /* from now on no thread leaves the array */
     pthread_cond_broadcast(&f->cond);
+    fan_join_left(f);
     pthread_mutex_unlock(&f->lock);
     for (int i = 0; i < f->nthreads; i++)
         pthread_join(f->threads[i], NULL);

@@ -170,8 +170,8 @@ struct gw_objects {
     bool gc_started;
 };
 
-/* Used by fanout.c and open.c. */
-#define GW_FAN_THREADS 16
+/* Used by open.c: the metadata fan-out's threads kept (it grows while calls wait). */
+#define GW_FAN_THREADS 4
 
 /* Used by open.c and sessions.c. */
 #define GW_SESSIONS_IDLE 12 /* idle encode sessions kept */
@@ -212,8 +212,12 @@ struct timespec gw_deadline_in_ms(int64_t ms);
 /* Runs fn(arg, i) for i in [0, n) on the fan-out threads; returns when all are done. */
 void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), void *arg);
 
-int gw_fanout_create(int nthreads, struct gw_fanout **out);
+/* A pool that keeps `keep` threads and grows while jobs wait (see fanout.c). */
+int gw_fanout_create(int keep, struct gw_fanout **out);
 void gw_fanout_destroy(struct gw_fanout *f); /* after the jobs queued have run */
+/* How long a thread beyond those kept stays idle before it leaves (10 s). */
+void gw_fanout_idle_ms(struct gw_fanout *f, int ms);
+int gw_fanout_threads(struct gw_fanout *f); /* threads in the pool now */
 
 /* Queues fn(arg, i) on f's threads and returns at once (0, or -ENOMEM). */
 int gw_fanout_post(struct gw_fanout *f, void (*fn)(void *arg, int i), void *arg, int i);

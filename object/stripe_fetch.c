@@ -34,7 +34,7 @@
 #include "object/repair.h"
 #include "inec/log.h"
 
-#define READ_THREADS 16
+#define READ_THREADS 4 /* kept: the pool grows while reads wait */
 #define LAT_SAMPLES  256
 #define LAT_MIN      32 /* samples before the percentile is trusted */
 #define HEDGE_MIN_MS 20

@@ -253,6 +253,47 @@ static void test_fanout_run(void **state)
     gw_fanout_destroy(o.fan);
 }
 
+/* Jobs that all wait at a barrier until the last arrives: each needs a thread of its own. */
+struct fan_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int in, n;
+};
+
+static void fan_gate_job(void *arg, int i)
+{
+    (void)i;
+    struct fan_gate *g = arg;
+    pthread_mutex_lock(&g->lock);
+    if (++g->in == g->n)
+        pthread_cond_broadcast(&g->cond);
+    while (g->in < g->n)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* The pool grows while jobs wait (12 at once, blocking each other until all
+ * run: 11 threads beside the caller, or the test hangs) and shrinks back to
+ * the threads it keeps once the extra ones were idle; it grows again after. */
+static void test_fanout_grows_and_shrinks(void **state)
+{
+    (void)state;
+    struct gw_objects o = {0};
+    assert_int_equal(gw_fanout_create(2, &o.fan), 0);
+    assert_int_equal(gw_fanout_threads(o.fan), 2);
+    gw_fanout_idle_ms(o.fan, 100);
+    for (int round = 0; round < 2; round++) {
+        struct fan_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 12};
+        gw_fanout_run(&o, 12, fan_gate_job, &g);
+        assert_int_equal(g.in, 12);
+        int n = 0;
+        for (int waited = 0; waited < 5000 && (n = gw_fanout_threads(o.fan)) > 2; waited += 20)
+            usleep(20 * 1000);
+        assert_int_equal(n, 2);
+    }
+    gw_fanout_destroy(o.fan);
+}
+
 static void test_inline_objects(void **state)
 {
     (void)state;
@@ -1965,6 +2006,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fanout_run),
+        cmocka_unit_test(test_fanout_grows_and_shrinks),
         cmocka_unit_test_setup_teardown(test_inline_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inline_never_older, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
