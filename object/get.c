@@ -169,7 +169,7 @@ static void read_chunk(void *arg, int i)
     if (rc == 0)
         rc = node_client_get_chunk(cl, &id, &data, &len, NULL);
     if (node >= 0)
-        gw_client_put(g->o, node, cl, rc == -ENOENT || rc == -EBADMSG ? 0 : rc);
+        gw_client_put(g->o, node, cl, gw_chunk_read_evidence(rc));
     if (rc == 0 && len != j->L)
         rc = -EBADMSG;
     if (rc == 0 && c < g->k) {

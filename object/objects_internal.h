@@ -215,7 +215,7 @@ void gw_fanout_run(struct gw_objects *o, int n, void (*fn)(void *arg, int i), vo
 /* A pool that keeps `keep` threads and grows while jobs wait (see fanout.c). */
 int gw_fanout_create(int keep, struct gw_fanout **out);
 void gw_fanout_destroy(struct gw_fanout *f); /* after the jobs queued have run */
-/* How long a thread beyond those kept stays idle before it leaves (10 s). */
+/* The window (10 s) over which threads beyond those kept that were idle throughout leave. */
 void gw_fanout_idle_ms(struct gw_fanout *f, int ms);
 int gw_fanout_threads(struct gw_fanout *f); /* threads in the pool now */
 
@@ -256,6 +256,11 @@ int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_c
 /* rc: the call's result, the detector's evidence (0: the node answered; a
  * transport failure: it did not, and its idle clients are dropped). */
 void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc);
+/* A chunk read's result as evidence: a missing or corrupt chunk is an answer. */
+static inline int gw_chunk_read_evidence(int rc)
+{
+    return rc == -ENOENT || rc == -EBADMSG ? 0 : rc;
+}
 
 void gw_drop_clients(struct gw_node *nd);
 

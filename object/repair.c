@@ -112,7 +112,7 @@ static void check_one(void *arg, int i)
     if (rc == 0)
         rc = node_client_get_chunk(cl, &id, &data, &len, NULL);
     if (node >= 0)
-        gw_client_put(x->o, node, cl, rc == -ENOENT || rc == -EBADMSG ? 0 : rc);
+        gw_client_put(x->o, node, cl, gw_chunk_read_evidence(rc));
     if (rc == 0 && len != x->L)
         rc = -EBADMSG;
     if (rc == 0 && c < x->k &&
@@ -207,7 +207,7 @@ static int move_chunk(struct stripe_ctx *x, int c, int to)
     int rc = gw_client_get(o, x->node[c], &a);
     if (rc == 0)
         rc = node_client_get_chunk(a, &id, &data, &len, NULL);
-    gw_client_put(o, x->node[c], a, rc == -ENOENT || rc == -EBADMSG ? 0 : rc);
+    gw_client_put(o, x->node[c], a, gw_chunk_read_evidence(rc));
     if (rc == 0 && (rc = gw_client_get(o, to, &b)) == 0) {
         rc = node_client_put_chunk(b, &id, GW_CHUNK_VERSION, data, len);
         gw_client_put(o, to, b, rc);

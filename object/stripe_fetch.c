@@ -216,11 +216,6 @@ static void read_done(struct gw_fetch *f, int c, int rc, void *buf, uint8_t *dat
     fetch_put(f);
 }
 
-static int outcome(int rc) /* a missing or corrupt chunk is an answer: the node is fine */
-{
-    return rc == -ENOENT || rc == -EBADMSG ? 0 : rc;
-}
-
 /* One chunk read, a job on the fetcher's threads. */
 static void read_job(void *arg, int c)
 {
@@ -241,7 +236,7 @@ static void read_job(void *arg, int c)
     if (rc == 0) {
         struct node_chunk_id id = chunk_id(f, c);
         rc = node_client_get_chunk_in(cl, &id, &buf, &data, &len, NULL);
-        gw_client_put(o, node, cl, outcome(rc));
+        gw_client_put(o, node, cl, gw_chunk_read_evidence(rc));
     }
     read_done(f, c, rc, buf, data, len, t0);
 }
@@ -255,7 +250,7 @@ static void read_end(void *arg, int c)
     uint8_t *data = NULL;
     size_t len = 0;
     int rc = node_client_get_chunk_end(&f->calls.call[c], &buf, &data, &len, NULL);
-    gw_client_put(f->o, f->st.node[c], f->calls.client[c], outcome(rc));
+    gw_client_put(f->o, f->st.node[c], f->calls.client[c], gw_chunk_read_evidence(rc));
     read_done(f, c, rc, buf, data, len, f->t0_us[c]);
 }
 
