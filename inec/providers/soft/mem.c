@@ -113,13 +113,13 @@ static void mem_detach(struct soft_qp *qp)
 static enum inec_wc_status mem_write(struct soft_qp *peer, const struct wqe *e)
 {
     struct soft_device *pd = soft_dev(peer->base.dev);
-    pthread_mutex_lock(&pd->mr_lock);
+    pthread_rwlock_rdlock(&pd->mr_lock); /* WRITEs from many peers place at once */
     uint8_t *dst = soft_mr_range(pd, e->rdma.rkey, e->rdma.remote_addr, e->len);
     if (dst) {
         struct inec_sge one = {dst, e->len, NULL};
         soft_copy_sg(e->sge, e->nsge, &one, 1);
     }
-    pthread_mutex_unlock(&pd->mr_lock);
+    pthread_rwlock_unlock(&pd->mr_lock);
     if (!dst && e->len)
         return INEC_WC_PROT_ERR;
     inec_note_bytes_moved(e->len); /* before any completion says it landed */

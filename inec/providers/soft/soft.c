@@ -355,7 +355,7 @@ static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr 
     mr->base.dev = d;
     mr->base.addr = addr;
     mr->base.len = len;
-    pthread_mutex_lock(&dev->mr_lock);
+    pthread_rwlock_wrlock(&dev->mr_lock);
     uint32_t i = 0;
     while (i < dev->nmrs && dev->mrs[i])
         i++;
@@ -363,7 +363,7 @@ static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr 
         uint32_t n = dev->nmrs ? dev->nmrs * 2 : 16;
         struct soft_mr **m = realloc(dev->mrs, n * sizeof(*m));
         if (!m) {
-            pthread_mutex_unlock(&dev->mr_lock);
+            pthread_rwlock_unlock(&dev->mr_lock);
             free(mr);
             return inec_fail(-ENOMEM, "soft: out of memory");
         }
@@ -373,7 +373,7 @@ static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr 
     }
     dev->mrs[i] = mr;
     mr->base.rkey = i + 1;
-    pthread_mutex_unlock(&dev->mr_lock);
+    pthread_rwlock_unlock(&dev->mr_lock);
     atomic_fetch_add_explicit(&dev->registrations, 1, memory_order_relaxed);
     *out = &mr->base;
     return 0;
@@ -382,9 +382,9 @@ static int mr_reg(struct inec_device *d, void *addr, size_t len, struct inec_mr 
 static void mr_dereg(struct inec_mr *m)
 {
     struct soft_device *dev = soft_dev(m->dev);
-    pthread_mutex_lock(&dev->mr_lock);
+    pthread_rwlock_wrlock(&dev->mr_lock);
     dev->mrs[m->rkey - 1] = NULL;
-    pthread_mutex_unlock(&dev->mr_lock);
+    pthread_rwlock_unlock(&dev->mr_lock);
     free(m);
 }
 
@@ -857,7 +857,12 @@ static int device_open(const char *options, struct inec_device **out)
     dev->base.attr = soft_attr;
     dev->tr = tr;
     pthread_mutex_init(&dev->lock, NULL);
-    pthread_mutex_init(&dev->mr_lock, NULL);
+    /* Registering waits for the WRITEs placing bytes now, not for later ones. */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&dev->mr_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     dev->pooled = threads > 0;
     dev->spin = spin;
     rc = dev->pooled ? pool_get(threads, &dev->eng) : engine_start(&dev->eng);
@@ -872,7 +877,7 @@ static int device_open(const char *options, struct inec_device **out)
     }
     if (rc) {
         pthread_mutex_destroy(&dev->lock);
-        pthread_mutex_destroy(&dev->mr_lock);
+        pthread_rwlock_destroy(&dev->mr_lock);
         free(dev);
         return rc;
     }
@@ -919,7 +924,7 @@ static void device_close(struct inec_device *d)
     free(dev->qps);
     free(dev->mrs);
     pthread_mutex_destroy(&dev->lock);
-    pthread_mutex_destroy(&dev->mr_lock);
+    pthread_rwlock_destroy(&dev->mr_lock);
     free(dev);
 }
 

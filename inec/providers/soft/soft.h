@@ -183,8 +183,8 @@ struct soft_device {
     pthread_mutex_t lock;     /* qps[] */
     struct soft_qp **qps;     /* by qpn - 1 */
     uint32_t nqps;
-    pthread_mutex_t mr_lock;
-    struct soft_mr **mrs; /* by rkey - 1 */
+    pthread_rwlock_t mr_lock; /* read: a WRITE placing bytes; write: (de)registering */
+    struct soft_mr **mrs;     /* by rkey - 1 */
     uint32_t nmrs;
     _Atomic uint64_t doorbells, wrs_posted;
     _Atomic uint64_t rx_staged;      /* inec_device_stats.rx_staged_bytes */
@@ -205,7 +205,8 @@ void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc);
 /* Move a QP to the error state; its engine flushes it. */
 void soft_qp_set_error(struct soft_qp *qp);
 struct soft_qp *soft_qp_lookup(struct soft_device *dev, uint32_t qpn);
-/* The registered range [addr, addr+len) of rkey, or NULL; call under mr_lock. */
+/* The registered range [addr, addr+len) of rkey, or NULL; call under mr_lock
+ * (read), held while the bytes are placed: deregistering waits for them. */
 uint8_t *soft_mr_range(struct soft_device *dev, uint32_t rkey, uint64_t addr, uint64_t len);
 /* Complete the RECV at the head of qp's RQ (caller holds rq.lock). */
 void soft_rq_complete(struct soft_qp *qp, enum inec_wc_status status, uint64_t byte_len,

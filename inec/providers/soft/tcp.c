@@ -451,9 +451,9 @@ static bool rx_header(struct tcp_conn *c)
         return true;
     }
     if (h->op != F_SEND) {
-        pthread_mutex_lock(&dev->mr_lock);
+        pthread_rwlock_rdlock(&dev->mr_lock);
         uint8_t *p = soft_mr_range(dev, h->rkey, h->addr, h->len);
-        pthread_mutex_unlock(&dev->mr_lock);
+        pthread_rwlock_unlock(&dev->mr_lock);
         if (!p && h->len)
             c->rx_status = INEC_WC_PROT_ERR;
         else if (h->len)
