@@ -45,7 +45,8 @@ struct node_client {
     uint64_t seq;
     pthread_mutex_t lock; /* busy */
     pthread_cond_t idle;
-    bool busy; /* a call is out (client_take) */
+    bool busy;        /* a call is out (client_take) */
+    bool plain_reads; /* the node predates NODE_RPC_GET_CHUNK_TO */
     char err[512];
 };
 
@@ -482,58 +483,98 @@ int node_client_put_chunk(struct node_client *c, const struct node_chunk_id *id,
     return call0(c, NODE_RPC_PUT_CHUNK, head, sizeof(head), data, len);
 }
 
-static int get_chunk_start(struct node_client *c, const struct node_chunk_id *id, bool connect,
-                           struct node_call *k)
-{
-    uint8_t head[RPC_CHUNK_HEAD];
-    rpc_chunk_head_encode(head, id, 0);
-    return call_start(c, NODE_RPC_GET_CHUNK, head, sizeof(head), NULL, 0, c->timeout_ms, connect,
-                      k);
-}
-
-int node_client_get_chunk_start(struct node_client *c, const struct node_chunk_id *id,
-                                struct node_call *k)
-{
-    return get_chunk_start(c, id, false, k);
-}
-
-int node_client_get_chunk_end(struct node_call *k, void **buf, uint8_t **data, size_t *len,
-                              uint64_t *version)
-{
-    call_step(k, true);
-    int rc = k->rc;
-    if (rc == 0 && k->len < 8)
-        rc = cfail(k->c, -EPROTO, "node %s: short get response", k->c->addr);
-    if (rc) {
-        free(k->data);
-        k->data = NULL;
-        return rc;
-    }
-    if (version)
-        *version = rpc_get64(k->data);
-    *buf = k->data;
-    *data = k->data + 8;
-    *len = k->len - 8;
-    k->data = NULL;
-    return 0;
-}
-
-int node_client_get_chunk_in(struct node_client *c, const struct node_chunk_id *id, void **buf,
-                             uint8_t **data, size_t *len, uint64_t *version)
-{
-    struct node_call k;
-    int rc = get_chunk_start(c, id, true, &k);
-    return rc ? rc : node_client_get_chunk_end(&k, buf, data, len, version);
-}
-
 int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
                           size_t *len, uint64_t *version)
 {
-    uint8_t *at;
-    int rc = node_client_get_chunk_in(c, id, data, &at, len, version);
-    if (rc == 0)
-        memmove(*data, at, *len);
+    uint8_t head[RPC_CHUNK_HEAD];
+    rpc_chunk_head_encode(head, id, 0);
+    struct rpc_msg m = {0};
+    int rc = call(c, NODE_RPC_GET_CHUNK, head, sizeof(head), NULL, 0, &m);
+    if (rc == 0 && m.len < 8)
+        rc = cfail(c, -EPROTO, "node %s: short get response", c->addr);
+    if (rc) {
+        free(m.data);
+        return rc;
+    }
+    if (version)
+        *version = rpc_get64(m.data);
+    *len = m.len - 8;
+    memmove(m.data, m.data + 8, *len);
+    *data = m.data;
+    return 0;
+}
+
+static int get_chunk_to_start(struct node_client *c, const struct node_chunk_id *id, void *dst,
+                              size_t cap, uint32_t rkey, bool connect, struct node_call *k)
+{
+    uint8_t head[RPC_CHUNK_TO_HEAD];
+    rpc_chunk_head_encode(head, id, 0);
+    rpc_put64(head + RPC_CHUNK_HEAD, (uint64_t)(uintptr_t)dst);
+    rpc_put32(head + RPC_CHUNK_HEAD + 8, rkey);
+    rpc_put64(head + RPC_CHUNK_HEAD + 12, cap);
+    /* Set by an earlier call's end, maybe on another thread. */
+    pthread_mutex_lock(&c->lock);
+    bool plain = c->plain_reads;
+    pthread_mutex_unlock(&c->lock);
+    int rc = plain ? call_start(c, NODE_RPC_GET_CHUNK, head, RPC_CHUNK_HEAD, NULL, 0, c->timeout_ms,
+                                connect, k)
+                   : call_start(c, NODE_RPC_GET_CHUNK_TO, head, sizeof(head), NULL, 0,
+                                c->timeout_ms, connect, k);
+    k->chunk = *id;
+    k->dst = dst;
+    k->cap = cap;
+    k->plain = plain;
     return rc;
+}
+
+int node_client_get_chunk_to_start(struct node_client *c, const struct node_chunk_id *id, void *dst,
+                                   size_t cap, uint32_t rkey, struct node_call *k)
+{
+    return get_chunk_to_start(c, id, dst, cap, rkey, false, k);
+}
+
+int node_client_get_chunk_to_end(struct node_call *k, size_t *len, uint64_t *version)
+{
+    struct node_client *c = k->c;
+    call_step(k, true);
+    int rc = k->rc;
+    if (rc == -EOPNOTSUPP && !k->plain) {
+        /* An older node: plain reads from now on, this one too. */
+        free(k->data);
+        k->data = NULL;
+        pthread_mutex_lock(&c->lock);
+        c->plain_reads = true;
+        pthread_mutex_unlock(&c->lock);
+        struct node_call again;
+        if ((rc = get_chunk_to_start(c, &k->chunk, k->dst, k->cap, 0, true, &again)))
+            return rc;
+        *k = again;
+        call_step(k, true);
+        rc = k->rc;
+    }
+    size_t n = 0;
+    if (rc == 0 && (k->plain ? k->len < 8 : k->len != 16))
+        rc = cfail(c, -EPROTO, "node %s: bad chunk read response", c->addr);
+    else if (rc == 0 && (n = k->plain ? k->len - 8 : rpc_get64(k->data + 8)) > k->cap)
+        rc = cfail(c, -EMSGSIZE, "node %s: chunk of %zu bytes exceeds %zu", c->addr, n, k->cap);
+    if (rc == 0) {
+        if (k->plain)
+            memcpy(k->dst, k->data + 8, n);
+        if (version)
+            *version = rpc_get64(k->data);
+        *len = n;
+    }
+    free(k->data);
+    k->data = NULL;
+    return rc;
+}
+
+int node_client_get_chunk_to(struct node_client *c, const struct node_chunk_id *id, void *dst,
+                             size_t cap, uint32_t rkey, size_t *len, uint64_t *version)
+{
+    struct node_call k;
+    int rc = get_chunk_to_start(c, id, dst, cap, rkey, true, &k);
+    return rc ? rc : node_client_get_chunk_to_end(&k, len, version);
 }
 
 int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *id,

@@ -63,8 +63,8 @@ const char *node_client_errmsg(const struct node_client *c);
 /* Durable on the node when this returns 0. */
 int node_client_put_chunk(struct node_client *c, const struct node_chunk_id *id, uint64_t version,
                           const void *data, size_t len);
-/* *data is malloc'ed (caller frees); version may be NULL. node_client_get_chunk_in
- * (below) does not move the bytes. */
+/* *data is malloc'ed (caller frees); version may be NULL.
+ * node_client_get_chunk_to (below) reads into the caller's memory. */
 int node_client_get_chunk(struct node_client *c, const struct node_chunk_id *id, void **data,
                           size_t *len, uint64_t *version);
 int node_client_delete_chunk(struct node_client *c, const struct node_chunk_id *id,
@@ -101,6 +101,11 @@ struct node_call {
     int rc;         /* once done: 0, the node's status, or a transport error */
     uint8_t *data;  /* the answer's payload (malloc'ed, may be NULL) */
     size_t len;
+    /* A chunk read into the caller's memory (node_client_get_chunk_to_start). */
+    struct node_chunk_id chunk;
+    uint8_t *dst;
+    size_t cap;
+    bool plain; /* sent as a GET_CHUNK: its answer is copied to dst */
 };
 /* true once k's call is over (its end then does not wait). */
 bool node_call_poll(struct node_call *k);
@@ -117,15 +122,18 @@ int node_client_put_meta_end(struct node_call *k, uint64_t *stored, void **old, 
 int node_client_get_meta_start(struct node_client *c, const char *bucket, const char *key,
                                struct node_call *k);
 int node_client_get_meta_end(struct node_call *k, void **blob, size_t *len);
-/* A chunk read without moving its bytes: they are at *data inside *buf,
- * which the caller frees (the answer as it arrived, the version in front);
- * version may be NULL. In steps too, likewise. */
-int node_client_get_chunk_in(struct node_client *c, const struct node_chunk_id *id, void **buf,
-                             uint8_t **data, size_t *len, uint64_t *version);
-int node_client_get_chunk_start(struct node_client *c, const struct node_chunk_id *id,
-                                struct node_call *k);
-int node_client_get_chunk_end(struct node_call *k, void **buf, uint8_t **data, size_t *len,
-                              uint64_t *version);
+/* A chunk read into the caller's memory: dst (cap bytes) lies in a region
+ * registered on the client's device under rkey, and the node WRITEs the
+ * bytes there before it answers, so nothing is reassembled or copied here.
+ * *len gets the chunk's length; version may be NULL. A chunk over cap is
+ * -EMSGSIZE. A node that predates this read (it answers -EOPNOTSUPP) gets
+ * plain reads from then on, their answers copied to dst. In steps too,
+ * likewise. */
+int node_client_get_chunk_to(struct node_client *c, const struct node_chunk_id *id, void *dst,
+                             size_t cap, uint32_t rkey, size_t *len, uint64_t *version);
+int node_client_get_chunk_to_start(struct node_client *c, const struct node_chunk_id *id, void *dst,
+                                   size_t cap, uint32_t rkey, struct node_call *k);
+int node_client_get_chunk_to_end(struct node_call *k, size_t *len, uint64_t *version);
 int node_client_get_meta(struct node_client *c, const char *bucket, const char *key, void **blob,
                          size_t *len);
 int node_client_delete_meta(struct node_client *c, const char *bucket, const char *key);

@@ -285,10 +285,13 @@ int rpc_ep_complete(struct rpc_ep *ep, const struct inec_wc *wc, struct rpc_msg 
     return rc;
 }
 
-int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
-                const void *data, size_t dlen, void (*done)(void *arg), void *arg)
+/* rpc_ep_send, and with `to` rpc_ep_send_write: the data then goes ahead
+ * of the message as one WRITE, and the message carries the head alone. */
+static int ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
+                   const void *data, size_t dlen, const struct rpc_write_to *to,
+                   void (*done)(void *arg), void *arg)
 {
-    size_t total = hlen + dlen;
+    size_t total = hlen + (to ? 0 : dlen);
     if (total > NODE_RPC_MAX_MSG)
         return -EMSGSIZE;
     size_t nfrag = total ? (total + FRAG_PAYLOAD - 1) / FRAG_PAYLOAD : 1;
@@ -297,7 +300,7 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
     if (!o)
         return -ENOMEM;
     o->slot = -1;
-    bool copy = hdrs + total <= SLOT_BYTES; /* the data too */
+    bool copy = hdrs + hlen + dlen <= SLOT_BYTES; /* the data too */
     if (hdrs + hlen <= SLOT_BYTES) {
         pthread_mutex_lock(&ep->lock);
         if (ep->free_slots) {
@@ -336,10 +339,15 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
     ep->pending = o;
     struct inec_wr wr[CHAIN_MAX];
     struct inec_sge sge[CHAIN_MAX][3];
-    size_t f = 0;
+    size_t f = 0, n = 0;
+    int chains = 0;
+    if (to && dlen) { /* RC order: it has landed when the message arrives */
+        sge[0][0] = (struct inec_sge){(uint8_t *)dp, dlen, dmr};
+        wr[n++] = (struct inec_wr){
+            .opcode = INEC_WR_WRITE, .sg_list = sge[0], .num_sge = 1, .rdma = {to->addr, to->rkey}};
+    }
     rc = 0;
     while (f < nfrag && rc == 0) {
-        size_t n = 0;
         for (; n < CHAIN_MAX && f < nfrag; n++, f++) {
             size_t off = f * FRAG_PAYLOAD,
                    end = off + FRAG_PAYLOAD < total ? off + FRAG_PAYLOAD : total;
@@ -364,8 +372,10 @@ int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, 
                 wr[n - 1].next = &wr[n];
         }
         rc = inec_post_send(ep->qp, wr, NULL);
+        chains += rc == 0;
+        n = 0;
     }
-    if (rc && f <= CHAIN_MAX) { /* nothing posted: take it back */
+    if (rc && chains == 0) { /* nothing posted: take it back */
         ep->pending = o->next;
         pthread_mutex_unlock(&ep->lock);
         goto fail;
@@ -386,6 +396,19 @@ fail:
     o->done = NULL;
     out_free(o);
     return rc;
+}
+
+int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
+                const void *data, size_t dlen, void (*done)(void *arg), void *arg)
+{
+    return ep_send(ep, hdr, head, hlen, data, dlen, NULL, done, arg);
+}
+
+int rpc_ep_send_write(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
+                      const void *data, size_t dlen, const struct rpc_write_to *to,
+                      void (*done)(void *arg), void *arg)
+{
+    return ep_send(ep, hdr, head, hlen, data, dlen, to, done, arg);
 }
 
 void rpc_chunk_head_encode(uint8_t *p, const struct node_chunk_id *id, uint64_t version)

@@ -42,6 +42,7 @@ enum node_rpc_type {
     NODE_RPC_VERTEX_CLOSE,
     NODE_RPC_LIST_CHUNKS,
     NODE_RPC_LIST_REPAIR,
+    NODE_RPC_GET_CHUNK_TO, /* a chunk read whose bytes the node WRITEs to the reader */
     NODE_RPC_NTYPES,
 };
 
@@ -104,8 +105,25 @@ bool rpc_ep_owns(const struct rpc_ep *ep, const struct inec_wc *wc);
 int rpc_ep_send(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
                 const void *data, size_t dlen, void (*done)(void *arg), void *arg);
 
+/* Sends a message after its data: one WRITE of data into the peer's memory
+ * at `to`, then the message with the head alone (RC order: the data has
+ * landed when the message arrives). As rpc_ep_send otherwise. */
+struct rpc_write_to {
+    uint64_t addr;
+    uint32_t rkey;
+};
+int rpc_ep_send_write(struct rpc_ep *ep, const struct rpc_msg *hdr, const void *head, size_t hlen,
+                      const void *data, size_t dlen, const struct rpc_write_to *to,
+                      void (*done)(void *arg), void *arg);
+
 /* A chunk request's head: object id, stripe, index, version. */
 #define RPC_CHUNK_HEAD 36
+/* NODE_RPC_GET_CHUNK_TO's: a chunk head, then where the reader's memory is
+ * (address u64, rkey u32) and its size (u64). The answer's head is the
+ * chunk's version and length (u64 each); its bytes went ahead by WRITE. A
+ * chunk larger than that memory is refused (-EMSGSIZE) with nothing
+ * written. */
+#define RPC_CHUNK_TO_HEAD (RPC_CHUNK_HEAD + 20)
 
 /* A metadata write's head after "bucket\0key\0": version (u64), flags (u32,
  * NODE_META_*); the record follows. A refusal (-ESTALE, -EEXIST) answers

@@ -165,14 +165,16 @@ static void req_free(struct req *r)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Answers r (status 0 or -errno; head and data as in rpc_ep_send) and frees
+/* Answers r (status 0 or -errno; head and data as in rpc_ep_send, the data
+ * WRITTEN to the requester's memory first when `to` says where) and frees
  * it; done(arg) releases data once sent. */
-static void reply_data(struct req *r, int status, const void *head, size_t hlen, const void *data,
-                       size_t dlen, void (*done)(void *), void *arg)
+static void answer(struct req *r, int status, const void *head, size_t hlen, const void *data,
+                   size_t dlen, const struct rpc_write_to *to, void (*done)(void *), void *arg)
 {
     struct rpc_msg h = {
         .type = r->msg.type, .flags = RPC_F_RESPONSE, .req_id = r->msg.req_id, .status = status};
-    int rc = rpc_ep_send(r->conn->ep, &h, head, hlen, data, dlen, done, arg);
+    int rc = to ? rpc_ep_send_write(r->conn->ep, &h, head, hlen, data, dlen, to, done, arg)
+                : rpc_ep_send(r->conn->ep, &h, head, hlen, data, dlen, done, arg);
     if (rc == -EMSGSIZE) {
         static const char m[] = "response too large";
         h.status = -EMSGSIZE;
@@ -185,6 +187,12 @@ static void reply_data(struct req *r, int status, const void *head, size_t hlen,
     if (rc)
         inec_log(INEC_LOG_WARN, "node", "reply failed type=%u err=%s", r->msg.type, strerror(-rc));
     req_free(r);
+}
+
+static void reply_data(struct req *r, int status, const void *head, size_t hlen, const void *data,
+                       size_t dlen, void (*done)(void *), void *arg)
+{
+    answer(r, status, head, hlen, data, dlen, NULL, done, arg);
 }
 
 static void reply(struct req *r, int status)
@@ -232,14 +240,17 @@ static void h_put_chunk(struct req *r)
  * page cache holds the chunk (a worker costs the request two thread
  * switches). False when that read would block, the chunk is large (the loop
  * would copy and checksum it while others wait), or it needs the worker's
- * full read (a corrupt chunk is reported there). */
+ * full read (a corrupt chunk is reported there). A GET_CHUNK answers the
+ * bytes in its message; a GET_CHUNK_TO WRITEs them where the reader said,
+ * so its end reassembles nothing. */
 static bool get_chunk(struct req *r, bool cached)
 {
     struct node_chunk_id id;
     uint64_t version;
     void *buf = NULL;
     size_t len = 0;
-    if (r->msg.len != RPC_CHUNK_HEAD) {
+    bool to = r->msg.type == NODE_RPC_GET_CHUNK_TO;
+    if (r->msg.len != (to ? RPC_CHUNK_TO_HEAD : RPC_CHUNK_HEAD)) {
         reply(r, -EPROTO);
         return true;
     }
@@ -253,9 +264,24 @@ static bool get_chunk(struct req *r, bool cached)
         reply_err(r, rc, node_store_strerror(rc));
         return true;
     }
-    uint8_t head[8];
+    uint8_t head[16];
     rpc_put64(head, version);
-    reply_data(r, 0, head, 8, buf, len, free, buf);
+    if (!to) {
+        reply_data(r, 0, head, 8, buf, len, free, buf);
+        return true;
+    }
+    const uint8_t *p = r->msg.data + RPC_CHUNK_HEAD;
+    struct rpc_write_to dst = {rpc_get64(p), rpc_get32(p + 8)};
+    uint64_t cap = rpc_get64(p + 12);
+    if (len > cap) {
+        free(buf);
+        char msg[96];
+        snprintf(msg, sizeof(msg), "chunk of %zu bytes exceeds the reader's %" PRIu64, len, cap);
+        reply_err(r, -EMSGSIZE, msg);
+        return true;
+    }
+    rpc_put64(head + 8, len);
+    answer(r, 0, head, 16, buf, len, &dst, free, buf);
     return true;
 }
 
@@ -958,6 +984,7 @@ static const struct {
 } handlers[NODE_RPC_NTYPES] = {
     [NODE_RPC_PUT_CHUNK] = {h_put_chunk, false},
     [NODE_RPC_GET_CHUNK] = {h_get_chunk, true, h_get_chunk_cached},
+    [NODE_RPC_GET_CHUNK_TO] = {h_get_chunk, true, h_get_chunk_cached},
     [NODE_RPC_DELETE_CHUNK] = {h_delete_chunk, true},
     [NODE_RPC_PUT_META] = {h_put_meta, true},
     [NODE_RPC_GET_META] = {h_get_meta, false},

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "inec/inec.h"
 #include "object/repair.h"
 #include "inec/log.h"
 
@@ -38,15 +39,28 @@
 #define LAT_SAMPLES  256
 #define LAT_MIN      32 /* samples before the percentile is trusted */
 #define HEDGE_MIN_MS 20
-#define RETRY_ROUNDS 3    /* before the status line: a quick 503 the client retries */
-#define RETRY_PAUSE  200  /* ms, doubled each round */
-#define PAUSE_MAX    2000 /* ms */
+#define RETRY_ROUNDS 3           /* before the status line: a quick 503 the client retries */
+#define RETRY_PAUSE  200         /* ms, doubled each round */
+#define PAUSE_MAX    2000        /* ms */
+#define ROOM_KEEP    (96u << 20) /* bytes of idle fetch rooms kept */
+
+/* Where a fetch's chunks land, registered on the gateway's device. Kept for
+ * the next fetch: fresh memory costs a page fault per 4 KiB as the nodes
+ * write it, and on verbs a registration pins pages in a system call. */
+struct room {
+    struct room *next;
+    uint8_t *mem;
+    size_t cap;
+    struct inec_mr *mr;
+};
 
 struct gw_fetcher {
     struct gw_fanout *fan;
     pthread_mutex_t lock;
     uint32_t lat_us[LAT_SAMPLES];
     unsigned nlat, next;
+    struct room *rooms; /* idle, smallest first */
+    size_t kept;        /* their bytes */
 };
 
 enum slot { SLOT_IDLE, SLOT_OUT, SLOT_DONE };
@@ -59,8 +73,8 @@ struct gw_fetch {
     struct gw_fetch_stripe st;
     enum slot state[PLACE_MAX_CHUNKS];
     int rc[PLACE_MAX_CHUNKS];        /* of the last read (SLOT_DONE) */
-    void *buf[PLACE_MAX_CHUNKS];     /* a read's answer (freed with the fetch) */
-    uint8_t *data[PLACE_MAX_CHUNKS]; /* chunk c's bytes, in buf[c] */
+    struct room *room;               /* n chunks': the nodes WRITE chunk c at c * len */
+    uint8_t *data[PLACE_MAX_CHUNKS]; /* chunk c's bytes once read, in room */
     int64_t sent_ms[PLACE_MAX_CHUNKS];
     bool force[PLACE_MAX_CHUNKS];    /* read even if the node is judged down */
     bool left;                       /* the waiter is gone: late reads report their own losses */
@@ -93,12 +107,83 @@ int gw_fetcher_create(struct gw_objects *o)
     return 0;
 }
 
+static void room_free(struct room *r)
+{
+    if (r) {
+        inec_mr_dereg(r->mr);
+        free(r->mem);
+        free(r);
+    }
+}
+
+/* The smallest idle room of at least cap bytes, else a new one. */
+static struct room *room_take(struct gw_objects *o, size_t cap)
+{
+    struct gw_fetcher *ft = o->fetcher;
+    pthread_mutex_lock(&ft->lock);
+    struct room **pp = &ft->rooms;
+    while (*pp && (*pp)->cap < cap)
+        pp = &(*pp)->next;
+    struct room *r = *pp;
+    if (r) {
+        *pp = r->next;
+        ft->kept -= r->cap;
+    }
+    pthread_mutex_unlock(&ft->lock);
+    if (r)
+        return r;
+    if (!(r = calloc(1, sizeof(*r))) || !(r->mem = malloc(cap ? cap : 1)) ||
+        inec_mr_reg(o->dev, r->mem, cap, &r->mr)) {
+        if (r)
+            free(r->mem);
+        free(r);
+        return NULL;
+    }
+    r->cap = cap;
+    return r;
+}
+
+/* Kept while the idle ones stay within ROOM_KEEP (the largest go first). */
+static void room_give(struct gw_objects *o, struct room *r)
+{
+    struct gw_fetcher *ft = o->fetcher;
+    pthread_mutex_lock(&ft->lock);
+    struct room **pp = &ft->rooms;
+    while (*pp && (*pp)->cap < r->cap)
+        pp = &(*pp)->next;
+    r->next = *pp;
+    *pp = r;
+    ft->kept += r->cap;
+    struct room *drop = NULL;
+    while (ft->kept > ROOM_KEEP) {
+        struct room **last = &ft->rooms;
+        while ((*last)->next)
+            last = &(*last)->next;
+        struct room *big = *last;
+        *last = NULL;
+        ft->kept -= big->cap;
+        big->next = drop;
+        drop = big;
+    }
+    pthread_mutex_unlock(&ft->lock);
+    while (drop) {
+        struct room *next = drop->next;
+        room_free(drop);
+        drop = next;
+    }
+}
+
 void gw_fetcher_destroy(struct gw_objects *o)
 {
     struct gw_fetcher *ft = o->fetcher;
     if (!ft)
         return;
     gw_fanout_destroy(ft->fan);
+    while (ft->rooms) {
+        struct room *r = ft->rooms;
+        ft->rooms = r->next;
+        room_free(r);
+    }
     pthread_mutex_destroy(&ft->lock);
     free(ft);
     o->fetcher = NULL;
@@ -144,8 +229,7 @@ static void fetch_put(struct gw_fetch *f)
     pthread_mutex_unlock(&f->lock);
     if (!last)
         return;
-    for (int c = 0; c < f->st.n; c++)
-        free(f->buf[c]);
+    room_give(f->o, f->room); /* every read has ended: no node writes there any more */
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -187,27 +271,21 @@ static struct node_chunk_id chunk_id(const struct gw_fetch *f, int c)
 /* Chunk c's read answered (any thread): checked (length and, for a data
  * chunk, the record's CRC; -EBADMSG for a corrupt one), then handed to the
  * waiter. */
-static void read_done(struct gw_fetch *f, int c, int rc, void *buf, uint8_t *data, size_t len,
-                      int64_t t0)
+static void read_done(struct gw_fetch *f, int c, int rc, size_t len, int64_t t0)
 {
     struct gw_objects *o = f->o;
     const struct gw_fetch_stripe *st = &f->st;
-    if (rc == 0 && len != st->len)
+    uint8_t *data = f->room->mem + (size_t)c * st->len;
+    if (rc == -EMSGSIZE || (rc == 0 && len != st->len))
         rc = -EBADMSG;
     if (rc == 0 && c < st->k && node_crc32c(data, len) != st->crc[c])
         rc = -EBADMSG;
     if (rc == 0)
         latency_add(o->fetcher, now_us() - t0);
-    else {
-        free(buf);
-        buf = NULL;
-        data = NULL;
-    }
     pthread_mutex_lock(&f->lock);
     f->state[c] = SLOT_DONE;
     f->rc[c] = rc;
-    f->buf[c] = buf;
-    f->data[c] = data;
+    f->data[c] = rc == 0 ? data : NULL;
     bool orphan = f->left;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
@@ -226,8 +304,6 @@ static void read_job(void *arg, int c)
     pthread_mutex_unlock(&f->lock);
     int node = f->st.node[c];
     struct node_client *cl = NULL;
-    void *buf = NULL;
-    uint8_t *data = NULL;
     size_t len = 0;
     int64_t t0 = now_us();
     int rc = node < 0                             ? -EHOSTDOWN
@@ -235,10 +311,11 @@ static void read_job(void *arg, int c)
                                                   : gw_client_get(o, node, &cl);
     if (rc == 0) {
         struct node_chunk_id id = chunk_id(f, c);
-        rc = node_client_get_chunk_in(cl, &id, &buf, &data, &len, NULL);
+        rc = node_client_get_chunk_to(cl, &id, f->room->mem + (size_t)c * f->st.len, f->st.len,
+                                      inec_mr_rkey(f->room->mr), &len, NULL);
         gw_client_put(o, node, cl, gw_chunk_read_evidence(rc));
     }
-    read_done(f, c, rc, buf, data, len, t0);
+    read_done(f, c, rc, len, t0);
 }
 
 /* Ends a read the waiter's thread sent (send_here): on that thread, or on
@@ -246,12 +323,10 @@ static void read_job(void *arg, int c)
 static void read_end(void *arg, int c)
 {
     struct gw_fetch *f = arg;
-    void *buf = NULL;
-    uint8_t *data = NULL;
     size_t len = 0;
-    int rc = node_client_get_chunk_end(&f->calls.call[c], &buf, &data, &len, NULL);
+    int rc = node_client_get_chunk_to_end(&f->calls.call[c], &len, NULL);
     gw_client_put(f->o, f->st.node[c], f->calls.client[c], gw_chunk_read_evidence(rc));
-    read_done(f, c, rc, buf, data, len, f->t0_us[c]);
+    read_done(f, c, rc, len, f->t0_us[c]);
 }
 
 /* Sends chunk c's read from this thread over an idle client (f->lock held);
@@ -264,7 +339,9 @@ static bool send_here(struct gw_fetch *f, int c)
     if (node < 0 || gw_node_is_down(o, node) || gw_client_idle(o, node, &cl))
         return false;
     struct node_chunk_id id = chunk_id(f, c);
-    int rc = node_client_get_chunk_start(cl, &id, &f->calls.call[c]);
+    int rc =
+        node_client_get_chunk_to_start(cl, &id, f->room->mem + (size_t)c * f->st.len, f->st.len,
+                                       inec_mr_rkey(f->room->mr), &f->calls.call[c]);
     if (rc == -ENOTCONN)
         node_client_close(cl); /* read_job dials a new one */
     else if (rc)
@@ -280,9 +357,7 @@ static bool send_here(struct gw_fetch *f, int c)
 /* Sends chunk c's read (f->lock held). */
 static void post(struct gw_fetch *f, int c, bool force)
 {
-    free(f->buf[c]);
-    f->buf[c] = NULL;
-    f->data[c] = NULL;
+    f->data[c] = NULL; /* its room is written again */
     f->state[c] = SLOT_OUT;
     f->force[c] = force;
     f->sent_ms[c] = gw_now_ms();
@@ -306,6 +381,10 @@ int gw_fetch_start(struct gw_objects *o, const struct gw_fetch_stripe *st, const
         return -ENOMEM;
     f->o = o;
     f->st = *st;
+    if (!(f->room = room_take(o, (size_t)st->n * st->len))) {
+        free(f);
+        return -ENOMEM;
+    }
     f->refs = 1;
     f->fan = later;
     f->calls.end = read_end;

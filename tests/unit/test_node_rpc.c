@@ -20,10 +20,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "codecs/codec.h"
 #include "deg/deg.h"
+#include "inec/auth.h"
 #include "inec/inec.h"
 #include "node/client.h"
 #include "node/cpus.h"
@@ -188,16 +193,34 @@ static void test_chunks(void **state)
         assert_int_equal(ver, 7);
         assert_memory_equal(got, data, sizes[i]);
         free(got);
-        /* In place: the same bytes, inside the answer's buffer. */
-        void *buf = NULL;
-        uint8_t *at = NULL;
+        /* Into registered memory: the node WRITEs the bytes there, and
+         * nothing around them. */
+        size_t room = sizes[i] + 64;
+        uint8_t *mem = malloc(room);
+        memset(mem, 0xa5, room);
+        struct inec_mr *mr;
+        assert_int_equal(inec_mr_reg(f->dev, mem, room, &mr), 0);
         ver = 0;
-        assert_int_equal(node_client_get_chunk_in(f->c, &id, &buf, &at, &len, &ver), 0);
+        len = 1;
+        assert_int_equal(
+            node_client_get_chunk_to(f->c, &id, mem + 32, sizes[i], inec_mr_rkey(mr), &len, &ver),
+            0);
         assert_int_equal(len, sizes[i]);
         assert_int_equal(ver, 7);
-        assert_true(at >= (uint8_t *)buf);
-        assert_memory_equal(at, data, sizes[i]);
-        free(buf);
+        assert_memory_equal(mem + 32, data, sizes[i]);
+        for (size_t b = 0; b < 32; b++)
+            assert_true(mem[b] == 0xa5 && mem[32 + sizes[i] + b] == 0xa5);
+        /* Less room than the chunk: refused, nothing written. */
+        if (sizes[i]) {
+            memset(mem, 0xa5, room);
+            assert_int_equal(node_client_get_chunk_to(f->c, &id, mem, sizes[i] - 1,
+                                                      inec_mr_rkey(mr), &len, NULL),
+                             -EMSGSIZE);
+            for (size_t b = 0; b < room; b++)
+                assert_true(mem[b] == 0xa5);
+        }
+        inec_mr_dereg(mr);
+        free(mem);
         free(data);
     }
     struct node_chunk_id id = chunk_id(1, 1, 2);
@@ -222,6 +245,144 @@ static void test_chunks(void **state)
     assert_int_equal(inv.len[1], 1);
     assert_int_equal(node_client_list_repair(f->c, on_repair, NULL, &more), 0);
     assert_int_equal(more, 0);
+}
+
+/* A node from before NODE_RPC_GET_CHUNK_TO, over tcp as a separate node is
+ * reached: it answers that request -EOPNOTSUPP ("unknown request type"), and
+ * a plain GET_CHUNK with its one chunk. It counts what it was asked. */
+#define OLD_CHUNK 5000
+struct old_node {
+    int lfd;
+    char listen[64];
+    struct inec_device *dev;
+    pthread_t th;
+    atomic_bool stop;
+    atomic_int asked_to, asked_plain;
+};
+
+static void old_answer(struct old_node *on, struct rpc_ep *ep, const struct rpc_msg *m)
+{
+    struct rpc_msg h = {.type = m->type, .flags = RPC_F_RESPONSE, .req_id = m->req_id};
+    if (m->type == NODE_RPC_GET_CHUNK) {
+        atomic_fetch_add(&on->asked_plain, 1);
+        static uint8_t body[8 + OLD_CHUNK];
+        rpc_put64(body, 7);
+        fill(body + 8, OLD_CHUNK, 9);
+        assert_int_equal(rpc_ep_send(ep, &h, body, sizeof(body), NULL, 0, NULL, NULL), 0);
+    } else {
+        atomic_fetch_add(&on->asked_to, m->type == NODE_RPC_GET_CHUNK_TO);
+        static const char msg[] = "unknown request type";
+        h.status = -EOPNOTSUPP;
+        assert_int_equal(rpc_ep_send(ep, &h, msg, sizeof(msg) - 1, NULL, 0, NULL, NULL), 0);
+    }
+}
+
+static void *old_node_main(void *arg)
+{
+    struct old_node *on = arg;
+    int fd = accept(on->lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    struct inec_keyring kr;
+    char err[300], peer[INEC_AUTH_NAME], line[512], addr[300];
+    inec_keyring_get(NULL, &kr, err, sizeof(err)); /* this process's: the client's too */
+    assert_int_equal(
+        inec_auth_respond(fd, &kr, "cm", on->listen, "old", peer, 5000, err, sizeof(err)), 0);
+    inec_keyring_clear(&kr);
+    ssize_t got = 0, n;
+    while (!memchr(line, '\n', (size_t)got) &&
+           (n = recv(fd, line + got, sizeof(line) - 1 - (size_t)got, 0)) > 0)
+        got += n;
+    line[got] = 0;
+    unsigned qpn = 0;
+    assert_int_equal(sscanf(line, "{\"addr\":\"%299[^\"]\",\"qpn\":%u}", addr, &qpn), 2);
+    struct inec_cq *cq, *scq;
+    struct rpc_ep *ep;
+    assert_int_equal(inec_cq_create(on->dev, 256, &cq), 0);
+    assert_int_equal(inec_cq_create(on->dev, 256, &scq), 0);
+    assert_int_equal(rpc_ep_open(on->dev, scq, cq, &ep), 0);
+    assert_int_equal(rpc_ep_connect(ep, addr, qpn), 0);
+    int len = snprintf(line, sizeof(line), "{\"addr\":\"%s\",\"qpn\":%u}\n",
+                       inec_device_addr(on->dev), rpc_ep_qpn(ep));
+    assert_int_equal(send(fd, line, (size_t)len, MSG_NOSIGNAL), len);
+    close(fd);
+    while (!atomic_load(&on->stop)) {
+        struct inec_wc wc[16];
+        struct rpc_msg m;
+        int nw = inec_cq_wait(cq, 16, wc, 50);
+        for (int i = 0; i < nw; i++) {
+            if (rpc_ep_complete(ep, &wc[i], &m) == 1) {
+                old_answer(on, ep, &m);
+                free(m.data);
+            }
+        }
+        while ((nw = inec_poll_cq(scq, 16, wc)) > 0)
+            for (int i = 0; i < nw; i++)
+                rpc_ep_complete(ep, &wc[i], &m);
+    }
+    rpc_ep_close(ep);
+    inec_cq_destroy(cq);
+    inec_cq_destroy(scq);
+    return NULL;
+}
+
+/* A gateway newer than its node: the first read into registered memory is
+ * answered as an unknown request, asked again plainly at once, and every
+ * later read of that client goes plainly; the bytes land in the caller's
+ * memory all the same. */
+static void test_old_node(void **state)
+{
+    (void)state;
+    const char *opts = "transport=tcp,listen=127.0.0.1:0";
+    struct old_node on = {0};
+    assert_int_equal(inec_device_open(NULL, opts, &on.dev), 0);
+    on.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(on.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(on.lfd, 1), 0);
+    assert_int_equal(getsockname(on.lfd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(on.listen, sizeof(on.listen), "127.0.0.1:%u", ntohs(sa.sin_port));
+    assert_int_equal(pthread_create(&on.th, NULL, old_node_main, &on), 0);
+
+    struct inec_device *dev;
+    struct node_client *c;
+    char err[256];
+    struct node_client_opts o = {.timeout_ms = 5000};
+    assert_int_equal(inec_device_open(NULL, opts, &dev), 0);
+    assert_int_equal(node_client_connect(dev, on.listen, &o, &c, err, sizeof(err)), 0);
+    uint8_t want[OLD_CHUNK], *mem = calloc(1, OLD_CHUNK);
+    fill(want, OLD_CHUNK, 9);
+    struct inec_mr *mr;
+    assert_int_equal(inec_mr_reg(dev, mem, OLD_CHUNK, &mr), 0);
+    struct node_chunk_id id = chunk_id(3, 0, 0);
+    for (int i = 0; i < 2; i++) {
+        size_t len = 0;
+        uint64_t ver = 0;
+        memset(mem, 0, OLD_CHUNK);
+        assert_int_equal(
+            node_client_get_chunk_to(c, &id, mem, OLD_CHUNK, inec_mr_rkey(mr), &len, &ver), 0);
+        assert_int_equal(len, OLD_CHUNK);
+        assert_int_equal(ver, 7);
+        assert_memory_equal(mem, want, OLD_CHUNK);
+    }
+    assert_int_equal(atomic_load(&on.asked_to), 1);
+    assert_int_equal(atomic_load(&on.asked_plain), 2);
+    /* Less room than the chunk: refused here, nothing written. */
+    size_t len;
+    memset(mem, 0, OLD_CHUNK);
+    assert_int_equal(
+        node_client_get_chunk_to(c, &id, mem, OLD_CHUNK - 1, inec_mr_rkey(mr), &len, NULL),
+        -EMSGSIZE);
+    assert_true(mem[0] == 0 && mem[OLD_CHUNK - 2] == 0);
+
+    node_client_close(c);
+    atomic_store(&on.stop, true);
+    pthread_join(on.th, NULL);
+    close(on.lfd);
+    inec_mr_dereg(mr);
+    free(mem);
+    inec_device_close(dev);
+    inec_device_close(on.dev);
 }
 
 struct seen {
@@ -933,6 +1094,7 @@ int main(void)
         cmocka_unit_test(test_usable_cpus),
         cmocka_unit_test(test_reassembly),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
+        cmocka_unit_test(test_old_node),
         cmocka_unit_test_setup_teardown(test_no_registration_per_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_place_sends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta, setup, teardown),
