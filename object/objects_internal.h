@@ -256,10 +256,11 @@ int gw_client_open(struct gw_objects *o, int node, int timeout_ms, struct node_c
 /* rc: the call's result, the detector's evidence (0: the node answered; a
  * transport failure: it did not, and its idle clients are dropped). */
 void gw_client_put(struct gw_objects *o, int node, struct node_client *c, int rc);
-/* A chunk read's result as evidence: a missing or corrupt chunk is an answer. */
+/* A chunk read's result as evidence: a missing or corrupt chunk is an
+ * answer, and so is one larger than the reader's room. */
 static inline int gw_chunk_read_evidence(int rc)
 {
-    return rc == -ENOENT || rc == -EBADMSG ? 0 : rc;
+    return rc == -ENOENT || rc == -EBADMSG || rc == -EMSGSIZE ? 0 : rc;
 }
 
 void gw_drop_clients(struct gw_node *nd);
