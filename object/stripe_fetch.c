@@ -72,9 +72,8 @@ struct gw_fetch {
     int refs;
     struct gw_fetch_stripe st;
     enum slot state[PLACE_MAX_CHUNKS];
-    int rc[PLACE_MAX_CHUNKS];        /* of the last read (SLOT_DONE) */
-    struct room *room;               /* n chunks': the nodes WRITE chunk c at c * len */
-    uint8_t *data[PLACE_MAX_CHUNKS]; /* chunk c's bytes once read, in room */
+    int rc[PLACE_MAX_CHUNKS]; /* of the last read (SLOT_DONE) */
+    struct room *room;        /* n chunks': the nodes WRITE chunk c at room_at */
     int64_t sent_ms[PLACE_MAX_CHUNKS];
     bool force[PLACE_MAX_CHUNKS];    /* read even if the node is judged down */
     bool left;                       /* the waiter is gone: late reads report their own losses */
@@ -222,6 +221,12 @@ static int hedge_ms_now(struct gw_objects *o)
     return ms < HEDGE_MIN_MS ? HEDGE_MIN_MS : ms > cap ? cap : (int)ms;
 }
 
+/* Where chunk c lands, and once read (SLOT_DONE, rc 0) is. */
+static uint8_t *room_at(const struct gw_fetch *f, int c)
+{
+    return f->room->mem + (size_t)c * f->st.len;
+}
+
 static void fetch_put(struct gw_fetch *f)
 {
     pthread_mutex_lock(&f->lock);
@@ -275,7 +280,7 @@ static void read_done(struct gw_fetch *f, int c, int rc, size_t len, int64_t t0)
 {
     struct gw_objects *o = f->o;
     const struct gw_fetch_stripe *st = &f->st;
-    uint8_t *data = f->room->mem + (size_t)c * st->len;
+    const uint8_t *data = room_at(f, c);
     if (rc == -EMSGSIZE || (rc == 0 && len != st->len))
         rc = -EBADMSG;
     if (rc == 0 && c < st->k && node_crc32c(data, len) != st->crc[c])
@@ -285,7 +290,6 @@ static void read_done(struct gw_fetch *f, int c, int rc, size_t len, int64_t t0)
     pthread_mutex_lock(&f->lock);
     f->state[c] = SLOT_DONE;
     f->rc[c] = rc;
-    f->data[c] = rc == 0 ? data : NULL;
     bool orphan = f->left;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
@@ -311,8 +315,8 @@ static void read_job(void *arg, int c)
                                                   : gw_client_get(o, node, &cl);
     if (rc == 0) {
         struct node_chunk_id id = chunk_id(f, c);
-        rc = node_client_get_chunk_to(cl, &id, f->room->mem + (size_t)c * f->st.len, f->st.len,
-                                      inec_mr_rkey(f->room->mr), &len, NULL);
+        rc = node_client_get_chunk_to(cl, &id, room_at(f, c), f->st.len, inec_mr_rkey(f->room->mr),
+                                      &len, NULL);
         gw_client_put(o, node, cl, gw_chunk_read_evidence(rc));
     }
     read_done(f, c, rc, len, t0);
@@ -339,9 +343,8 @@ static bool send_here(struct gw_fetch *f, int c)
     if (node < 0 || gw_node_is_down(o, node) || gw_client_idle(o, node, &cl))
         return false;
     struct node_chunk_id id = chunk_id(f, c);
-    int rc =
-        node_client_get_chunk_to_start(cl, &id, f->room->mem + (size_t)c * f->st.len, f->st.len,
-                                       inec_mr_rkey(f->room->mr), &f->calls.call[c]);
+    int rc = node_client_get_chunk_to_start(cl, &id, room_at(f, c), f->st.len,
+                                            inec_mr_rkey(f->room->mr), &f->calls.call[c]);
     if (rc == -ENOTCONN)
         node_client_close(cl); /* read_job dials a new one */
     else if (rc)
@@ -357,7 +360,6 @@ static bool send_here(struct gw_fetch *f, int c)
 /* Sends chunk c's read (f->lock held). */
 static void post(struct gw_fetch *f, int c, bool force)
 {
-    f->data[c] = NULL; /* its room is written again */
     f->state[c] = SLOT_OUT;
     f->force[c] = force;
     f->sent_ms[c] = gw_now_ms();
@@ -432,7 +434,7 @@ static int decode_local(struct gw_fetch *f, const bool *need, uint8_t *out, char
         return -EAGAIN;
     uint8_t *srcs[PLACE_MAX_CHUNKS], *outs[PLACE_MAX_CHUNKS];
     for (int s = 0; s < plan->nsurvivors; s++)
-        srcs[s] = f->data[plan->survivors[s]];
+        srcs[s] = room_at(f, plan->survivors[s]);
     for (int e = 0; e < ne; e++)
         outs[e] = out + (size_t)erased[e] * st->len;
     int rc = codec_plan_apply(plan, st->len, srcs, outs);
@@ -570,7 +572,7 @@ int gw_fetch_wait(struct gw_fetch *f, const bool *need, bool patient, uint8_t *o
     }
     for (int c = 0; c < st->n; c++) {
         if (rc == 0 && c < st->k && need[c]) /* read, else rebuilt into out */
-            at[c] = valid(f, c) ? f->data[c] : out + (size_t)c * st->len;
+            at[c] = valid(f, c) ? room_at(f, c) : out + (size_t)c * st->len;
         if (f->state[c] == SLOT_DONE && f->rc[c])
             res->why[c] = f->rc[c];
         else if (f->state[c] == SLOT_OUT && c < st->k && need[c])
