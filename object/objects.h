@@ -97,6 +97,9 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len);
  * uses the MD5 the put takes anyway for the ETag, so the body is hashed once. */
 void gw_put_expect_md5(struct gw_put *p, const uint8_t md5[16]);
 #define GW_PUT_BAD_DIGEST (-EBADE)
+/* The body goes into stripes whatever its size, never inline in its record:
+ * for callers that later address its chunks (a volume's delta updates). */
+void gw_put_striped(struct gw_put *p);
 /* Durable on the write quorum, then visible; fills `out` (may be NULL).
  * Frees the handle whatever it returns. */
 int gw_put_commit(struct gw_put *p, struct gw_object_info *out);
@@ -207,7 +210,7 @@ uint64_t gw_mpu_expire(struct gw_objects *o);
  * scripts/cluster.sh), over tcp. cfg is cluster.json:
  *   {"map": <cluster map, placement/placement.h>, "nodes": {...per-node data dirs...},
  *    "gateway": {"max_get_ms": 3600000, "gc_delay_ms": max_get_ms + 10000,
- *                "bucket_cache_ms": 1000, "inline_max": 16384, "heal_max": 65536,
+ *                "bucket_cache_ms": 1000, "inline_max": 131072, "heal_max": 65536,
  *                "degraded_read": "direct" (or "deg"),
  *                "multipart_expire_ms": 604800000, "lifecycle_day_ms": 86400000,
  *                "deg_listen": "127.0.0.1", "repair": {...}, ...}}

@@ -90,6 +90,7 @@ struct gw_put {
     uint64_t size;
     EVP_MD_CTX *md5; /* fed in body order, by hasher_main or submit_stripe */
     bool md5_check;  /* the MD5 must be md5_expect (gw_put_expect_md5) */
+    bool striped;    /* never inline (gw_put_striped) */
     uint8_t md5_expect[16];
     pthread_mutex_t hash_lock;  /* published, hashed, the buffers' places */
     pthread_cond_t hash_cond;   /* published or hashed moved, or hash_stop */
@@ -152,6 +153,11 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     }
     *out = p;
     return 0;
+}
+
+void gw_put_striped(struct gw_put *p)
+{
+    p->striped = true;
 }
 
 int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
@@ -748,7 +754,8 @@ static void queue_missing(struct gw_put *p, const char *bucket, const char *key)
  * record (inline.c) rather than into a stripe. */
 static bool put_inline(const struct gw_put *p)
 {
-    return p->submitted == 0 && p->size > 0 && p->size == p->fill && p->size <= p->o->inline_max;
+    return !p->striped && p->submitted == 0 && p->size > 0 && p->size == p->fill &&
+           p->size <= p->o->inline_max;
 }
 
 /* Every stripe durable (the short last one written now, unless the body goes

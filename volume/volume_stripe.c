@@ -46,6 +46,7 @@ int gw_volume_stripe_store(struct gw_volume *v, uint64_t s, const uint8_t *strip
     int rc = gw_put_begin(v->o, v->bucket, key, NULL, &p);
     if (rc)
         return rc;
+    gw_put_striped(p); /* delta updates rewrite its chunks (volume_delta.c) */
     if ((rc = gw_put_write(p, stripe, v->stripe_bytes))) {
         gw_put_abort(p);
         return rc;
