@@ -125,10 +125,10 @@ bool gw_repair_node_usable(struct gw_objects *o, int node);
 bool gw_repair_scrub_due(struct gw_objects *o);
 
 /* The scanner's sleep, until a scan is due (the interval passed, or a
- * kick: *full) or until migrate_at_ms (gw_now_ms: a metadata move
- * to try again; INT64_MAX: none). False when the service stops. */
-bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms,
-                         bool *full);
+ * kick: *full; *asked: it was a kick) or until migrate_at_ms (gw_now_ms: a
+ * metadata move to try again; INT64_MAX: none). False when the service stops. */
+bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms, bool *full,
+                         bool *asked);
 
 bool gw_repair_stopping(struct gw_objects *o);
 

@@ -52,7 +52,8 @@ bool gw_node_draining(struct gw_objects *o, int node)
 /* --- start / stop --------------------------------------------------------------------- */
 
 /* The scanner's wake-up (interval, or a kick) and its view of the settings. */
-bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms, bool *full)
+bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *grace_ms, bool *full,
+                         bool *asked)
 {
     struct gw_repair *r = o->rep;
     pthread_mutex_lock(&r->lock);
@@ -69,6 +70,7 @@ bool gw_repair_wait_scan(struct gw_objects *o, int64_t migrate_at_ms, int64_t *g
         }
         now = gw_now_ms();
     }
+    *asked = r->scan_now;
     *full = r->scan_now || now >= r->scan_at_ms;
     if (*full) {
         r->scan_now = false;

@@ -75,7 +75,8 @@ struct scan {
     size_t nst, capst;
     struct expect *ex;
     size_t nex, capex;
-    bool incomplete; /* a record could not be read or understood: collect nothing */
+    bool incomplete;  /* a record could not be read or understood: collect nothing */
+    bool read_inline; /* inline records are read whole from every home (scan_once) */
     const char *bucket;
     struct orphan *cand; /* orphans seen this scan */
     size_t ncand, capcand;
@@ -261,7 +262,7 @@ static int walk_cb(const char *space, const char *key, json_t *rec, void *arg)
         if (pool)
             sc->usage[pi].stored_bytes += gw_inline_shard_len(ilen, ik) * (uint64_t)(ik + im);
         json_t *whole = NULL;
-        if (gw_meta_read_all(o, sc->bucket, key, &whole, NULL) != 0)
+        if (sc->read_inline && gw_meta_read_all(o, sc->bucket, key, &whole, NULL) != 0)
             sc->incomplete = true; /* its homes were not all repaired */
         json_decref(whole);
         return gw_repair_stopping(o);
@@ -530,15 +531,40 @@ static uint64_t collect_orphans(struct scan *sc, struct seen *seen, int64_t grac
 
 /* --- one scan ---------------------------------------------------------------------------- */
 
-static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, int64_t grace_ms)
+/* The down and suspect verdicts on nodes so far: it moves whenever a node
+ * failed a call, restarted or went silent. */
+static uint64_t peer_troubles(struct gw_objects *o)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < o->nnodes; i++)
+        n += atomic_load(&o->nodes[i].downs) + atomic_load(&o->nodes[i].suspicions);
+    return n;
+}
+
+static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, int64_t grace_ms,
+                      bool asked, uint64_t *inline_checked)
 {
     int64_t t0 = gw_now_ms();
-    if (gw_repair_scrub_due(o))
+    bool scrub = gw_repair_scrub_due(o);
+    if (scrub)
         gw_fanout_run(o, o->nnodes, scrub_one, o);
-    struct scan sc = {.o = o};
+    /* Whether inline records are read whole from every home. Where a
+     * stripe's chunks are checked by the nodes' inventories (ids only), an
+     * inline record's shards can only be checked by reading them: up to C/k
+     * of the body's bytes, for every small object, every scan_interval_ms.
+     * So only when a home may lack a record or hold a bad shard: on the
+     * first scan, on one asked for (a node state change or an operator), on
+     * the scrub's (bit rot), and when a node failed or went silent since the
+     * last complete pass (it may have missed writes or come back empty). A
+     * commit that left homes without the record notes them for heal
+     * (meta_heal.c). */
+    uint64_t troubles = peer_troubles(o);
+    struct scan sc = {.o = o, .read_inline = asked || scrub || troubles != *inline_checked};
     int rc = gw_meta_walk_objects(o, walk_cb, &sc);
     if (rc || gw_repair_stopping(o))
         sc.incomplete = true;
+    if (sc.read_inline && !sc.incomplete)
+        *inline_checked = troubles;
     if (sc.nex)
         qsort(sc.ex, sc.nex, sizeof(*sc.ex), expect_cmp);
     size_t *first = calloc((size_t)o->nnodes + 1, sizeof(size_t));
@@ -631,11 +657,12 @@ void *gw_scanner_main(void *arg)
      * the gateway starts (a move a gateway died in is finished by the next),
      * before every scan, and again every MIGRATE_RETRY_MS while a copy fails. */
     int64_t migrate_at = 0;
-    bool full;
-    while (gw_repair_wait_scan(o, migrate_at, &grace_ms, &full)) {
+    bool full, asked;
+    uint64_t inline_checked = UINT64_MAX; /* none yet: the first scan reads them */
+    while (gw_repair_wait_scan(o, migrate_at, &grace_ms, &full, &asked)) {
         migrate_at = migrate_metadata(o) ? INT64_MAX : gw_now_ms() + MIGRATE_RETRY_MS;
         if (full && !gw_repair_stopping(o))
-            scan_once(o, &seen, &tombs, grace_ms);
+            scan_once(o, &seen, &tombs, grace_ms, asked, &inline_checked);
     }
     free(seen.v);
     json_decref(tombs);
