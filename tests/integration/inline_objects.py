@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Inline objects on a 9-process tcp cluster (RS(5,3): 7 metadata homes, W = 4):
 
- 1. small objects (<= inline_max, 16 KiB) write no chunk on any node; each of
+ 1. small objects (<= inline_max, 128 KiB) write no chunk on any node; each of
     their 7 homes holds a distinct shard (the control API asks every home);
     an object one byte over inline_max, and a bigger one, go to stripes;
  2. listing shows their sizes and ETags; CopyObject, and a metadata-only copy
@@ -109,7 +109,7 @@ def get(key):
 s3.create_bucket(Bucket=BUCKET)
 objs = {}
 before = chunks()
-for i, size in enumerate([1, 63, 64, 1000, 4096, 5000, 12345, 16384]):
+for i, size in enumerate([1, 63, 64, 1000, 4096, 5000, 12345, 65536, 131072]):
     objs["small-%d" % i] = os.urandom(size)
 for key, body in objs.items():
     s3.put_object(Bucket=BUCKET, Key=key, Body=body)
@@ -118,7 +118,7 @@ if chunks() != before:
 wait_whole(objs, "after the PUTs", timeout=10)
 print("small objects: no chunk written, 7 homes hold 7 distinct shards", flush=True)
 
-for key, size in (("over", 16385), ("big", 300000)):
+for key, size in (("over", 131073), ("big", 300000)):
     objs[key] = os.urandom(size)
     s3.put_object(Bucket=BUCKET, Key=key, Body=objs[key])
     view = srv.admin_get("/admin/v1/objects/%s/%s" % (BUCKET, key))

@@ -28,7 +28,8 @@ except ImportError:
 
 NOBJ, SIZE, TARGET_S = 100, 40000, 70.0
 srv = InecCluster(sys.argv[1], env={"INEC_PROFILE": "rs:k=5,m=3"},
-                  gateway={"repair": {"scan_interval_ms": 1000}})
+                  gateway={"inline_max": 0,  # its objects in stripes: their repair is timed
+                           "repair": {"scan_interval_ms": 1000}})
 
 
 def fail(msg):
