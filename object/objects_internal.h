@@ -235,6 +235,10 @@ void gw_peer_answered(struct gw_objects *o, int node);
 /* A call failed at the transport; connecting: while setting up a connection. */
 void gw_peer_failed(struct gw_objects *o, int node, int rc, bool connecting);
 
+/* The suspect and down verdicts on every node so far: it moves whenever a
+ * node failed a call, restarted or went silent. */
+uint64_t gw_peer_troubles(struct gw_objects *o);
+
 /* {"peer_state", "suspect", "last_seen_age_seconds", "misses", "peer_failures",
  *  "suspicions", "down_verdicts"} for the control API. */
 json_t *gw_peer_json(struct gw_objects *o, int node);

@@ -114,6 +114,14 @@ void gw_peer_failed(struct gw_objects *o, int node, int rc, bool connecting)
     gw_peer_note(o, node, rc ? strerror(-rc) : "failed");
 }
 
+uint64_t gw_peer_troubles(struct gw_objects *o)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < o->nnodes; i++)
+        n += atomic_load(&o->nodes[i].downs) + atomic_load(&o->nodes[i].suspicions);
+    return n;
+}
+
 json_t *gw_peer_json(struct gw_objects *o, int node)
 {
     struct gw_node *nd = &o->nodes[node];

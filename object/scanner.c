@@ -531,16 +531,6 @@ static uint64_t collect_orphans(struct scan *sc, struct seen *seen, int64_t grac
 
 /* --- one scan ---------------------------------------------------------------------------- */
 
-/* The down and suspect verdicts on nodes so far: it moves whenever a node
- * failed a call, restarted or went silent. */
-static uint64_t peer_troubles(struct gw_objects *o)
-{
-    uint64_t n = 0;
-    for (int i = 0; i < o->nnodes; i++)
-        n += atomic_load(&o->nodes[i].downs) + atomic_load(&o->nodes[i].suspicions);
-    return n;
-}
-
 static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, int64_t grace_ms,
                       bool asked, uint64_t *inline_checked)
 {
@@ -558,7 +548,7 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
      * last complete pass (it may have missed writes or come back empty). A
      * commit that left homes without the record notes them for heal
      * (meta_heal.c). */
-    uint64_t troubles = peer_troubles(o);
+    uint64_t troubles = gw_peer_troubles(o);
     struct scan sc = {.o = o, .read_inline = asked || scrub || troubles != *inline_checked};
     int rc = gw_meta_walk_objects(o, walk_cb, &sc);
     if (rc || gw_repair_stopping(o))

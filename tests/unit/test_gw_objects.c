@@ -410,15 +410,6 @@ static void wait_scans(struct gw_objects *o, int more)
     assert_true(scans_done(o) >= until);
 }
 
-/* Down and suspect verdicts on the nodes so far (what scan_once compares). */
-static uint64_t peer_troubles(struct gw_objects *o)
-{
-    uint64_t n = 0;
-    for (int i = 0; i < o->nnodes; i++)
-        n += atomic_load(&o->nodes[i].downs) + atomic_load(&o->nodes[i].suspicions);
-    return n;
-}
-
 /* Flips a bit of the shard home `node` holds of inl/key (the node takes it
  * as a new tail of the same record); *blob: what it holds now. */
 static void corrupt_shard(struct gw_objects *o, int node, const char *key, void **blob, size_t *len)
@@ -472,9 +463,9 @@ static void test_scan_inline_when_due(void **state)
     void *blob;
     size_t len;
     corrupt_shard(o, parity, "a", &blob, &len);
-    uint64_t troubles = peer_troubles(o);
+    uint64_t troubles = gw_peer_troubles(o);
     wait_scans(o, 3);
-    if (peer_troubles(o) == troubles) /* else a node's verdict moved: a pass was due */
+    if (gw_peer_troubles(o) == troubles) /* else a node's verdict moved: a pass was due */
         assert_true(holds(o, parity, "a", blob, len));
     free(blob);
     /* A scan asked for reads it whole: the shard is rewritten. */
