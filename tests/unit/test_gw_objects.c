@@ -391,101 +391,6 @@ static void test_inline_objects(void **state)
     gw_objects_close(o);
 }
 
-/* Scans the repair scanner completed so far. */
-static int64_t scans_done(struct gw_objects *o)
-{
-    json_t *st;
-    assert_int_equal(gw_objects_repair_status(o, &st), 0);
-    int64_t n = json_integer_value(json_object_get(json_object_get(st, "scan"), "scans"));
-    json_decref(st);
-    return n;
-}
-
-/* Until `more` scans after this call have completed (not one begun before it). */
-static void wait_scans(struct gw_objects *o, int more)
-{
-    int64_t until = scans_done(o) + more + 1;
-    for (int t = 0; t < 1000 && scans_done(o) < until; t++)
-        usleep(10000);
-    assert_true(scans_done(o) >= until);
-}
-
-/* Flips a bit of the shard home `node` holds of inl/key (the node takes it
- * as a new tail of the same record); *blob: what it holds now. */
-static void corrupt_shard(struct gw_objects *o, int node, const char *key, void **blob, size_t *len)
-{
-    struct node_client *c;
-    assert_int_equal(gw_client_get(o, node, &c), 0);
-    assert_int_equal(node_client_get_meta(c, "inl", key, blob, len), 0);
-    json_t *rec = gw_rec_load(*blob, *len);
-    ((uint8_t *)*blob)[*len - 1] ^= 1;
-    assert_int_equal(node_client_put_meta(c, "inl", key, gw_rec_version(rec), 0, *blob, *len, NULL),
-                     0);
-    gw_client_put(o, node, c, 0);
-    json_decref(rec);
-}
-
-/* Whether home `node` still holds blob (the corrupt shard). */
-static bool holds(struct gw_objects *o, int node, const char *key, const void *blob, size_t len)
-{
-    struct node_client *c;
-    void *now;
-    size_t nlen;
-    assert_int_equal(gw_client_get(o, node, &c), 0);
-    assert_int_equal(node_client_get_meta(c, "inl", key, &now, &nlen), 0);
-    gw_client_put(o, node, c, 0);
-    bool same = nlen == len && memcmp(now, blob, len) == 0;
-    free(now);
-    return same;
-}
-
-/* The scanner reads inline records whole from every home (so repairs their
- * shards) only on the scans where a home may lack one or hold a bad one:
- * one asked for, and the next after a node's down or suspect verdict. The
- * periodic scans between them leave a bad parity shard (which no GET asks
- * for while the data shards' homes answer) for those. */
-static void test_scan_inline_when_due(void **state)
-{
-    (void)state;
-    struct gw_objects *o =
-        open_opts(json_pack("{s:i,s:i,s:{s:b,s:i}}", "chunk_size", CHUNK, "timeout_ms", 3000,
-                            "repair", "paused", 1, "scan_interval_ms", 20));
-    assert_int_equal(gw_bucket_create(o, "inl"), 0);
-    uint8_t d[3000];
-    fill(d, sizeof(d), 9);
-    assert_int_equal(put(o, "inl", "a", d, sizeof(d)), 0);
-    char ids[7][16];
-    int ok;
-    inline_homes(o, "a", ids, &ok);
-    assert_int_equal(ok, 7);
-    int parity = place_map_node(o->map, ids[6]);
-    wait_scans(o, 2); /* the first scan's pass is over */
-    void *blob;
-    size_t len;
-    corrupt_shard(o, parity, "a", &blob, &len);
-    uint64_t troubles = gw_peer_troubles(o);
-    wait_scans(o, 3);
-    if (gw_peer_troubles(o) == troubles) /* else a node's verdict moved: a pass was due */
-        assert_true(holds(o, parity, "a", blob, len));
-    free(blob);
-    /* A scan asked for reads it whole: the shard is rewritten. */
-    json_t *scan = json_pack("{s:b}", "scan", 1);
-    char msg[128];
-    assert_int_equal(gw_objects_repair_set(o, scan, msg, sizeof(msg)), 0);
-    json_decref(scan);
-    wait_scans(o, 1);
-    inline_homes(o, "a", ids, &ok);
-    assert_int_equal(ok, 7);
-    /* So does the next periodic scan after a node failed a call. */
-    corrupt_shard(o, parity, "a", &blob, &len);
-    gw_peer_failed(o, place_map_node(o->map, ids[0]), -ETIMEDOUT, false);
-    wait_scans(o, 1);
-    assert_false(holds(o, parity, "a", blob, len));
-    free(blob);
-    assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, d, sizeof(d)), 0);
-    gw_objects_close(o);
-}
-
 /* An acknowledged inline overwrite is never read as the version before it,
  * even when fewer than k of the homes that hold it answer (the chaos test
  * found a read falling back to the striped version before it while a holder
@@ -1018,6 +923,91 @@ static int64_t scans_now(struct gw_objects *o)
     int64_t n = json_integer_value(json_object_get(json_object_get(st, "scan"), "scans"));
     json_decref(st);
     return n;
+}
+
+/* Until `more` scans after this call have completed (not one begun before it). */
+static void wait_scans(struct gw_objects *o, int more)
+{
+    int64_t until = scans_now(o) + more + 1;
+    for (int t = 0; t < 1000 && scans_now(o) < until; t++)
+        usleep(10000);
+    assert_true(scans_now(o) >= until);
+}
+
+/* Flips a bit of the shard home `node` holds of inl/key (the node takes it
+ * as a new tail of the same record); *blob: what it holds now. */
+static void corrupt_shard(struct gw_objects *o, int node, const char *key, void **blob, size_t *len)
+{
+    struct node_client *c;
+    assert_int_equal(gw_client_get(o, node, &c), 0);
+    assert_int_equal(node_client_get_meta(c, "inl", key, blob, len), 0);
+    json_t *rec = gw_rec_load(*blob, *len);
+    ((uint8_t *)*blob)[*len - 1] ^= 1;
+    assert_int_equal(node_client_put_meta(c, "inl", key, gw_rec_version(rec), 0, *blob, *len, NULL),
+                     0);
+    gw_client_put(o, node, c, 0);
+    json_decref(rec);
+}
+
+/* Whether home `node` still holds blob (the corrupt shard). */
+static bool holds(struct gw_objects *o, int node, const char *key, const void *blob, size_t len)
+{
+    struct node_client *c;
+    void *now;
+    size_t nlen;
+    assert_int_equal(gw_client_get(o, node, &c), 0);
+    assert_int_equal(node_client_get_meta(c, "inl", key, &now, &nlen), 0);
+    gw_client_put(o, node, c, 0);
+    bool same = nlen == len && memcmp(now, blob, len) == 0;
+    free(now);
+    return same;
+}
+
+/* The scanner reads inline records whole from every home (so repairs their
+ * shards) only on the scans where a home may lack one or hold a bad one:
+ * one asked for, and the next after a node's down or suspect verdict. The
+ * periodic scans between them leave a bad parity shard (which no GET asks
+ * for while the data shards' homes answer) for those. */
+static void test_scan_inline_when_due(void **state)
+{
+    (void)state;
+    struct gw_objects *o =
+        open_opts(json_pack("{s:i,s:i,s:{s:b,s:i}}", "chunk_size", CHUNK, "timeout_ms", 3000,
+                            "repair", "paused", 1, "scan_interval_ms", 20));
+    assert_int_equal(gw_bucket_create(o, "inl"), 0);
+    uint8_t d[3000];
+    fill(d, sizeof(d), 9);
+    assert_int_equal(put(o, "inl", "a", d, sizeof(d)), 0);
+    char ids[7][16];
+    int ok;
+    inline_homes(o, "a", ids, &ok);
+    assert_int_equal(ok, 7);
+    int parity = place_map_node(o->map, ids[6]);
+    wait_scans(o, 2); /* the first scan's pass is over */
+    void *blob;
+    size_t len;
+    corrupt_shard(o, parity, "a", &blob, &len);
+    uint64_t troubles = gw_peer_troubles(o);
+    wait_scans(o, 3);
+    if (gw_peer_troubles(o) == troubles) /* else a node's verdict moved: a pass was due */
+        assert_true(holds(o, parity, "a", blob, len));
+    free(blob);
+    /* A scan asked for reads it whole: the shard is rewritten. */
+    json_t *scan = json_pack("{s:b}", "scan", 1);
+    char msg[128];
+    assert_int_equal(gw_objects_repair_set(o, scan, msg, sizeof(msg)), 0);
+    json_decref(scan);
+    wait_scans(o, 1);
+    inline_homes(o, "a", ids, &ok);
+    assert_int_equal(ok, 7);
+    /* So does the next periodic scan after a node failed a call. */
+    corrupt_shard(o, parity, "a", &blob, &len);
+    gw_peer_failed(o, place_map_node(o->map, ids[0]), -ETIMEDOUT, false);
+    wait_scans(o, 1);
+    assert_false(holds(o, parity, "a", blob, len));
+    free(blob);
+    assert_int_equal(get_check(o, "inl", "a", 0, UINT64_MAX, d, sizeof(d)), 0);
+    gw_objects_close(o);
 }
 
 /* Every chunk of the object reads back ok (the control API reads them all) and none is on `off`. */
