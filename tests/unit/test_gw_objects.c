@@ -223,6 +223,35 @@ static void read_until_whole(struct gw_objects *o, const char *key, const uint8_
     assert_int_equal(ok, 7);
 }
 
+/* Flips a bit of the shard home `node` holds of inl/key (the node takes it
+ * as a new tail of the same record); *blob: what it holds now. */
+static void corrupt_shard(struct gw_objects *o, int node, const char *key, void **blob, size_t *len)
+{
+    struct node_client *c;
+    assert_int_equal(gw_client_get(o, node, &c), 0);
+    assert_int_equal(node_client_get_meta(c, "inl", key, blob, len), 0);
+    json_t *rec = gw_rec_load(*blob, *len);
+    ((uint8_t *)*blob)[*len - 1] ^= 1;
+    assert_int_equal(node_client_put_meta(c, "inl", key, gw_rec_version(rec), 0, *blob, *len, NULL),
+                     0);
+    gw_client_put(o, node, c, 0);
+    json_decref(rec);
+}
+
+/* Whether home `node` still holds blob (the corrupt shard). */
+static bool holds(struct gw_objects *o, int node, const char *key, const void *blob, size_t len)
+{
+    struct node_client *c;
+    void *now;
+    size_t nlen;
+    assert_int_equal(gw_client_get(o, node, &c), 0);
+    assert_int_equal(node_client_get_meta(c, "inl", key, &now, &nlen), 0);
+    gw_client_put(o, node, c, 0);
+    bool same = nlen == len && memcmp(now, blob, len) == 0;
+    free(now);
+    return same;
+}
+
 struct fan_probe {
     pthread_t caller;
     atomic_int runs[8];
@@ -330,6 +359,17 @@ static void test_inline_objects(void **state)
     json_decref(j);
     assert_int_equal(get_check(o, "inl", "max", 100, 200, d, GW_INLINE_MAX), 0);
     assert_int_equal(get_check(o, "inl", "over", 0, UINT64_MAX, d, sizeof(d)), 0);
+    /* A put that asked for stripes (a volume's) has them, however small. */
+    struct gw_put *p;
+    assert_int_equal(gw_put_begin(o, "inl", "striped", NULL, &p), 0);
+    gw_put_striped(p);
+    assert_int_equal(gw_put_write(p, d, 1000), 0);
+    assert_int_equal(gw_put_commit(p, NULL), 0);
+    assert_int_equal(gw_objects_object_json(o, "inl", "striped", &j), 0);
+    assert_null(json_object_get(j, "inline"));
+    assert_int_equal(json_array_size(json_object_get(j, "stripes")), 1);
+    json_decref(j);
+    assert_int_equal(get_check(o, "inl", "striped", 0, UINT64_MAX, d, 1000), 0);
     /* 3 of a's homes stopped: read, then overwritten. */
     inline_homes(o, "a", ids, &ok);
     for (int i = 0; i < 3; i++)
@@ -347,18 +387,9 @@ static void test_inline_objects(void **state)
     read_until_whole(o, "a", e, sizeof(e), ids);
     /* One home's shard corrupted (same record, a flipped shard bit: the node
      * takes it as a new tail): a read finds its crc wrong and rewrites it. */
-    int node = place_map_node(o->map, ids[1]);
-    struct node_client *c;
     void *blob;
     size_t len;
-    assert_int_equal(gw_client_get(o, node, &c), 0);
-    assert_int_equal(node_client_get_meta(c, "inl", "a", &blob, &len), 0);
-    json_t *stored = gw_rec_load(blob, len);
-    ((uint8_t *)blob)[len - 1] ^= 1;
-    assert_int_equal(
-        node_client_put_meta(c, "inl", "a", gw_rec_version(stored), 0, blob, len, NULL), 0);
-    gw_client_put(o, node, c, 0);
-    json_decref(stored);
+    corrupt_shard(o, place_map_node(o->map, ids[1]), "a", &blob, &len);
     free(blob);
     uint64_t repairs = atomic_load(&o->meta_repairs);
     read_until_whole(o, "a", e, sizeof(e), ids);
@@ -369,10 +400,11 @@ static void test_inline_objects(void **state)
      * each pick one and leave two homes with one shard again (too few with 3
      * homes down: the inline_objects test's 503). */
     int from = place_map_node(o->map, ids[2]), to = place_map_node(o->map, ids[1]);
+    struct node_client *c;
     assert_int_equal(gw_client_get(o, from, &c), 0);
     assert_int_equal(node_client_get_meta(c, "inl", "a", &blob, &len), 0);
     gw_client_put(o, from, c, 0);
-    stored = gw_rec_load(blob, len);
+    json_t *stored = gw_rec_load(blob, len);
     assert_int_equal(gw_client_get(o, to, &c), 0);
     assert_int_equal(
         node_client_put_meta(c, "inl", "a", gw_rec_version(stored), 0, blob, len, NULL), 0);
@@ -932,35 +964,6 @@ static void wait_scans(struct gw_objects *o, int more)
     for (int t = 0; t < 1000 && scans_now(o) < until; t++)
         usleep(10000);
     assert_true(scans_now(o) >= until);
-}
-
-/* Flips a bit of the shard home `node` holds of inl/key (the node takes it
- * as a new tail of the same record); *blob: what it holds now. */
-static void corrupt_shard(struct gw_objects *o, int node, const char *key, void **blob, size_t *len)
-{
-    struct node_client *c;
-    assert_int_equal(gw_client_get(o, node, &c), 0);
-    assert_int_equal(node_client_get_meta(c, "inl", key, blob, len), 0);
-    json_t *rec = gw_rec_load(*blob, *len);
-    ((uint8_t *)*blob)[*len - 1] ^= 1;
-    assert_int_equal(node_client_put_meta(c, "inl", key, gw_rec_version(rec), 0, *blob, *len, NULL),
-                     0);
-    gw_client_put(o, node, c, 0);
-    json_decref(rec);
-}
-
-/* Whether home `node` still holds blob (the corrupt shard). */
-static bool holds(struct gw_objects *o, int node, const char *key, const void *blob, size_t len)
-{
-    struct node_client *c;
-    void *now;
-    size_t nlen;
-    assert_int_equal(gw_client_get(o, node, &c), 0);
-    assert_int_equal(node_client_get_meta(c, "inl", key, &now, &nlen), 0);
-    gw_client_put(o, node, c, 0);
-    bool same = nlen == len && memcmp(now, blob, len) == 0;
-    free(now);
-    return same;
 }
 
 /* The scanner reads inline records whole from every home (so repairs their
