@@ -113,6 +113,7 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     pthread_mutex_init(&s->mq_mu, NULL);
     pthread_cond_init(&s->mq_cond, NULL);
     pthread_mutex_init(&s->pend_mu, NULL);
+    pthread_cond_init(&s->pend_cond, NULL);
     pthread_mutex_init(&s->compact_mu, NULL);
     pthread_cond_init(&s->q_cond, NULL);
     pthread_cond_init(&s->done_cond, NULL);
@@ -179,6 +180,10 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
         rc = store_meta_log_open(s);
     }
     if (rc == 0) {
+        what = "metadata applier thread";
+        rc = store_meta_start(s);
+    }
+    if (rc == 0) {
         what = "io_uring";
         rc = io_uring_queue_init(8, &s->ring, 0);
         if (rc)
@@ -233,6 +238,7 @@ void node_store_close(struct node_store *s)
     pthread_mutex_destroy(&s->mq_mu);
     pthread_cond_destroy(&s->mq_cond);
     pthread_mutex_destroy(&s->pend_mu);
+    pthread_cond_destroy(&s->pend_cond);
     pthread_mutex_destroy(&s->compact_mu);
     pthread_cond_destroy(&s->q_cond);
     pthread_cond_destroy(&s->done_cond);

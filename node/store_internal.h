@@ -66,14 +66,26 @@ struct node_store {
     struct meta_req *mq_head, *mq_tail;
     bool mq_busy; /* a writer runs a batch, or the pending map is being applied */
 
-    /* Metadata written to the log, not yet to LMDB (store_meta_log.c): a
-     * tsearch tree of struct pending by "bucket NUL key NUL". Changed only by
-     * the holder of mq_busy, under pend_mu; readers look under pend_mu. */
+    /* Metadata written to the log, not yet to LMDB (store_meta.c,
+     * store_meta_log.c): tsearch trees of struct pending by "bucket NUL key
+     * NUL". `pending` holds the active half of the log's values; `frozen`,
+     * once that half filled, the other half's, which the applier thread puts
+     * into LMDB meanwhile. The trees change only under pend_mu, by the holder
+     * of mq_busy (the applier only reads `frozen` and sets frozen_done);
+     * readers look under pend_mu: pending, then frozen, then LMDB. */
     pthread_mutex_t pend_mu;
-    void *pending;
-    _Atomic size_t npending;
+    pthread_cond_t pend_cond; /* a map frozen, frozen_done or frozen_rc set, applier_stop */
+    void *pending, *frozen;
+    _Atomic size_t npending; /* values in both trees */
+    size_t nfrozen;
+    uint64_t frozen_epoch; /* the frozen half's */
+    bool frozen_done;      /* the frozen map is in LMDB: the next batch drops it */
+    int frozen_rc;         /* the applier's last failure (it tries again) */
+    bool applier_on, applier_stop;
+    pthread_t applier;
     int mlog_fd;
-    uint64_t mlog_epoch, mlog_off; /* the log's epoch; where its next record goes */
+    int mlog_half;                 /* the active half of meta.log */
+    uint64_t mlog_epoch, mlog_off; /* its epoch; where its next record goes */
 
     pthread_mutex_t q_mu; /* group commit queue */
     pthread_cond_t q_cond, done_cond;
@@ -141,22 +153,46 @@ int store_read_record(struct node_store *s, const uint8_t k[KEY_BYTES], const st
 int store_live_per_segment(struct node_store *s, MDB_txn *txn, const uint32_t *ids, size_t n,
                            uint64_t *live, uint64_t *chunks, uint64_t *total);
 
-/* store_meta_log.c: the metadata log. */
-#define META_LOG_BYTES (8u << 20) /* holds several NODE_META_MAX values */
+/* store_meta_log.c: the metadata log, two halves of META_LOG_BYTES. */
+#define META_LOG_BYTES (8u << 20) /* a half: holds several NODE_META_MAX values */
 #define META_LOG_HDR   24
 size_t store_meta_log_encode(uint8_t *dst, uint64_t epoch, const char *k, size_t klen,
                              const void *v, size_t vlen);
-/* Appends and flushes len bytes of records: 0, -ENOSPC (the log is full:
- * apply the pending map, then restart it) or -errno. */
+/* Appends and flushes len bytes of records to the active half: 0, -ENOSPC
+ * (it is full) or -errno. */
 int store_meta_log_append(struct node_store *s, const void *buf, size_t len);
-/* In the txn that applies the pending map: the log's epoch is applied. */
-int store_meta_log_applied(struct node_store *s, MDB_txn *txn);
-/* Once that txn is durable: the next epoch, from offset 0. */
+/* In the txn that applies a half's values: that epoch and those before it
+ * are applied. */
+int store_meta_log_applied(MDB_txn *txn, MDB_dbi info, uint64_t epoch);
+/* Once the active half's values are durable in LMDB: the next epoch, in
+ * the same half from offset 0. */
 void store_meta_log_restart(struct node_store *s);
+/* The next epoch in the other half (whose values LMDB has), from offset 0. */
+void store_meta_log_switch(struct node_store *s);
 /* Opens (creates) meta.log and applies what it holds that LMDB lacks. */
 int store_meta_log_open(struct node_store *s);
 
-/* store_meta.c: applies the pending map to LMDB (see store_meta_log.c). */
+/* store_meta.c: a stored metadata value's blob (after its format byte and
+ * version), and a blob's record part: up to its first NUL (after it, the
+ * gateway may keep a binary tail of its own, different on each node). */
+MDB_val store_meta_blob(const MDB_val *v);
+/* -EINVAL without a bucket or key, -ENAMETOOLONG past NODE_KEY_MAX. */
+int store_meta_key_check(const char *bucket, const char *key);
+size_t store_meta_record_part(const void *blob, size_t len);
+/* The values of bucket's keys that start with prefix and sort after `after`
+ * ("": any) not in LMDB yet (the active half's, else the frozen one's),
+ * sorted by key; their record parts copied (v NULL: deleted). */
+struct meta_pending_entry {
+    char *key;
+    uint8_t *v;
+    size_t vlen;
+};
+int store_meta_pending_list(struct node_store *s, const char *bucket, const char *prefix,
+                            const char *after, struct meta_pending_entry **out, size_t *n);
+void store_meta_pending_list_free(struct meta_pending_entry *e, size_t n);
+/* The applier thread, started once the log is replayed. */
+int store_meta_start(struct node_store *s);
+/* Applies every value of the log to LMDB (see store_meta_log.c). */
 int store_meta_flush(struct node_store *s);
 void store_meta_close(struct node_store *s);
 

@@ -1,15 +1,18 @@
 /*
  * Metadata records: versioned blobs per bucket and key, written by
  * compare-and-set in group commits: a batch of concurrent writes is decided
- * against the pending map and LMDB, appended to the metadata log with one
+ * against the pending maps and LMDB, appended to the metadata log with one
  * flush (store_meta_log.c) and kept in the pending map until the map is
- * applied to LMDB in one synced txn (the log full, or a listing, the stats
- * or a close first).
+ * applied to LMDB in one synced txn: by the applier thread once the log's
+ * half is full (the writes go on in the other half), or before the stats
+ * or a close. Listings merge the maps into LMDB's keys (store_meta_list.c).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inec/log.h"
@@ -17,7 +20,7 @@
 #include "node/store_internal.h"
 
 /* The bound store.h promises; meta_index.c lays the key out in the index. */
-static int meta_key_check(const char *bucket, const char *key)
+int store_meta_key_check(const char *bucket, const char *key)
 {
     if (!bucket || !bucket[0] || !key)
         return -EINVAL;
@@ -41,7 +44,7 @@ static uint64_t meta_version(const MDB_val *v)
     return ver;
 }
 
-static MDB_val meta_blob(const MDB_val *v)
+MDB_val store_meta_blob(const MDB_val *v)
 {
     const uint8_t *p = v->mv_data;
     if (v->mv_size >= META_HEAD && p[0] == META_FORMAT)
@@ -72,11 +75,14 @@ static void pending_free(void *p)
     free(e);
 }
 
-/* The pending value of k (caller: under pend_mu, or the holder of mq_busy). */
+/* The pending value of k, the active half's or else the frozen one's
+ * (caller: under pend_mu, or the holder of mq_busy). */
 static const struct pending *pending_find(struct node_store *s, const char *k, size_t klen)
 {
     struct pending key = {.k = (char *)k, .klen = klen};
     void *hit = tfind(&key, &s->pending, pending_cmp);
+    if (!hit)
+        hit = tfind(&key, &s->frozen, pending_cmp);
     return hit ? *(struct pending **)hit : NULL;
 }
 
@@ -138,20 +144,82 @@ static void pending_put_one(const void *node, VISIT which, void *arg)
     w->rc = rc == -ENOENT ? 0 : rc;
 }
 
-/* Applies the pending map to LMDB in one synced txn, then restarts the log
- * (caller: the holder of mq_busy, or the closer). */
-static int pending_apply(struct node_store *s)
+/* The values of tree (a half of the log, `epoch`) into LMDB in one synced
+ * txn that records the epoch applied. */
+static int apply_tree(struct node_store *s, void *tree, uint64_t epoch)
 {
-    if (!s->npending)
-        return 0;
     struct apply_walk w = {.dbi = s->meta};
     int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &w.txn));
     if (rc)
         return rc;
-    twalk_r(s->pending, pending_put_one, &w);
-    rc = store_commit_synced(s, w.txn, w.rc ? w.rc : store_meta_log_applied(s, w.txn));
+    twalk_r(tree, pending_put_one, &w);
+    rc = store_commit_synced(s, w.txn, w.rc ? w.rc : store_meta_log_applied(w.txn, s->info, epoch));
     store_crash_point(s, "meta_applied");
+    return rc;
+}
+
+/* Forgets the frozen map, which LMDB has (the holder of mq_busy). */
+static void frozen_drop(struct node_store *s)
+{
+    pthread_mutex_lock(&s->pend_mu);
+    tdestroy(s->frozen, pending_free);
+    s->frozen = NULL;
+    s->npending -= s->nfrozen;
+    s->nfrozen = 0;
+    s->frozen_done = false;
+    pthread_mutex_unlock(&s->pend_mu);
+}
+
+/* Until no map is frozen: the applier put it into LMDB (0), or failed
+ * (its error; it tries again). The holder of mq_busy. */
+static int frozen_wait(struct node_store *s)
+{
+    pthread_mutex_lock(&s->pend_mu);
+    while (s->frozen && !s->frozen_done && !s->frozen_rc)
+        pthread_cond_wait(&s->pend_cond, &s->pend_mu);
+    int rc = !s->frozen || s->frozen_done ? 0 : s->frozen_rc;
+    pthread_mutex_unlock(&s->pend_mu);
+    if (rc == 0 && s->frozen)
+        frozen_drop(s);
+    return rc;
+}
+
+/* The active half's map frozen for the applier, the writes going on in the
+ * other half (the holder of mq_busy). */
+static int pending_freeze(struct node_store *s)
+{
+    int rc = frozen_wait(s);
     if (rc)
+        return rc;
+    pthread_mutex_lock(&s->pend_mu);
+    s->frozen = s->pending;
+    s->nfrozen = s->npending;
+    s->frozen_epoch = s->mlog_epoch;
+    s->frozen_rc = 0;
+    s->pending = NULL;
+    pthread_cond_broadcast(&s->pend_cond);
+    pthread_mutex_unlock(&s->pend_mu);
+    store_meta_log_switch(s);
+    return 0;
+}
+
+/* Applies every pending value to LMDB, the frozen map's first, on the
+ * caller's path; the active half then restarts (the holder of mq_busy, or
+ * the closer once the applier stopped). */
+static int pending_apply(struct node_store *s)
+{
+    int rc = 0;
+    if (s->applier_on)
+        rc = frozen_wait(s);
+    else if (s->frozen && !s->frozen_done) /* a close: the applier stopped */
+        rc = apply_tree(s, s->frozen, s->frozen_epoch);
+    if (rc)
+        return rc;
+    if (s->frozen)
+        frozen_drop(s);
+    if (!s->npending)
+        return 0;
+    if ((rc = apply_tree(s, s->pending, s->mlog_epoch)))
         return rc;
     pthread_mutex_lock(&s->pend_mu);
     tdestroy(s->pending, pending_free);
@@ -160,6 +228,47 @@ static int pending_apply(struct node_store *s)
     pthread_mutex_unlock(&s->pend_mu);
     store_meta_log_restart(s);
     return 0;
+}
+
+/* The applier thread: each frozen map into LMDB, off the writers' path. A
+ * failure is logged and tried again a second later; a writer that needs the
+ * half meanwhile fails with it (frozen_wait). */
+static void *applier_main(void *arg)
+{
+    struct node_store *s = arg;
+    pthread_setname_np(pthread_self(), "meta-apply");
+    pthread_mutex_lock(&s->pend_mu);
+    while (!s->applier_stop) {
+        if (!s->frozen || s->frozen_done) {
+            pthread_cond_wait(&s->pend_cond, &s->pend_mu);
+            continue;
+        }
+        void *tree = s->frozen; /* no one changes it until frozen_done */
+        uint64_t epoch = s->frozen_epoch;
+        pthread_mutex_unlock(&s->pend_mu);
+        int rc = apply_tree(s, tree, epoch);
+        pthread_mutex_lock(&s->pend_mu);
+        s->frozen_done = rc == 0;
+        s->frozen_rc = rc;
+        pthread_cond_broadcast(&s->pend_cond);
+        if (rc) {
+            inec_log(INEC_LOG_WARN, "node", "metadata log: applying to the index: %s",
+                     node_store_strerror(rc));
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_sec++;
+            pthread_cond_timedwait(&s->pend_cond, &s->pend_mu, &t);
+        }
+    }
+    pthread_mutex_unlock(&s->pend_mu);
+    return NULL;
+}
+
+int store_meta_start(struct node_store *s)
+{
+    int rc = -pthread_create(&s->applier, NULL, applier_main, s);
+    s->applier_on = rc == 0;
+    return rc;
 }
 
 /* In the metadata writer's turn (mq_busy), as a batch would be. */
@@ -180,15 +289,24 @@ int store_meta_flush(struct node_store *s)
 
 void store_meta_close(struct node_store *s)
 {
+    if (s->applier_on) {
+        pthread_mutex_lock(&s->pend_mu);
+        s->applier_stop = true;
+        pthread_cond_broadcast(&s->pend_cond);
+        pthread_mutex_unlock(&s->pend_mu);
+        pthread_join(s->applier, NULL);
+        s->applier_on = false;
+    }
     if (s->env && s->npending) {
         int rc = pending_apply(s);
         if (rc) /* still in the log: the next open applies it */
             inec_log(INEC_LOG_WARN, "node", "metadata not applied at close: %s",
                      node_store_strerror(rc));
     }
+    tdestroy(s->frozen, pending_free);
     tdestroy(s->pending, pending_free);
-    s->pending = NULL;
-    s->npending = 0;
+    s->frozen = s->pending = NULL;
+    s->npending = s->nfrozen = 0;
     if (s->mlog_fd >= 0)
         close(s->mlog_fd);
     s->mlog_fd = -1;
@@ -219,9 +337,7 @@ struct meta_req {
     struct meta_req *next;
 };
 
-/* The record part of a blob: up to its first NUL (after it, the gateway may
- * keep a binary tail of its own, different on each node). */
-static size_t record_part(const void *blob, size_t len)
+size_t store_meta_record_part(const void *blob, size_t len)
 {
     const void *nul = len ? memchr(blob, 0, len) : NULL;
     return nul ? (size_t)((const char *)nul - (const char *)blob) : len;
@@ -231,7 +347,8 @@ static size_t record_part(const void *blob, size_t len)
  * the version's record is not. */
 static bool same_record(const MDB_val *have, const void *blob, size_t len)
 {
-    size_t a = record_part(have->mv_data, have->mv_size), b = record_part(blob, len);
+    size_t a = store_meta_record_part(have->mv_data, have->mv_size),
+           b = store_meta_record_part(blob, len);
     return a == b && a < len && memcmp(have->mv_data, blob, a) == 0;
 }
 
@@ -278,14 +395,14 @@ static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r, s
     int rc = p ? (p->v ? (cur = (MDB_val){p->vlen, p->v}, 0) : -ENOENT)
                : meta_index_get(txn, s->meta, r->bucket, r->key, &cur);
     if (r->del) {
-        ob = rc ? ob : meta_blob(&cur); /* the caller read the record, not its version */
+        ob = rc ? ob : store_meta_blob(&cur); /* the caller read the record, not its version */
         if (rc == 0 && r->blob && (ob.mv_size != r->len || memcmp(ob.mv_data, r->blob, r->len)))
             rc = -ESTALE; /* changed since the caller read it: kept */
         return rc ? rc : meta_log_one(s, r, NULL, 0, lb);
     }
     if (rc == 0) {
         uint64_t have = meta_version(&cur);
-        ob = meta_blob(&cur);
+        ob = store_meta_blob(&cur);
         r->stored = have;
         if (have > r->version)
             rc = -ESTALE;
@@ -324,11 +441,30 @@ static int meta_put_in(struct node_store *s, MDB_txn *txn, struct meta_req *r, s
     return 0;
 }
 
+/* Before a batch: a frozen map LMDB has is dropped, and a half that may
+ * not take the batch's records is frozen (pending_freeze). */
+static void log_make_room(struct node_store *s, const struct meta_req *batch)
+{
+    pthread_mutex_lock(&s->pend_mu);
+    bool applied = s->frozen && s->frozen_done;
+    pthread_mutex_unlock(&s->pend_mu);
+    if (applied)
+        frozen_drop(s);
+    size_t need = 0; /* at most */
+    for (const struct meta_req *r = batch; r; r = r->next)
+        need += META_LOG_HDR + r->klen + (r->del ? 0 : META_HEAD + r->len);
+    /* A failure here shows again where the batch needs the room. */
+    if (s->mlog_off + need > META_LOG_BYTES && need <= META_LOG_BYTES && s->applier_on)
+        (void)pending_freeze(s);
+}
+
 /* Every request of the batch decided in turn, then the written ones logged
- * with one flush. When the log is full (or fails), the pending map, this
- * batch with it, is applied to LMDB instead. */
+ * with one flush. When the log has no room for them even in a fresh half
+ * (or fails), every pending value, this batch's with them, is applied to
+ * LMDB instead. */
 static void meta_batch(struct node_store *s, struct meta_req *batch)
 {
+    log_make_room(s, batch);
     MDB_txn *txn;
     struct log_buf lb = {0};
     int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)), wrote = 0;
@@ -411,7 +547,7 @@ int node_store_put_meta_old(struct node_store *s, const char *bucket, const char
         return -EINVAL;
     if (len > NODE_META_MAX)
         return -EMSGSIZE;
-    int rc = meta_key_check(bucket, key);
+    int rc = store_meta_key_check(bucket, key);
     if (rc)
         return rc;
     struct meta_req r = {.bucket = bucket,
@@ -439,7 +575,7 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
     if (!s || !blob || !len)
         return -EINVAL;
     *blob = NULL;
-    int rc = meta_key_check(bucket, key);
+    int rc = store_meta_key_check(bucket, key);
     if (rc)
         return rc;
     /* The pending map first, LMDB's snapshot only after: a value leaves the
@@ -454,7 +590,7 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
     const struct pending *p = pending_find(s, k, klen);
     rc = !p ? 1 : !p->v ? -ENOENT : 0; /* 1: not pending (p is only valid under pend_mu) */
     if (rc == 0) {
-        mv = meta_blob(&(MDB_val){p->vlen, p->v});
+        mv = store_meta_blob(&(MDB_val){p->vlen, p->v});
         if ((*blob = malloc(mv.mv_size ? mv.mv_size : 1))) {
             memcpy(*blob, mv.mv_data, mv.mv_size);
             *len = mv.mv_size;
@@ -471,7 +607,7 @@ int node_store_get_meta(struct node_store *s, const char *bucket, const char *ke
         return rc;
     rc = meta_index_get(txn, s->meta, bucket, key, &mv);
     if (rc == 0) {
-        mv = meta_blob(&mv);
+        mv = store_meta_blob(&mv);
         *blob = malloc(mv.mv_size ? mv.mv_size : 1);
         if (*blob) {
             memcpy(*blob, mv.mv_data, mv.mv_size);
@@ -494,45 +630,96 @@ int node_store_delete_meta_if(struct node_store *s, const char *bucket, const ch
 {
     if (!s || (!expect && len))
         return -EINVAL;
-    int rc = meta_key_check(bucket, key);
+    int rc = store_meta_key_check(bucket, key);
     if (rc)
         return rc;
     struct meta_req r = {.bucket = bucket, .key = key, .blob = expect, .len = len, .del = true};
     return meta_submit(s, &r);
 }
 
-/* Listings hand out the blob, never the version in front of it. */
-struct unversioned {
-    node_meta_cb cb;
-    void *arg;
+/* One pending value for store_meta_pending_list (c: its filter, its output). */
+struct pending_collect {
+    const char *bucket, *prefix, *after;
+    size_t blen, plen; /* blen: with the bucket's NUL */
+    void *newer;       /* the active tree, while the frozen one is walked */
+    struct meta_pending_entry *e;
+    size_t n, cap;
+    int rc;
 };
 
-static int unversioned_cb(const char *key, const void *value, size_t len, void *arg)
+static void collect_one(const void *node, VISIT which, void *arg)
 {
-    struct unversioned *u = arg;
-    MDB_val b = meta_blob(&(MDB_val){len, (void *)value});
-    return u->cb(key, b.mv_data, record_part(b.mv_data, b.mv_size), u->arg);
+    struct pending_collect *c = arg;
+    const struct pending *p = *(struct pending *const *)node;
+    if ((which != postorder && which != leaf) || c->rc || p->klen < c->blen ||
+        memcmp(p->k, c->bucket, c->blen) != 0)
+        return;
+    const char *key = p->k + c->blen;
+    if (strncmp(key, c->prefix, c->plen) != 0 || (c->after[0] && strcmp(key, c->after) <= 0) ||
+        (c->newer && tfind(p, &c->newer, pending_cmp)))
+        return;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        struct meta_pending_entry *e = realloc(c->e, cap * sizeof(*e));
+        if (!e) {
+            c->rc = -ENOMEM;
+            return;
+        }
+        c->e = e;
+        c->cap = cap;
+    }
+    struct meta_pending_entry *e = &c->e[c->n];
+    *e = (struct meta_pending_entry){strdup(key), NULL, 0};
+    if (p->v) { /* only the record part: what a listing hands out */
+        MDB_val b = store_meta_blob(&(MDB_val){p->vlen, p->v});
+        e->vlen = store_meta_record_part(b.mv_data, b.mv_size);
+        if ((e->v = malloc(e->vlen ? e->vlen : 1)))
+            memcpy(e->v, b.mv_data, e->vlen);
+    }
+    if (!e->key || (p->v && !e->v)) {
+        free(e->key);
+        free(e->v);
+        c->rc = -ENOMEM;
+        return;
+    }
+    c->n++;
 }
 
-int node_store_list_meta(struct node_store *s, const char *bucket, const char *prefix,
-                         const char *start_after, size_t limit, node_meta_cb cb, void *arg,
-                         int *more)
+static int entry_key_cmp(const void *a, const void *b)
 {
-    if (!s || !cb)
-        return -EINVAL;
-    if (more)
-        *more = 0;
-    int rc = meta_key_check(bucket, prefix ? prefix : "");
-    if (rc == 0 && s->npending) /* listings read LMDB alone */
-        rc = store_meta_flush(s);
-    MDB_txn *txn;
-    if (rc == 0)
-        rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
-    if (rc)
-        return rc;
-    struct unversioned u = {cb, arg};
-    rc =
-        meta_index_list(txn, s->meta, bucket, prefix, start_after, limit, unversioned_cb, &u, more);
-    mdb_txn_abort(txn);
-    return rc;
+    return strcmp(((const struct meta_pending_entry *)a)->key,
+                  ((const struct meta_pending_entry *)b)->key);
+}
+
+int store_meta_pending_list(struct node_store *s, const char *bucket, const char *prefix,
+                            const char *after, struct meta_pending_entry **out, size_t *n)
+{
+    struct pending_collect c = {.bucket = bucket,
+                                .prefix = prefix,
+                                .after = after,
+                                .blen = strlen(bucket) + 1,
+                                .plen = strlen(prefix)};
+    pthread_mutex_lock(&s->pend_mu);
+    twalk_r(s->pending, collect_one, &c);
+    c.newer = s->pending;
+    twalk_r(s->frozen, collect_one, &c);
+    pthread_mutex_unlock(&s->pend_mu);
+    if (c.rc) {
+        store_meta_pending_list_free(c.e, c.n);
+        return c.rc;
+    }
+    if (c.n)
+        qsort(c.e, c.n, sizeof(*c.e), entry_key_cmp);
+    *out = c.e;
+    *n = c.n;
+    return 0;
+}
+
+void store_meta_pending_list_free(struct meta_pending_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(e[i].key);
+        free(e[i].v);
+    }
+    free(e);
 }

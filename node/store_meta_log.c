@@ -5,22 +5,32 @@
  * disk (LMDB's data pages, then its meta page), on every home of every PUT.
  * Now the group commit (store_meta.c) appends the batch's new values to
  * meta.log, flushes it once and acknowledges; the values wait in memory
- * (the pending map, store_meta.c) and reach LMDB together in one synced txn
- * once the log is full, or before a listing, a delete or a close. That txn
- * also records the log's epoch as applied; the log then starts over at
- * offset 0 with the next epoch.
+ * (the pending map, store_meta.c) until they reach LMDB together in one
+ * synced txn, which also records their epoch as applied.
  *
- * The file is META_LOG_BYTES, allocated once and then overwritten in place:
- * an fdatasync of an overwrite flushes data only, where an append would also
- * commit the file system's journal (the size changes). A record:
+ * The log has two halves of META_LOG_BYTES; one is active. When a batch
+ * does not fit in it, the active half's map is frozen and the applier
+ * thread puts it into LMDB while the writes go on in the other half, at the
+ * next epoch, from offset 0. (Applied on the writer's path instead, it was
+ * one synced txn of up to 8 MiB in the latency of the write that filled the
+ * log.) A half is reused only once its values are applied, so the halves'
+ * epochs differ by one at most. The stats or a close apply everything
+ * first, and a batch larger than a half is applied on its own path, the
+ * active half then restarting at the next epoch.
+ *
+ * The file is allocated once and then overwritten in place: an fdatasync
+ * of an overwrite flushes data only, where an append would also commit the
+ * file system's journal (the size changes). A record:
  *     magic "IML1" | crc32c of the rest (4) | epoch (8) | key length (4) |
  *     value length (4) | key ("bucket NUL key NUL") | value (as LMDB stores
  *     it; none: a delete)
- * big-endian. Recovery reads records from offset 0 while they check and
- * carry the first record's epoch; if that epoch is newer than the applied
- * one, it applies them in order (each a whole value: replaying any prefix
- * twice ends in the same state) in one synced txn. Whatever follows (a torn
- * batch, never acknowledged; an older epoch's records, applied) is ignored.
+ * big-endian. Recovery reads each half's records from its start while they
+ * check and carry its first record's epoch, and applies the halves whose
+ * epoch is newer than the applied one, oldest first (each record a whole
+ * value: replaying any prefix twice ends in the same state), in one synced
+ * txn. Whatever follows in a half (a torn batch, never acknowledged; an
+ * older epoch's records, applied) is ignored. A store from before the
+ * halves has one, the first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,7 +64,8 @@ int store_meta_log_append(struct node_store *s, const void *buf, size_t len)
 {
     if (s->mlog_off + len > META_LOG_BYTES)
         return -ENOSPC;
-    ssize_t n = pwrite(s->mlog_fd, buf, len, (off_t)s->mlog_off);
+    off_t at = (off_t)s->mlog_half * META_LOG_BYTES + (off_t)s->mlog_off;
+    ssize_t n = pwrite(s->mlog_fd, buf, len, at);
     if (n != (ssize_t)len) /* a regular file writes short only when full */
         return n < 0 ? -errno : -ENOSPC;
     if (fdatasync(s->mlog_fd) != 0)
@@ -63,12 +74,12 @@ int store_meta_log_append(struct node_store *s, const void *buf, size_t len)
     return 0;
 }
 
-int store_meta_log_applied(struct node_store *s, MDB_txn *txn)
+int store_meta_log_applied(MDB_txn *txn, MDB_dbi info, uint64_t epoch)
 {
     uint8_t e[8];
-    store_putbe(e, s->mlog_epoch, 8);
+    store_putbe(e, epoch, 8);
     MDB_val k = applied_key, v = {8, e};
-    return mdb_err(mdb_put(txn, s->info, &k, &v, 0));
+    return mdb_err(mdb_put(txn, info, &k, &v, 0));
 }
 
 void store_meta_log_restart(struct node_store *s)
@@ -77,19 +88,18 @@ void store_meta_log_restart(struct node_store *s)
     s->mlog_off = 0;
 }
 
-/* Applies the log's unapplied records (see the top) in one synced txn. */
-static int replay(struct node_store *s, const uint8_t *log, size_t size, uint64_t *epoch)
+void store_meta_log_switch(struct node_store *s)
 {
-    MDB_txn *txn;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
-    if (rc)
-        return rc;
-    uint64_t applied = 0, first = 0;
-    MDB_val k = applied_key, v;
-    if (mdb_get(txn, s->info, &k, &v) == 0 && v.mv_size == 8)
-        applied = store_getbe(v.mv_data, 8);
-    size_t off = 0, n = 0;
-    while (rc == 0 && off + META_LOG_HDR <= size && memcmp(log + off, MAGIC, 4) == 0) {
+    store_meta_log_restart(s);
+    s->mlog_half ^= 1;
+}
+
+/* The epoch of the records a half starts with (0: none), and their bytes. */
+static uint64_t half_epoch(const uint8_t *log, size_t size, size_t *used)
+{
+    uint64_t first = 0;
+    size_t off = 0;
+    while (off + META_LOG_HDR <= size && memcmp(log + off, MAGIC, 4) == 0) {
         const uint8_t *h = log + off;
         uint64_t e = store_getbe(h + 8, 8), klen = store_getbe(h + 16, 4),
                  vlen = store_getbe(h + 20, 4);
@@ -97,22 +107,65 @@ static int replay(struct node_store *s, const uint8_t *log, size_t size, uint64_
             off + META_LOG_HDR + klen + vlen > size || (first && e != first) ||
             store_getbe(h + 4, 4) != node_crc32c(h + 8, META_LOG_HDR - 8 + klen + vlen))
             break;
-        if (!first && (first = e) <= applied)
-            break; /* the log of an epoch already applied */
         const char *bucket = (const char *)h + META_LOG_HDR;
         if (memchr(bucket, 0, klen - 1) == NULL || bucket[klen - 1] != 0)
             break;
+        first = e;
+        off += META_LOG_HDR + klen + vlen;
+    }
+    *used = off;
+    return first;
+}
+
+/* A half's checked records (half_epoch) into txn; how many. */
+static int replay_half(struct node_store *s, MDB_txn *txn, const uint8_t *log, size_t used,
+                       size_t *n)
+{
+    int rc = 0;
+    for (size_t off = 0; rc == 0 && off < used; (*n)++) {
+        const uint8_t *h = log + off;
+        uint64_t klen = store_getbe(h + 16, 4), vlen = store_getbe(h + 20, 4);
+        const char *bucket = (const char *)h + META_LOG_HDR;
         const char *key = bucket + strlen(bucket) + 1;
         rc = vlen ? meta_index_put(txn, s->meta, bucket, key, h + META_LOG_HDR + klen, vlen)
                   : meta_index_del(txn, s->meta, bucket, key);
         rc = rc == -ENOENT ? 0 : rc;
         off += META_LOG_HDR + klen + vlen;
-        n++;
     }
-    *epoch = (first > applied ? first : applied) + 1;
+    return rc;
+}
+
+/* Applies the halves' unapplied records (see the top) in one synced txn;
+ * *epoch: the next one, newer than any seen. */
+static int replay(struct node_store *s, const uint8_t *log, uint64_t *epoch)
+{
+    MDB_txn *txn;
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
+    if (rc)
+        return rc;
+    uint64_t applied = 0, e[2];
+    size_t used[2], n = 0;
+    MDB_val k = applied_key, v;
+    if (mdb_get(txn, s->info, &k, &v) == 0 && v.mv_size == 8)
+        applied = store_getbe(v.mv_data, 8);
+    for (size_t h = 0; h < 2; h++)
+        e[h] = half_epoch(log + h * META_LOG_BYTES, META_LOG_BYTES, &used[h]);
+    int order[2] = {0, 1};
+    if (e[1] < e[0])
+        order[0] = 1, order[1] = 0;
+    uint64_t newest = applied;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        int h = order[i];
+        if (e[h] <= applied)
+            continue; /* none, or applied */
+        rc = replay_half(s, txn, log + (size_t)h * META_LOG_BYTES, used[h], &n);
+        newest = e[h];
+    }
+    /* Past every epoch seen: a half's stale records never pass for new ones. */
+    uint64_t top = e[0] > e[1] ? e[0] : e[1];
+    *epoch = (top > newest ? top : newest) + 1;
     if (rc == 0 && n) {
-        s->mlog_epoch = first;
-        rc = store_meta_log_applied(s, txn);
+        rc = store_meta_log_applied(txn, s->info, newest);
         if (rc == 0)
             inec_log(INEC_LOG_INFO, "node", "metadata log: %zu writes replayed", n);
         return store_commit_synced(s, txn, rc);
@@ -128,14 +181,14 @@ int store_meta_log_open(struct node_store *s)
         return -errno;
     s->mlog_fd = fd;
     uint64_t size = store_fd_size(fd);
-    if (size < META_LOG_BYTES) { /* a new store, or one from before the log */
-        int rc = posix_fallocate(fd, 0, META_LOG_BYTES);
+    if (size < 2 * META_LOG_BYTES) { /* a new store, or one from before the halves */
+        int rc = posix_fallocate(fd, 0, 2 * META_LOG_BYTES);
         if (rc == EOPNOTSUPP || rc == EINVAL)
-            rc = ftruncate(fd, META_LOG_BYTES) ? errno : 0;
+            rc = ftruncate(fd, 2 * META_LOG_BYTES) ? errno : 0;
         if (rc || fsync(fd) != 0 || fsync(s->dirfd) != 0)
             return -(rc ? rc : errno);
-        size = META_LOG_BYTES;
     }
+    size = 2 * META_LOG_BYTES;
     uint8_t *log = malloc(size);
     if (!log)
         return -ENOMEM;
@@ -143,9 +196,10 @@ int store_meta_log_open(struct node_store *s)
     int rc = n == (ssize_t)size ? 0 : n < 0 ? -errno : -EIO;
     uint64_t epoch = 1;
     if (rc == 0)
-        rc = replay(s, log, size, &epoch);
+        rc = replay(s, log, &epoch);
     free(log);
     s->mlog_epoch = epoch;
+    s->mlog_half = 0;
     s->mlog_off = 0;
     return rc;
 }

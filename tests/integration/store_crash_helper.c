@@ -108,10 +108,11 @@ static void *worker(void *p)
         struct node_chunk_id id = cid(n);
         uint64_t dice = rnd(&r) % 10;
         ver++;
-        if (j->t == 1 && op % 8 == 3) { /* a listing applies the metadata log to LMDB */
+        if (j->t == 1 && op % 8 == 3) { /* the stats apply the metadata log to LMDB */
+            struct node_store_stats st;
             int rc = node_store_list_meta(j->s, "b", NULL, NULL, 1, list_one, NULL, NULL);
-            if (rc < 0) {
-                say("E list_meta %d\n", rc);
+            if (rc < 0 || (rc = node_store_stats(j->s, &st))) {
+                say("E list_meta or stats %d\n", rc);
                 exit(3);
             }
         } else if (j->t == 0 && op % 8 == 7) {

@@ -25,6 +25,7 @@
 
 #include "node/compactor.h"
 #include "node/store.h"
+#include "node/store_internal.h"
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -640,7 +641,7 @@ static void test_meta_long_keys(void **state)
 }
 
 /* Readers beside the writers: every read finds a version at least the one
- * before (pending values, then LMDB's once a listing applied them), and
+ * before (pending values, then LMDB's once a stats call applied them), and
  * listings go on. */
 struct cas_reader {
     struct node_store *s;
@@ -683,8 +684,11 @@ static void *cas_read_main(void *arg)
         } else if (rc != -ENOENT) {
             r->bad++;
         }
-        if (++r->reads % 32 == 0)
+        if (++r->reads % 32 == 0) {
+            struct node_store_stats st; /* applies the pending values */
             r->bad += node_store_list_meta(r->s, "bk", NULL, NULL, 0, ignore_cb, NULL, NULL) != 1;
+            r->bad += node_store_stats(r->s, &st) != 0;
+        }
     }
     return NULL;
 }
@@ -696,7 +700,7 @@ static void test_meta_cas_concurrent(void **state)
     struct node_store *s = open_store(dir, 0, 0, 1);
     assert_int_equal(node_store_put_meta(s, "bk", "hot", 1, 0, "1", 1, NULL), 0);
     struct cas_reader rd[2] = {{.s = s},
-                               {.s = s}}; /* each one's listings free what the other reads */
+                               {.s = s}}; /* each one's applies free what the other reads */
     pthread_t reader[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&reader[i], NULL, cas_read_main, &rd[i]), 0);
@@ -732,8 +736,8 @@ static void test_meta_cas_concurrent(void **state)
 
 /* A read that starts after a write was acknowledged finds that write or a
  * later one, also while the write moves from the pending map to LMDB: one
- * thread writes a new version and lists (which applies it) in turn, readers
- * read all along. */
+ * thread writes a new version and asks for the stats (which apply it) in
+ * turn, readers read all along. */
 #define APPLY_ROUNDS 400
 
 struct applied_reader {
@@ -774,7 +778,8 @@ static void test_meta_read_while_applied(void **state)
         int n = snprintf(b, sizeof(b), "%" PRIu64, v);
         assert_int_equal(node_store_put_meta(s, "bk", "hot", v, 0, b, (size_t)n, NULL), 0);
         atomic_store(&acked, v);
-        assert_int_equal(node_store_list_meta(s, "bk", NULL, NULL, 0, ignore_cb, NULL, NULL), 1);
+        struct node_store_stats st;
+        assert_int_equal(node_store_stats(s, &st), 0);
     }
     atomic_store(&stop, true);
     for (int i = 0; i < 3; i++) {
@@ -1261,32 +1266,184 @@ static void test_write_error(void **state)
     rmdir_all(dir);
 }
 
-/* A conditional delete (tombstone collection) never removes a record written since. */
+/* Listings merge LMDB's records with those still in the metadata log:
+ * random puts and deletes of short keys and of long ones (past the index's
+ * inline bytes, sharing them), listed with prefixes, markers and limits
+ * while pending, after the stats applied them, and after a reopen, each
+ * time against a model. */
+#define LIST_KEYS 12
+
+struct list_seen {
+    char key[LIST_KEYS][700];
+    char val[LIST_KEYS][32];
+    int n;
+};
+
+static int list_seen_cb(const char *key, const void *blob, size_t len, void *arg)
+{
+    struct list_seen *l = arg;
+    assert_true(l->n < LIST_KEYS && strlen(key) < sizeof(l->key[0]) && len < sizeof(l->val[0]));
+    snprintf(l->key[l->n], sizeof(l->key[0]), "%s", key);
+    snprintf(l->val[l->n], sizeof(l->val[0]), "%.*s", (int)len, (const char *)blob);
+    l->n++;
+    return 0;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void list_check(struct node_store *s, char **keys, char (*model)[32], const char *prefix,
+                       const char *after, size_t limit)
+{
+    const char *want[LIST_KEYS];
+    int nw = 0, match = 0;
+    for (int i = 0; i < LIST_KEYS; i++) /* keys[] is sorted */
+        if (model[i][0] && strncmp(keys[i], prefix, strlen(prefix)) == 0 &&
+            strcmp(keys[i], after) > 0 && match++ < (int)(limit ? limit : LIST_KEYS))
+            want[nw++] = keys[i];
+    struct list_seen got = {.n = 0};
+    int more = -1;
+    assert_int_equal(node_store_list_meta(s, "bk", prefix, after, limit, list_seen_cb, &got, &more),
+                     nw);
+    assert_int_equal(got.n, nw);
+    assert_int_equal(more, match > nw);
+    for (int i = 0; i < nw; i++) {
+        assert_string_equal(got.key[i], want[i]);
+        int k = 0;
+        while (strcmp(keys[k], want[i]) != 0)
+            k++;
+        assert_string_equal(got.val[i], model[k]);
+    }
+}
+
+static void test_meta_list_pending(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    struct node_store *s = open_store(dir, 0, 0, 1);
+    char *keys[LIST_KEYS], lp[601];
+    memset(lp, 'p', 600);
+    lp[600] = 0;
+    static const char *const shorts[] = {"a", "a/1", "a/2", "a/10", "b", "b/x", "c"};
+    for (int i = 0; i < 7; i++)
+        keys[i] = strdup(shorts[i]);
+    for (int i = 7; i < LIST_KEYS; i++) { /* lp + "0" .. lp + "4": one index group */
+        keys[i] = malloc(sizeof(lp) + 2);
+        snprintf(keys[i], sizeof(lp) + 2, "%s%d", lp, i - 7);
+    }
+    qsort(keys, LIST_KEYS, sizeof(keys[0]), str_cmp);
+    char model[LIST_KEYS][32] = {{0}};
+    char lp490[491];
+    memcpy(lp490, lp, 490);
+    lp490[490] = 0;
+    const char *prefixes[] = {"", "a", "a/", "b", "zz", lp490, lp};
+    const char *afters[] = {"", "a", "a/1", "b/x", lp, keys[LIST_KEYS - 2]};
+    const size_t limits[] = {0, 1, 2, 5};
+    uint64_t r = 7, version = 1;
+    /* A listing leaves what is pending in the log (it once applied it). */
+    snprintf(model[0], sizeof(model[0]), "v1");
+    assert_int_equal(node_store_put_meta(s, "bk", keys[0], 1, 0, "v1", 2, NULL), 0);
+    list_check(s, keys, model, "", "", 0);
+    assert_int_equal(s->npending, 1);
+    for (int op = 0; op < 1500; op++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)(r >> 33) % LIST_KEYS, what = (int)(r >> 45) % 20;
+        if (what < 10) {
+            version++;
+            snprintf(model[k], sizeof(model[k]), "v%" PRIu64, version);
+            assert_int_equal(
+                node_store_put_meta(s, "bk", keys[k], version, 0, model[k], strlen(model[k]), NULL),
+                0);
+        } else if (what < 14) {
+            assert_int_equal(node_store_delete_meta(s, "bk", keys[k]), model[k][0] ? 0 : -ENOENT);
+            model[k][0] = 0;
+        } else if (what < 19) {
+            list_check(s, keys, model, prefixes[(r >> 20) % 7], afters[(r >> 24) % 6],
+                       limits[(r >> 28) % 4]);
+        } else {
+            struct node_store_stats st;
+            assert_int_equal(node_store_stats(s, &st), 0); /* applies what is pending */
+        }
+        if (op == 1000) { /* and after a reopen, which applies the log */
+            node_store_close(s);
+            s = open_store(dir, 0, 0, 1);
+        }
+    }
+    for (size_t p = 0; p < 7; p++)
+        for (size_t a = 0; a < 6; a++)
+            list_check(s, keys, model, prefixes[p], afters[a], 0);
+    node_store_close(s);
+    for (int i = 0; i < LIST_KEYS; i++)
+        free(keys[i]);
+    rmdir_all(dir);
+}
+
 /* The metadata log (node/store_meta_log.c): a process that dies with writes
  * and deletes acknowledged but not yet in LMDB loses none of them, whether
- * they were still pending or applied because the log filled up. */
+ * they were still pending or applied because a half of the log filled up. */
 static void big_blob(uint8_t *p, int i)
 {
     for (size_t j = 0; j < NODE_META_MAX; j++)
         p[j] = (uint8_t)('a' + (j * 7 + (size_t)i) % 26);
 }
 
+/* Keys big<from>..big<to - 1> of bucket b written with big_blob(i) at
+ * version 1: 0, or the first failure (a child reports it). */
+static int put_bigs(struct node_store *s, int from, int to)
+{
+    uint8_t *big = malloc(NODE_META_MAX);
+    int rc = big ? 0 : -ENOMEM;
+    for (int i = from; i < to && rc == 0; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "big%d", i);
+        big_blob(big, i);
+        rc = node_store_put_meta(s, "b", key, 1, 0, big, NODE_META_MAX, NULL);
+    }
+    free(big);
+    return rc;
+}
+
+/* Keys big<from>..big<to - 1> hold big_blob(i). */
+static void assert_bigs(struct node_store *s, int from, int to)
+{
+    uint8_t *want = malloc(NODE_META_MAX);
+    assert_non_null(want);
+    for (int i = from; i < to; i++) {
+        char key[16];
+        void *got;
+        size_t len;
+        snprintf(key, sizeof(key), "big%d", i);
+        big_blob(want, i);
+        assert_int_equal(node_store_get_meta(s, "b", key, &got, &len), 0);
+        assert_int_equal(len, NODE_META_MAX);
+        assert_memory_equal(got, want, len);
+        free(got);
+    }
+    free(want);
+}
+
+/* In a forked child (no cmocka there): the store at dir, or _exit(1). */
+static struct node_store *child_open(const char *dir)
+{
+    struct node_store_options o;
+    node_store_options_default(&o);
+    o.map_size = 64 << 20;
+    struct node_store *s;
+    if (node_store_open(dir, &o, &s, NULL, 0))
+        _exit(1);
+    return s;
+}
+
 static void test_meta_log_replay(void **state)
 {
     (void)state;
     char *dir = tmpdir();
-    uint8_t *big = malloc(NODE_META_MAX), *want = malloc(NODE_META_MAX);
-    assert_non_null(big);
-    assert_non_null(want);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        struct node_store_options o;
-        node_store_options_default(&o);
-        o.map_size = 64 << 20;
-        struct node_store *s;
-        if (node_store_open(dir, &o, &s, NULL, 0))
-            _exit(1);
+        struct node_store *s = child_open(dir);
         char key[16], blob[32];
         for (int v = 1; v <= 3; v++)
             for (int i = 0; i < 50; i++) {
@@ -1295,12 +1452,8 @@ static void test_meta_log_replay(void **state)
                 if (node_store_put_meta(s, "b", key, (uint64_t)v, 0, blob, (size_t)n, NULL))
                     _exit(2);
             }
-        for (int i = 0; i < 12; i++) { /* 12 MiB: more than the log holds */
-            snprintf(key, sizeof(key), "big%d", i);
-            big_blob(big, i);
-            if (node_store_put_meta(s, "b", key, 1, 0, big, NODE_META_MAX, NULL))
-                _exit(3);
-        }
+        if (put_bigs(s, 0, 12)) /* 12 MiB: more than a half of the log holds */
+            _exit(3);
         if (node_store_delete_meta(s, "b", "k0"))
             _exit(4);
         if (node_store_put_meta(s, "b", "k1", 4, 0, "v4-1", 4, NULL))
@@ -1326,15 +1479,7 @@ static void test_meta_log_replay(void **state)
             assert_memory_equal(got, blob, len);
             free(got);
         }
-        for (int i = 0; i < 12; i++) {
-            char key[16];
-            snprintf(key, sizeof(key), "big%d", i);
-            big_blob(want, i);
-            assert_int_equal(node_store_get_meta(s, "b", key, &got, &len), 0);
-            assert_int_equal(len, NODE_META_MAX);
-            assert_memory_equal(got, want, len);
-            free(got);
-        }
+        assert_bigs(s, 0, 12);
         uint64_t stored;
         assert_int_equal(node_store_put_meta(s, "b", "k1", 3, 0, "x", 1, &stored), -ESTALE);
         assert_int_equal(stored, 4);
@@ -1343,11 +1488,70 @@ static void test_meta_log_replay(void **state)
         assert_int_equal(ss.metas, 49 + 12);
         node_store_close(s);
     }
-    free(big);
-    free(want);
     rmdir_all(dir);
 }
 
+/* A half of the metadata log that fills is applied to LMDB by the applier
+ * thread while the writes go on in the other half: here the applier is held
+ * (this test keeps LMDB's one write txn open) and the writes after the
+ * switch still complete and read back, through the frozen map too. The
+ * process dies with both halves unapplied: recovery applies them oldest
+ * first, so x's later version and big0's delete (in the newer half) win. */
+static void test_meta_log_halves(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30); /* a write that waited for the apply would hang here */
+        struct node_store *s = child_open(dir);
+        MDB_txn *hold;
+        uint8_t *big = malloc(NODE_META_MAX);
+        if (!big || mdb_txn_begin(s->env, NULL, 0, &hold))
+            _exit(1);
+        if (node_store_put_meta(s, "b", "x", 1, 0, "one", 3, NULL))
+            _exit(2);
+        if (put_bigs(s, 0, 8)) /* the 8th does not fit in the first half */
+            _exit(3);
+        if (node_store_put_meta(s, "b", "x", 2, 0, "two", 3, NULL) ||
+            node_store_delete_meta(s, "b", "big0"))
+            _exit(4);
+        void *got;
+        size_t len;
+        big_blob(big, 3);
+        if (node_store_get_meta(s, "b", "big3", &got, &len) || len != NODE_META_MAX ||
+            memcmp(got, big, len))
+            _exit(5); /* frozen, not applied */
+        free(got);
+        uint64_t stored;
+        if (node_store_put_meta(s, "b", "big3", 1, 0, "zz", 2, &stored) != -EEXIST || stored != 1)
+            _exit(6); /* the compare-and-set sees the frozen value too */
+        _exit(0);     /* the applier never got LMDB: both halves are in the log only */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    for (int round = 0; round < 2; round++) {
+        struct node_store *s = open_store(dir, 0, 0, 1);
+        void *got;
+        size_t len;
+        assert_int_equal(node_store_get_meta(s, "b", "x", &got, &len), 0);
+        assert_int_equal(len, 3);
+        assert_memory_equal(got, "two", 3);
+        free(got);
+        assert_int_equal(node_store_get_meta(s, "b", "big0", &got, &len), -ENOENT);
+        assert_bigs(s, 1, 8);
+        struct node_store_stats ss;
+        assert_int_equal(node_store_stats(s, &ss), 0);
+        assert_int_equal(ss.metas, 8);
+        node_store_close(s);
+    }
+    rmdir_all(dir);
+}
+
+/* A conditional delete (tombstone collection) never removes a record written since. */
 static void test_meta_delete_if(void **state)
 {
     (void)state;
@@ -1667,6 +1871,8 @@ int main(void)
         cmocka_unit_test(test_compaction_seal_active),
         cmocka_unit_test(test_meta_delete_if),
         cmocka_unit_test(test_meta_log_replay),
+        cmocka_unit_test(test_meta_log_halves),
+        cmocka_unit_test(test_meta_list_pending),
         cmocka_unit_test(test_meta_old),
         cmocka_unit_test(test_compaction_config),
         cmocka_unit_test(test_aligned_records),
