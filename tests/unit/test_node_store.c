@@ -647,7 +647,7 @@ struct cas_reader {
     struct node_store *s;
     atomic_bool stop;
     int bad;
-    long reads;
+    atomic_long reads;
 };
 
 static int ignore_cb(const char *key, const void *blob, size_t len, void *arg)
@@ -704,6 +704,9 @@ static void test_meta_cas_concurrent(void **state)
     pthread_t reader[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&reader[i], NULL, cas_read_main, &rd[i]), 0);
+    for (int i = 0; i < 2; i++) /* reading before the writers start (they may be quick) */
+        while (atomic_load(&rd[i].reads) == 0)
+            usleep(1000);
     pthread_t t[CAS_THREADS];
     struct cas_writer w[CAS_THREADS];
     for (int i = 0; i < CAS_THREADS; i++) {
