@@ -2,7 +2,8 @@
  * Background compaction of a node's chunk store: the space of overwritten and
  * deleted chunks (and of tombstones) comes back without an operator.
  *
- * A thread looks every interval_ms, only when records were appended since it
+ * A thread looks every interval_ms (on a store whose index takes long to
+ * scan, every 20 times that scan), only when records were appended since it
  * last looked (dead bytes grow only then), and compacts the segments whose
  * dead share is at least dead_ratio (node_store_compact_opts): the active
  * segment too once it holds seal_bytes. Copies are paced to mbps and wait

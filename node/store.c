@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inec/log.h"
@@ -58,6 +59,13 @@ int store_crash_due(struct node_store *s, const char *name)
 {
     return s->crash_at[0] && strcmp(s->crash_at, name) == 0 &&
            atomic_fetch_add(&s->crash_hits, 1) + 1 >= s->crash_n;
+}
+
+int64_t store_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 void store_crash_point(struct node_store *s, const char *name)
@@ -115,6 +123,7 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     pthread_mutex_init(&s->pend_mu, NULL);
     pthread_cond_init(&s->pend_cond, NULL);
     pthread_mutex_init(&s->compact_mu, NULL);
+    pthread_mutex_init(&s->scan_mu, NULL);
     pthread_cond_init(&s->q_cond, NULL);
     pthread_cond_init(&s->done_cond, NULL);
     s->ring.ring_fd = -1;
@@ -240,6 +249,7 @@ void node_store_close(struct node_store *s)
     pthread_mutex_destroy(&s->pend_mu);
     pthread_cond_destroy(&s->pend_cond);
     pthread_mutex_destroy(&s->compact_mu);
+    pthread_mutex_destroy(&s->scan_mu);
     pthread_cond_destroy(&s->q_cond);
     pthread_cond_destroy(&s->done_cond);
     free(s);

@@ -57,13 +57,6 @@ static int collect_live(struct node_store *s, const uint32_t *victims, size_t nv
     return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static bool cancelled(const struct node_compact_options *o)
 {
     return o->cancel && o->cancel(o->arg);
@@ -87,7 +80,7 @@ static void pace(struct node_store *s, const struct node_compact_options *o, int
     if (!o->rate_bytes)
         return;
     int64_t due = t0 + (int64_t)((double)copied * 1e9 / (double)o->rate_bytes);
-    for (int64_t now = mono_ns(); now < due && !cancelled(o); now = mono_ns()) {
+    for (int64_t now = store_now_ns(); now < due && !cancelled(o); now = store_now_ns()) {
         int64_t ns = due - now < 50000000 ? due - now : 50000000; /* cancel stays prompt */
         struct timespec ts = {0, (long)ns};
         nanosleep(&ts, NULL);
@@ -115,7 +108,7 @@ static int compact_group(struct node_store *s, const uint32_t *victims, const ui
     uint64_t off = 0;
     void *buf = NULL;
     size_t cap = 0;
-    int64_t t0 = mono_ns();
+    int64_t t0 = store_now_ns();
     if (n > 0)
         rc = store_seg_create(s, &out, &ofd);
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -283,7 +276,9 @@ int node_store_compact_opts(struct node_store *s, const struct node_compact_opti
     uint64_t *size = NULL, *live = NULL;
     size_t n = 0;
     uint32_t active = 0;
+    int64_t t0 = store_now_ns();
     int rc = seg_snapshot(s, &ids, &size, &live, &n, &active);
+    r.scan_ns = (uint64_t)(store_now_ns() - t0);
     /* The active segment takes every new record; sealing it (the next write
      * rolls to a new one) lets a store that never fills a segment, or a
      * small one that churns, give its dead bytes back too. Only if nothing

@@ -99,6 +99,13 @@ struct node_store {
     _Atomic uint64_t appended; /* record bytes ever appended (tells auto compaction to look) */
     _Atomic uint64_t compacted_segments, compacted_bytes; /* freed by compaction, ever */
 
+    /* node_store_stats' scan of the chunk index (store_stats.c): its totals,
+     * what had been appended and compacted then, when and how long it took. */
+    pthread_mutex_t scan_mu;
+    bool scanned;
+    uint64_t scan_appended, scan_compacted, scan_chunks, scan_live;
+    int64_t scan_at_ns, scan_ns;
+
     char crash_at[32]; /* INEC_CRASH_AT=name[:n]: raise(SIGKILL) at the n-th hit */
     long crash_n;
     atomic_long crash_hits;
@@ -198,6 +205,9 @@ void store_meta_close(struct node_store *s);
 
 /* store_recover.c */
 int store_recover(struct node_store *s, char *err, size_t errlen);
+
+/* store.c: CLOCK_MONOTONIC in ns. */
+int64_t store_now_ns(void);
 
 /* store.c: the INEC_CRASH_AT test hook. */
 int store_crash_due(struct node_store *s, const char *name);

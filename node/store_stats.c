@@ -37,6 +37,44 @@ int store_live_per_segment(struct node_store *s, MDB_txn *txn, const uint32_t *i
     return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
 }
 
+/* A scan that took this long is reused, though records were appended
+ * since, until NODE_SCAN_SPACING times its length has passed. */
+#define SCAN_SLOW_NS (20 * 1000000)
+
+/* The chunk index's totals: txn, a read txn begun after `appended` and
+ * `compacted` were read (the index then holds every record they count).
+ * They are scanned again only when records were appended or compacted
+ * since the last scan, and a slow scan (millions of chunks: ~15-50 ns each)
+ * at most every NODE_SCAN_SPACING scans' time: every node's stats are read each
+ * time the dashboard refreshes (2 s), and such a scan each time would keep
+ * a core busy on a large node. */
+static int chunk_totals(struct node_store *s, MDB_txn *txn, uint64_t appended, uint64_t compacted,
+                        uint64_t *chunks, uint64_t *live)
+{
+    pthread_mutex_lock(&s->scan_mu);
+    int64_t now = store_now_ns();
+    bool same = s->scanned && s->scan_appended == appended && s->scan_compacted == compacted;
+    bool spaced = s->scanned && s->scan_ns >= SCAN_SLOW_NS &&
+                  now - s->scan_at_ns < NODE_SCAN_SPACING * s->scan_ns;
+    int rc = 0;
+    if (!same && !spaced) {
+        uint64_t c = 0, l = 0;
+        if ((rc = store_live_per_segment(s, txn, NULL, 0, NULL, &c, &l)) == 0) {
+            s->scanned = true;
+            s->scan_appended = appended;
+            s->scan_compacted = compacted;
+            s->scan_chunks = c;
+            s->scan_live = l;
+            s->scan_at_ns = now;
+            s->scan_ns = store_now_ns() - now;
+        }
+    }
+    *chunks = s->scan_chunks;
+    *live = s->scan_live;
+    pthread_mutex_unlock(&s->scan_mu);
+    return rc;
+}
+
 int node_store_stats(struct node_store *s, struct node_store_stats *st)
 {
     if (!s || !st)
@@ -50,11 +88,12 @@ int node_store_stats(struct node_store *s, struct node_store_stats *st)
     pthread_rwlock_unlock(&s->seg_lock);
     MDB_txn *txn;
     int rc = s->npending ? store_meta_flush(s) : 0; /* metas counts LMDB's */
+    uint64_t appended = atomic_load(&s->appended), compacted = atomic_load(&s->compacted_segments);
     if (rc == 0)
         rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc)
         return rc;
-    rc = store_live_per_segment(s, txn, NULL, 0, NULL, &st->chunks, &st->live_bytes);
+    rc = chunk_totals(s, txn, appended, compacted, &st->chunks, &st->live_bytes);
     MDB_stat ms;
     if (rc == 0 && (rc = mdb_err(mdb_stat(txn, s->meta, &ms))) == 0)
         st->metas = ms.ms_entries;
