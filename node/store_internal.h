@@ -197,9 +197,22 @@ struct meta_pending_entry {
 int store_meta_pending_list(struct node_store *s, const char *bucket, const char *prefix,
                             const char *after, struct meta_pending_entry **out, size_t *n);
 void store_meta_pending_list_free(struct meta_pending_entry *e, size_t n);
+/* node_store_stats' count of records: LMDB's, plus the pending puts of
+ * keys it lacks, minus the pending deletes of keys it has. The keys are
+ * copied (store_meta_pending_keys) before LMDB's snapshot (txn) is taken,
+ * as a read looks: a value leaves the maps only once LMDB has it. */
+struct meta_pending_key {
+    char *k; /* "bucket NUL key NUL" */
+    bool put;
+};
+int store_meta_pending_keys(struct node_store *s, struct meta_pending_key **out, size_t *n);
+int64_t store_meta_pending_delta(struct node_store *s, MDB_txn *txn,
+                                 const struct meta_pending_key *k, size_t n);
+void store_meta_pending_keys_free(struct meta_pending_key *k, size_t n);
 /* The applier thread, started once the log is replayed. */
 int store_meta_start(struct node_store *s);
-/* Applies every value of the log to LMDB (see store_meta_log.c). */
+/* Applies every value of the log to LMDB now, in the metadata writer's
+ * turn (the tests move values from the log under their readers with it). */
 int store_meta_flush(struct node_store *s);
 void store_meta_close(struct node_store *s);
 

@@ -4,8 +4,9 @@
  * against the pending maps and LMDB, appended to the metadata log with one
  * flush (store_meta_log.c) and kept in the pending map until the map is
  * applied to LMDB in one synced txn: by the applier thread once the log's
- * half is full (the writes go on in the other half), or before the stats
- * or a close. Listings merge the maps into LMDB's keys (store_meta_list.c).
+ * half is full (the writes go on in the other half), or at a close.
+ * Listings merge the maps into LMDB's keys (store_meta_list.c), the stats
+ * count them in (store_meta_pending_delta).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -722,4 +723,71 @@ void store_meta_pending_list_free(struct meta_pending_entry *e, size_t n)
         free(e[i].v);
     }
     free(e);
+}
+
+/* Every pending key into c (the active tree's; the frozen one's it lacks). */
+struct key_collect {
+    void *newer;
+    struct meta_pending_key *k;
+    size_t n, cap;
+    int rc;
+};
+
+static void key_one(const void *node, VISIT which, void *arg)
+{
+    struct key_collect *c = arg;
+    const struct pending *p = *(struct pending *const *)node;
+    if ((which != postorder && which != leaf) || c->rc ||
+        (c->newer && tfind(p, &c->newer, pending_cmp)))
+        return;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 256;
+        struct meta_pending_key *k = realloc(c->k, cap * sizeof(*k));
+        if (!k) {
+            c->rc = -ENOMEM;
+            return;
+        }
+        c->k = k;
+        c->cap = cap;
+    }
+    if (!(c->k[c->n].k = malloc(p->klen))) {
+        c->rc = -ENOMEM;
+        return;
+    }
+    memcpy(c->k[c->n].k, p->k, p->klen);
+    c->k[c->n++].put = p->v != NULL;
+}
+
+int store_meta_pending_keys(struct node_store *s, struct meta_pending_key **out, size_t *n)
+{
+    struct key_collect c = {0};
+    pthread_mutex_lock(&s->pend_mu);
+    twalk_r(s->pending, key_one, &c);
+    c.newer = s->pending;
+    twalk_r(s->frozen, key_one, &c);
+    pthread_mutex_unlock(&s->pend_mu);
+    *out = c.k;
+    *n = c.n;
+    if (c.rc)
+        store_meta_pending_keys_free(c.k, c.n);
+    return c.rc;
+}
+
+int64_t store_meta_pending_delta(struct node_store *s, MDB_txn *txn,
+                                 const struct meta_pending_key *k, size_t n)
+{
+    int64_t delta = 0;
+    for (size_t i = 0; i < n; i++) {
+        MDB_val v;
+        bool has = meta_index_get(txn, s->meta, k[i].k, k[i].k + strlen(k[i].k) + 1, &v) == 0;
+        delta += k[i].put && !has ? 1 : !k[i].put && has ? -1 : 0;
+    }
+    return delta;
+}
+
+void store_meta_pending_keys_free(struct meta_pending_key *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(k[i].k);
+    free(k);
 }

@@ -14,9 +14,9 @@
  * next epoch, from offset 0. (Applied on the writer's path instead, it was
  * one synced txn of up to 8 MiB in the latency of the write that filled the
  * log.) A half is reused only once its values are applied, so the halves'
- * epochs differ by one at most. The stats or a close apply everything
- * first, and a batch larger than a half is applied on its own path, the
- * active half then restarting at the next epoch.
+ * epochs differ by one at most. A close applies everything, and a batch
+ * larger than a half is applied on its own path, the active half then
+ * restarting at the next epoch.
  *
  * The file is allocated once and then overwritten in place: an fdatasync
  * of an overwrite flushes data only, where an append would also commit the

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "node/store.h"
+#include "node/store_internal.h"
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -108,11 +109,10 @@ static void *worker(void *p)
         struct node_chunk_id id = cid(n);
         uint64_t dice = rnd(&r) % 10;
         ver++;
-        if (j->t == 1 && op % 8 == 3) { /* the stats apply the metadata log to LMDB */
-            struct node_store_stats st;
+        if (j->t == 1 && op % 8 == 3) { /* a listing, and the metadata log into LMDB */
             int rc = node_store_list_meta(j->s, "b", NULL, NULL, 1, list_one, NULL, NULL);
-            if (rc < 0 || (rc = node_store_stats(j->s, &st))) {
-                say("E list_meta or stats %d\n", rc);
+            if (rc < 0 || (rc = store_meta_flush(j->s))) {
+                say("E list_meta or apply %d\n", rc);
                 exit(3);
             }
         } else if (j->t == 0 && op % 8 == 7) {

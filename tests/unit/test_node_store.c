@@ -651,8 +651,7 @@ static void test_meta_long_keys(void **state)
 }
 
 /* Readers beside the writers: every read finds a version at least the one
- * before (pending values, then LMDB's once a stats call applied them), and
- * listings go on. */
+ * before (pending values, then LMDB's once applied), and listings go on. */
 struct cas_reader {
     struct node_store *s;
     atomic_bool stop;
@@ -695,9 +694,8 @@ static void *cas_read_main(void *arg)
             r->bad++;
         }
         if (++r->reads % 32 == 0) {
-            struct node_store_stats st; /* applies the pending values */
             r->bad += node_store_list_meta(r->s, "bk", NULL, NULL, 0, ignore_cb, NULL, NULL) != 1;
-            r->bad += node_store_stats(r->s, &st) != 0;
+            r->bad += store_meta_flush(r->s) != 0; /* the pending values into LMDB */
         }
     }
     return NULL;
@@ -749,8 +747,8 @@ static void test_meta_cas_concurrent(void **state)
 
 /* A read that starts after a write was acknowledged finds that write or a
  * later one, also while the write moves from the pending map to LMDB: one
- * thread writes a new version and asks for the stats (which apply it) in
- * turn, readers read all along. */
+ * thread writes a new version and applies it in turn, readers read all
+ * along. */
 #define APPLY_ROUNDS 400
 
 struct applied_reader {
@@ -791,8 +789,7 @@ static void test_meta_read_while_applied(void **state)
         int n = snprintf(b, sizeof(b), "%" PRIu64, v);
         assert_int_equal(node_store_put_meta(s, "bk", "hot", v, 0, b, (size_t)n, NULL), 0);
         atomic_store(&acked, v);
-        struct node_store_stats st;
-        assert_int_equal(node_store_stats(s, &st), 0);
+        assert_int_equal(store_meta_flush(s), 0);
     }
     atomic_store(&stop, true);
     for (int i = 0; i < 3; i++) {
@@ -1282,8 +1279,8 @@ static void test_write_error(void **state)
 /* Listings merge LMDB's records with those still in the metadata log:
  * random puts and deletes of short keys and of long ones (past the index's
  * inline bytes, sharing them), listed with prefixes, markers and limits
- * while pending, after the stats applied them, and after a reopen, each
- * time against a model. */
+ * while pending, once applied, and after a reopen, each time against a
+ * model; so are the stats' counts. */
 #define LIST_KEYS 12
 
 struct list_seen {
@@ -1355,11 +1352,15 @@ static void test_meta_list_pending(void **state)
     const char *afters[] = {"", "a", "a/1", "b/x", lp, keys[LIST_KEYS - 2]};
     const size_t limits[] = {0, 1, 2, 5};
     uint64_t r = 7, version = 1;
-    /* A listing leaves what is pending in the log (it once applied it). */
+    /* A listing or the stats leave what is pending in the log (they once
+     * applied it). */
     snprintf(model[0], sizeof(model[0]), "v1");
     assert_int_equal(node_store_put_meta(s, "bk", keys[0], 1, 0, "v1", 2, NULL), 0);
     list_check(s, keys, model, "", "", 0);
-    assert_int_equal(s->npending, 1);
+    struct node_store_stats st;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.metas, 1);
+    assert_int_equal(s->npending, 1); /* neither applies it */
     for (int op = 0; op < 1500; op++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         int k = (int)(r >> 33) % LIST_KEYS, what = (int)(r >> 45) % 20;
@@ -1376,8 +1377,13 @@ static void test_meta_list_pending(void **state)
             list_check(s, keys, model, prefixes[(r >> 20) % 7], afters[(r >> 24) % 6],
                        limits[(r >> 28) % 4]);
         } else {
+            int n = 0; /* the stats count what is pending too */
+            for (int i = 0; i < LIST_KEYS; i++)
+                n += model[i][0] != 0;
             struct node_store_stats st;
-            assert_int_equal(node_store_stats(s, &st), 0); /* applies what is pending */
+            assert_int_equal(node_store_stats(s, &st), 0);
+            assert_int_equal(st.metas, n);
+            assert_int_equal(store_meta_flush(s), 0);
         }
         if (op == 1000) { /* and after a reopen, which applies the log */
             node_store_close(s);
