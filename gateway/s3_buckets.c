@@ -261,7 +261,10 @@ void gw_s3_list_objects(struct gw_s3_req *r, int version)
     if (!w->objs || !w->prefixes)
         goto out;
     /* Keys at or before `after` are skipped by the object layer already. */
-    rc = gw_object_list(r->srv->objects, r->t.bucket, prefix, after, list_cb, w);
+    /* max-keys + 1 keys tell whether the listing is truncated (a delimiter
+     * may take more: the object layer then asks for full pages). */
+    rc = gw_object_list(r->srv->objects, r->t.bucket, prefix, after, (size_t)max_keys + 1, list_cb,
+                        w);
     if (rc == 0 && w->err)
         rc = w->err;
     if (rc)

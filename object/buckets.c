@@ -65,7 +65,7 @@ int gw_bucket_delete(struct gw_objects *o, const char *name)
     if (rc)
         return rc;
     bool some = false;
-    rc = gw_meta_list(o, name, NULL, NULL, any_key, &some);
+    rc = gw_meta_list(o, name, NULL, NULL, 1, any_key, &some);
     if (rc == 0 && some)
         rc = -ENOTEMPTY;
     if (rc == 0) {
@@ -143,5 +143,5 @@ int gw_bucket_list(struct gw_objects *o, int (*cb)(const struct gw_bucket_info *
                    void *arg)
 {
     struct blist b = {cb, arg};
-    return gw_meta_list(o, GW_META_BUCKET, NULL, NULL, blist_cb, &b);
+    return gw_meta_list(o, GW_META_BUCKET, NULL, NULL, 0, blist_cb, &b);
 }

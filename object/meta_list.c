@@ -9,10 +9,14 @@
 #include "object/objects_internal.h"
 
 static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
-                     const char *start_after, bool tombstones,
+                     const char *start_after, size_t want, bool tombstones,
                      int (*cb)(const char *key, json_t *rec, void *arg), void *arg);
 
-#define PAGE 256
+/* Records asked of a node at once; the first page at least FIRST_PAGE_MIN
+ * and no more than the caller wants (a LIST of 2 keys, an emptiness check,
+ * used to parse 256 records of every node). */
+#define PAGE           256
+#define FIRST_PAGE_MIN 16
 
 struct entry {
     char *key;
@@ -23,6 +27,7 @@ struct cursor {
     int node;
     struct entry *e; /* this page */
     int n, pos;
+    int page; /* the next page's size */
     bool more, failed;
     char *after; /* last key fetched */
 };
@@ -66,7 +71,9 @@ static void fetch(struct list_job *lj, struct cursor *c)
     int more = 0;
     int rc = gw_node_is_down(o, c->node) ? -EHOSTDOWN : gw_client_get(o, c->node, &cl);
     if (rc == 0)
-        rc = node_client_list_meta(cl, lj->bucket, lj->prefix, c->after, PAGE, page_cb, c, &more);
+        rc = node_client_list_meta(cl, lj->bucket, lj->prefix, c->after, (size_t)c->page, page_cb,
+                                   c, &more);
+    c->page = PAGE;
     gw_client_put(o, c->node, cl, rc < 0 ? rc : 0);
     if (rc < 0) {
         page_free(c);
@@ -92,16 +99,16 @@ static void fetch_one(void *arg, int i)
 }
 
 int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
-                 const char *start_after, int (*cb)(const char *key, json_t *rec, void *arg),
-                 void *arg)
+                 const char *start_after, size_t want,
+                 int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
 {
-    return meta_list(o, bucket, prefix, start_after, false, cb, arg);
+    return meta_list(o, bucket, prefix, start_after, want, false, cb, arg);
 }
 
 int gw_meta_list_all(struct gw_objects *o, const char *bucket,
                      int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
 {
-    return meta_list(o, bucket, NULL, NULL, true, cb, arg);
+    return meta_list(o, bucket, NULL, NULL, 0, true, cb, arg);
 }
 
 static int name_cb(const char *key, json_t *rec, void *arg)
@@ -127,7 +134,7 @@ int gw_meta_walk_objects(struct gw_objects *o,
                          void *arg)
 {
     json_t *spaces = json_array();
-    int rc = spaces ? gw_meta_list(o, GW_META_BUCKET, NULL, NULL, name_cb, spaces) : -ENOMEM;
+    int rc = spaces ? gw_meta_list(o, GW_META_BUCKET, NULL, NULL, 0, name_cb, spaces) : -ENOMEM;
     if (rc == 0 && json_array_append_new(spaces, json_string(".mpu")))
         rc = -ENOMEM;
     struct object_walk w = {cb, arg, NULL};
@@ -138,16 +145,17 @@ int gw_meta_walk_objects(struct gw_objects *o,
         if (rc)
             break;
         w.space = json_string_value(s);
-        rc = gw_meta_list(o, w.space, NULL, NULL, object_cb, &w);
+        rc = gw_meta_list(o, w.space, NULL, NULL, 0, object_cb, &w);
     }
     json_decref(spaces);
     return rc;
 }
 
 static int meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
-                     const char *start_after, bool tombstones,
+                     const char *start_after, size_t want, bool tombstones,
                      int (*cb)(const char *key, json_t *rec, void *arg), void *arg)
 {
+    int first = want && want < PAGE ? (int)want + 1 : PAGE; /* + 1: is there more? */
     struct list_job lj = {o, bucket, prefix && *prefix ? prefix : NULL, NULL};
     lj.cur = calloc((size_t)o->nnodes, sizeof(*lj.cur));
     if (!lj.cur)
@@ -156,6 +164,7 @@ static int meta_list(struct gw_objects *o, const char *bucket, const char *prefi
     for (int i = 0; i < o->nnodes; i++) {
         struct cursor *c = &lj.cur[i];
         c->node = i;
+        c->page = first > FIRST_PAGE_MIN ? first : FIRST_PAGE_MIN;
         c->more = gw_meta_member(o, i); /* not a member: holds nothing live */
         c->e = malloc(PAGE * sizeof(*c->e));
         c->after = start_after && *start_after ? strdup(start_after) : NULL;

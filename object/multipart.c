@@ -321,9 +321,9 @@ static int parts_of(struct gw_objects *o, const char *bucket, const char *uid, i
     part_key(prefix, bucket, uid, 0);
     part_key(start, bucket, uid, after);
     *out = json_array();
-    int rc = *out
-                 ? gw_meta_list(o, MPU_BUCKET, prefix, after > 0 ? start : NULL, collect_part, *out)
-                 : -ENOMEM;
+    int rc =
+        *out ? gw_meta_list(o, MPU_BUCKET, prefix, after > 0 ? start : NULL, 0, collect_part, *out)
+             : -ENOMEM;
     if (rc) {
         json_decref(*out);
         *out = NULL;
@@ -346,7 +346,7 @@ static void end_parts(struct gw_objects *o, const char *bucket, const char *uid,
     char k[KEYLEN];
     sealed_key(k, bucket, uid, NULL);
     json_t *sealed = json_array();
-    if (sealed && gw_meta_list(o, MPU_BUCKET, k, NULL, collect_all, sealed) == 0) {
+    if (sealed && gw_meta_list(o, MPU_BUCKET, k, NULL, 0, collect_all, sealed) == 0) {
         size_t i;
         json_t *x;
         json_array_foreach(sealed, i, x)
@@ -716,7 +716,7 @@ int gw_mpu_list(struct gw_objects *o, const char *bucket, const char *prefix,
     char k[KEYLEN];
     snprintf(k, sizeof(k), "%s/U/", bucket);
     json_t *all = json_array();
-    if (!all || (rc = gw_meta_list(o, MPU_BUCKET, k, NULL, collect_upload, all))) {
+    if (!all || (rc = gw_meta_list(o, MPU_BUCKET, k, NULL, 0, collect_upload, all))) {
         json_decref(all);
         return rc ? rc : -ENOMEM;
     }

@@ -122,7 +122,7 @@ static int olist_cb(const char *key, json_t *rec, void *arg)
 }
 
 int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
-                   const char *start_after,
+                   const char *start_after, size_t want,
                    int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
                    void *arg)
 {
@@ -130,5 +130,5 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
     if (rc)
         return rc;
     struct olist l = {cb, arg};
-    return gw_meta_list(o, bucket, prefix, start_after, olist_cb, &l);
+    return gw_meta_list(o, bucket, prefix, start_after, want, olist_cb, &l);
 }

@@ -131,9 +131,11 @@ int gw_object_acl_set(struct gw_objects *o, const char *bucket, const char *key,
 int gw_object_acl_get(struct gw_objects *o, const char *bucket, const char *key,
                       char acl[GW_ACL_MAX]);
 /* Keys of `bucket` after `start_after` (may be NULL or "") that begin with
- * `prefix`, in byte order; a non-zero return from cb stops the walk. */
+ * `prefix`, in byte order; a non-zero return from cb stops the walk. want:
+ * how many keys the caller expects to take (a LIST's max-keys + 1; 0: no
+ * idea), so the nodes are not asked for pages larger than that first. */
 int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
-                   const char *start_after,
+                   const char *start_after, size_t want,
                    int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
                    void *arg);
 

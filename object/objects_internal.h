@@ -503,10 +503,12 @@ int gw_meta_walk_objects(struct gw_objects *o,
                          void *arg);
 
 /* Every live (not deleted) record of `bucket` in key order, newest version of
- * each, merged across the nodes. cb returns non-zero to stop. */
+ * each, merged across the nodes. cb returns non-zero to stop. want: how many
+ * records the caller expects to take (0: no idea), so that the first page
+ * asked of each node is no larger than needed. */
 int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
-                 const char *start_after, int (*cb)(const char *key, json_t *rec, void *arg),
-                 void *arg);
+                 const char *start_after, size_t want,
+                 int (*cb)(const char *key, json_t *rec, void *arg), void *arg);
 
 /* gc.c: Garbage */
 

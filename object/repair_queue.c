@@ -74,7 +74,7 @@ int gw_rq_list(struct gw_objects *o, int (*cb)(const char *qkey, json_t *entry, 
                void *arg)
 {
     struct rq_walk w = {cb, arg};
-    return gw_meta_list(o, GW_REPAIR_BUCKET, NULL, NULL, rq_walk_cb, &w);
+    return gw_meta_list(o, GW_REPAIR_BUCKET, NULL, NULL, 0, rq_walk_cb, &w);
 }
 
 int gw_rq_remove(struct gw_objects *o, const char *qkey)

@@ -180,7 +180,7 @@ static int vlist_cb(const char *key, json_t *rec, void *arg)
 int gw_volume_list(struct gw_objects *o, json_t **out)
 {
     struct vlist l = {json_array()};
-    int rc = l.arr ? gw_meta_list(o, VOL_META, NULL, NULL, vlist_cb, &l) : -ENOMEM;
+    int rc = l.arr ? gw_meta_list(o, VOL_META, NULL, NULL, 0, vlist_cb, &l) : -ENOMEM;
     if (rc) {
         json_decref(l.arr);
         l.arr = NULL;
@@ -257,7 +257,7 @@ int gw_volume_delete(struct gw_objects *o, const char *name)
      * leaves a volume that still exists (with zeroed stripes) and can be
      * deleted again, never stripes nobody names. */
     struct keys k = {json_array()};
-    rc = k.arr ? gw_object_list(o, bucket, NULL, NULL, key_cb, &k) : -ENOMEM;
+    rc = k.arr ? gw_object_list(o, bucket, NULL, NULL, 0, key_cb, &k) : -ENOMEM;
     size_t i;
     json_t *key;
     json_array_foreach(k.arr, i, key)
@@ -358,7 +358,7 @@ int gw_volume_allocated(struct gw_volume *v, uint64_t first, size_t n, bool *pre
     char after[17] = "";
     if (first > 0)
         gw_volume_stripe_key(first - 1, after);
-    return gw_object_list(v->o, v->bucket, NULL, after, alloc_cb, &w);
+    return gw_object_list(v->o, v->bucket, NULL, after, 0, alloc_cb, &w);
 }
 
 bool gw_volume_secret_ok(const struct gw_volume *v, const char *secret)
@@ -481,7 +481,7 @@ static int free_stripes(struct gw_volume *v, uint64_t s0, uint64_t s1)
     if (s0 > 0)
         gw_volume_stripe_key(s0 - 1, after);
     gw_volume_stripe_key(s1, w.end);
-    int rc = w.keys ? gw_object_list(v->o, v->bucket, NULL, after, zero_cb, &w) : -ENOMEM;
+    int rc = w.keys ? gw_object_list(v->o, v->bucket, NULL, after, 0, zero_cb, &w) : -ENOMEM;
     size_t i;
     json_t *key;
     json_array_foreach(w.keys, i, key)

@@ -248,7 +248,7 @@ int gw_volume_recover(struct gw_volume *v)
     char prefix[GW_VOLUME_NAME_MAX + 2];
     snprintf(prefix, sizeof(prefix), "%s/", v->name);
     int rc =
-        in.list ? gw_meta_list(v->o, GW_VOLUME_INTENTS, prefix, NULL, intent_cb, &in) : -ENOMEM;
+        in.list ? gw_meta_list(v->o, GW_VOLUME_INTENTS, prefix, NULL, 0, intent_cb, &in) : -ENOMEM;
     size_t i;
     json_t *e;
     json_array_foreach(in.list, i, e)

@@ -175,12 +175,12 @@ int main(int argc, char **argv)
         CHECK(put(o, "tmp/a", d, 5000) == 0); /* overwrite */
         CHECK(get(o, "tmp/a", 0, UINT64_MAX, d, 5000) == 0);
         char list[4096] = "";
-        CHECK(gw_object_list(o, "mpb", "tmp/", NULL, names, list) == 0);
+        CHECK(gw_object_list(o, "mpb", "tmp/", NULL, 0, names, list) == 0);
         CHECK(strcmp(list, "tmp/a,tmp/b,") == 0);
         CHECK(gw_object_delete(o, "mpb", "tmp/a") == 0);
         CHECK(gw_object_delete(o, "mpb", "tmp/b") == 0);
         list[0] = 0;
-        CHECK(gw_object_list(o, "mpb", NULL, NULL, names, list) == 0);
+        CHECK(gw_object_list(o, "mpb", NULL, NULL, 0, names, list) == 0);
         CHECK(strcmp(list, "f-0,f-1,f-100000,f-1048576,f-24575,f-24576,f-24577,f-4095,f-4096,") ==
               0);
     } else if (strcmp(step, "verify") == 0 || strcmp(step, "lost") == 0) {

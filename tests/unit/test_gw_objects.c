@@ -582,17 +582,17 @@ static void test_overwrite_delete_list(void **state)
     for (size_t i = 0; i < 7; i++)
         assert_int_equal(put(o, "list", keys[i], a, 10), 0);
     struct names nm = {0};
-    assert_int_equal(gw_object_list(o, "list", NULL, NULL, collect, &nm), 0);
+    assert_int_equal(gw_object_list(o, "list", NULL, NULL, 0, collect, &nm), 0);
     const char *want[] = {"A", "a", "a/1", "a/10", "a/2", "b", "k", "z"};
     assert_int_equal(nm.n, 8);
     for (int i = 0; i < 8; i++)
         assert_string_equal(nm.keys[i], want[i]);
     nm.n = 0;
-    assert_int_equal(gw_object_list(o, "list", "a/", NULL, collect, &nm), 0);
+    assert_int_equal(gw_object_list(o, "list", "a/", NULL, 0, collect, &nm), 0);
     assert_int_equal(nm.n, 3);
     assert_string_equal(nm.keys[2], "a/2");
     nm.n = 0;
-    assert_int_equal(gw_object_list(o, "list", "a/", "a/1", collect, &nm), 0);
+    assert_int_equal(gw_object_list(o, "list", "a/", "a/1", 1, collect, &nm), 0);
     assert_int_equal(nm.n, 2);
     assert_string_equal(nm.keys[0], "a/10");
     assert_int_equal(gw_bucket_delete(o, "list"), -ENOTEMPTY);
@@ -600,8 +600,33 @@ static void test_overwrite_delete_list(void **state)
     assert_int_equal(gw_object_delete(o, "list", "a/1"), -ENOENT);
     assert_int_equal(gw_object_head(o, "list", "a/1", NULL), -ENOENT);
     nm.n = 0;
-    assert_int_equal(gw_object_list(o, "list", "a/", NULL, collect, &nm), 0);
+    assert_int_equal(gw_object_list(o, "list", "a/", NULL, 0, collect, &nm), 0);
     assert_int_equal(nm.n, 2);
+    /* A listing that said it wants few keys still lists them all when asked
+     * for more: the nodes' small first pages (16) are followed by full ones. */
+    char mk[16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(mk, sizeof(mk), "m/%02d", i);
+        assert_int_equal(put(o, "list", mk, a, 10), 0);
+    }
+    for (int i = 0; i < 50; i += 5) {
+        snprintf(mk, sizeof(mk), "m/%02d", i);
+        assert_int_equal(gw_object_delete(o, "list", mk), 0);
+    }
+    for (size_t w = 0; w < 3; w++) {
+        nm.n = 0;
+        assert_int_equal(gw_object_list(o, "list", "m/", NULL, w * 20, collect, &nm), 0);
+        assert_int_equal(nm.n, 40);
+        for (int i = 0, k = 0; i < 50; i++) {
+            snprintf(mk, sizeof(mk), "m/%02d", i);
+            if (i % 5)
+                assert_string_equal(nm.keys[k++], mk);
+        }
+    }
+    for (int i = 0; i < 50; i++) {
+        snprintf(mk, sizeof(mk), "m/%02d", i);
+        gw_object_delete(o, "list", mk);
+    }
     for (int i = 0; i < 8; i++)
         gw_object_delete(o, "list", want[i]);
     assert_int_equal(gw_bucket_create(o, "other"), 0);
