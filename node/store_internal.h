@@ -186,29 +186,28 @@ MDB_val store_meta_blob(const MDB_val *v);
 /* -EINVAL without a bucket or key, -ENAMETOOLONG past NODE_KEY_MAX. */
 int store_meta_key_check(const char *bucket, const char *key);
 size_t store_meta_record_part(const void *blob, size_t len);
-/* The values of bucket's keys that start with prefix and sort after `after`
- * ("": any) not in LMDB yet (the active half's, else the frozen one's),
- * sorted by key; their record parts copied (v NULL: deleted). */
+/* The values not in LMDB yet (the active half's, else the frozen one's) of
+ * bucket's keys (bucket NULL: every bucket's) that start with prefix and
+ * sort after `after` ("": any), copied; sorted by key when a bucket is
+ * given; with `records`, their record parts too (what a listing hands
+ * out). */
 struct meta_pending_entry {
-    char *key;
-    uint8_t *v;
+    char *k;         /* "bucket NUL key NUL" */
+    const char *key; /* into k */
+    bool put;        /* else a delete */
+    uint8_t *v;      /* the record part, when asked for */
     size_t vlen;
 };
 int store_meta_pending_list(struct node_store *s, const char *bucket, const char *prefix,
-                            const char *after, struct meta_pending_entry **out, size_t *n);
+                            const char *after, bool records, struct meta_pending_entry **out,
+                            size_t *n);
 void store_meta_pending_list_free(struct meta_pending_entry *e, size_t n);
-/* node_store_stats' count of records: LMDB's, plus the pending puts of
- * keys it lacks, minus the pending deletes of keys it has. The keys are
- * copied (store_meta_pending_keys) before LMDB's snapshot (txn) is taken,
- * as a read looks: a value leaves the maps only once LMDB has it. */
-struct meta_pending_key {
-    char *k; /* "bucket NUL key NUL" */
-    bool put;
-};
-int store_meta_pending_keys(struct node_store *s, struct meta_pending_key **out, size_t *n);
+/* What the pending values e add to LMDB's count of records (node_store_stats):
+ * the puts of keys it lacks, less the deletes of keys it has. txn: a snapshot
+ * taken after e was copied, as a read looks (a value leaves the maps only once
+ * LMDB has it). */
 int64_t store_meta_pending_delta(struct node_store *s, MDB_txn *txn,
-                                 const struct meta_pending_key *k, size_t n);
-void store_meta_pending_keys_free(struct meta_pending_key *k, size_t n);
+                                 const struct meta_pending_entry *e, size_t n);
 /* The applier thread, started once the log is replayed. */
 int store_meta_start(struct node_store *s);
 /* Applies every value of the log to LMDB now, in the metadata writer's

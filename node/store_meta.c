@@ -640,9 +640,10 @@ int node_store_delete_meta_if(struct node_store *s, const char *bucket, const ch
 
 /* One pending value for store_meta_pending_list (c: its filter, its output). */
 struct pending_collect {
-    const char *bucket, *prefix, *after;
-    size_t blen, plen; /* blen: with the bucket's NUL */
-    void *newer;       /* the active tree, while the frozen one is walked */
+    const char *bucket, *prefix, *after; /* bucket NULL: every bucket's */
+    size_t blen, plen;                   /* blen: with the bucket's NUL */
+    bool records;                        /* the record parts copied too */
+    void *newer;                         /* the active tree, while the frozen one is walked */
     struct meta_pending_entry *e;
     size_t n, cap;
     int rc;
@@ -652,10 +653,10 @@ static void collect_one(const void *node, VISIT which, void *arg)
 {
     struct pending_collect *c = arg;
     const struct pending *p = *(struct pending *const *)node;
-    if ((which != postorder && which != leaf) || c->rc || p->klen < c->blen ||
-        memcmp(p->k, c->bucket, c->blen) != 0)
+    if ((which != postorder && which != leaf) || c->rc ||
+        (c->bucket && (p->klen < c->blen || memcmp(p->k, c->bucket, c->blen) != 0)))
         return;
-    const char *key = p->k + c->blen;
+    const char *key = p->k + strlen(p->k) + 1;
     if (strncmp(key, c->prefix, c->plen) != 0 || (c->after[0] && strcmp(key, c->after) <= 0) ||
         (c->newer && tfind(p, &c->newer, pending_cmp)))
         return;
@@ -670,15 +671,19 @@ static void collect_one(const void *node, VISIT which, void *arg)
         c->cap = cap;
     }
     struct meta_pending_entry *e = &c->e[c->n];
-    *e = (struct meta_pending_entry){strdup(key), NULL, 0};
-    if (p->v) { /* only the record part: what a listing hands out */
+    *e = (struct meta_pending_entry){.k = malloc(p->klen), .put = p->v != NULL};
+    if (e->k) {
+        memcpy(e->k, p->k, p->klen);
+        e->key = e->k + (key - p->k);
+    }
+    if (e->k && p->v && c->records) { /* the record part: what a listing hands out */
         MDB_val b = store_meta_blob(&(MDB_val){p->vlen, p->v});
         e->vlen = store_meta_record_part(b.mv_data, b.mv_size);
         if ((e->v = malloc(e->vlen ? e->vlen : 1)))
             memcpy(e->v, b.mv_data, e->vlen);
     }
-    if (!e->key || (p->v && !e->v)) {
-        free(e->key);
+    if (!e->k || (p->v && c->records && !e->v)) {
+        free(e->k);
         free(e->v);
         c->rc = -ENOMEM;
         return;
@@ -693,13 +698,15 @@ static int entry_key_cmp(const void *a, const void *b)
 }
 
 int store_meta_pending_list(struct node_store *s, const char *bucket, const char *prefix,
-                            const char *after, struct meta_pending_entry **out, size_t *n)
+                            const char *after, bool records, struct meta_pending_entry **out,
+                            size_t *n)
 {
     struct pending_collect c = {.bucket = bucket,
                                 .prefix = prefix,
                                 .after = after,
-                                .blen = strlen(bucket) + 1,
-                                .plen = strlen(prefix)};
+                                .blen = bucket ? strlen(bucket) + 1 : 0,
+                                .plen = strlen(prefix),
+                                .records = records};
     pthread_mutex_lock(&s->pend_mu);
     twalk_r(s->pending, collect_one, &c);
     c.newer = s->pending;
@@ -709,7 +716,7 @@ int store_meta_pending_list(struct node_store *s, const char *bucket, const char
         store_meta_pending_list_free(c.e, c.n);
         return c.rc;
     }
-    if (c.n)
+    if (bucket && c.n)
         qsort(c.e, c.n, sizeof(*c.e), entry_key_cmp);
     *out = c.e;
     *n = c.n;
@@ -719,75 +726,20 @@ int store_meta_pending_list(struct node_store *s, const char *bucket, const char
 void store_meta_pending_list_free(struct meta_pending_entry *e, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        free(e[i].key);
+        free(e[i].k);
         free(e[i].v);
     }
     free(e);
 }
 
-/* Every pending key into c (the active tree's; the frozen one's it lacks). */
-struct key_collect {
-    void *newer;
-    struct meta_pending_key *k;
-    size_t n, cap;
-    int rc;
-};
-
-static void key_one(const void *node, VISIT which, void *arg)
-{
-    struct key_collect *c = arg;
-    const struct pending *p = *(struct pending *const *)node;
-    if ((which != postorder && which != leaf) || c->rc ||
-        (c->newer && tfind(p, &c->newer, pending_cmp)))
-        return;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 256;
-        struct meta_pending_key *k = realloc(c->k, cap * sizeof(*k));
-        if (!k) {
-            c->rc = -ENOMEM;
-            return;
-        }
-        c->k = k;
-        c->cap = cap;
-    }
-    if (!(c->k[c->n].k = malloc(p->klen))) {
-        c->rc = -ENOMEM;
-        return;
-    }
-    memcpy(c->k[c->n].k, p->k, p->klen);
-    c->k[c->n++].put = p->v != NULL;
-}
-
-int store_meta_pending_keys(struct node_store *s, struct meta_pending_key **out, size_t *n)
-{
-    struct key_collect c = {0};
-    pthread_mutex_lock(&s->pend_mu);
-    twalk_r(s->pending, key_one, &c);
-    c.newer = s->pending;
-    twalk_r(s->frozen, key_one, &c);
-    pthread_mutex_unlock(&s->pend_mu);
-    *out = c.k;
-    *n = c.n;
-    if (c.rc)
-        store_meta_pending_keys_free(c.k, c.n);
-    return c.rc;
-}
-
 int64_t store_meta_pending_delta(struct node_store *s, MDB_txn *txn,
-                                 const struct meta_pending_key *k, size_t n)
+                                 const struct meta_pending_entry *e, size_t n)
 {
     int64_t delta = 0;
     for (size_t i = 0; i < n; i++) {
         MDB_val v;
-        bool has = meta_index_get(txn, s->meta, k[i].k, k[i].k + strlen(k[i].k) + 1, &v) == 0;
-        delta += k[i].put && !has ? 1 : !k[i].put && has ? -1 : 0;
+        bool has = meta_index_get(txn, s->meta, e[i].k, e[i].key, &v) == 0;
+        delta += e[i].put && !has ? 1 : !e[i].put && has ? -1 : 0;
     }
     return delta;
-}
-
-void store_meta_pending_keys_free(struct meta_pending_key *k, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(k[i].k);
-    free(k);
 }

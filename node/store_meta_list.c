@@ -45,7 +45,7 @@ static int give_pending_before(struct merge *m, const char *key)
 {
     while (m->next < m->npe && (!key || strcmp(m->pe[m->next].key, key) < 0)) {
         const struct meta_pending_entry *e = &m->pe[m->next++];
-        if (e->v && give(m, e->key, e->v, e->vlen))
+        if (e->put && give(m, e->key, e->v, e->vlen))
             return 1;
     }
     return 0;
@@ -59,7 +59,7 @@ static int merge_cb(const char *key, const void *value, size_t len, void *arg)
     int stop = give_pending_before(m, key);
     if (!stop && m->next < m->npe && strcmp(m->pe[m->next].key, key) == 0) {
         const struct meta_pending_entry *e = &m->pe[m->next++];
-        stop = e->v && give(m, e->key, e->v, e->vlen);
+        stop = e->put && give(m, e->key, e->v, e->vlen);
     } else if (!stop) {
         MDB_val b = store_meta_blob(&(MDB_val){len, (void *)value});
         stop = give(m, key, b.mv_data, store_meta_record_part(b.mv_data, b.mv_size));
@@ -83,7 +83,7 @@ int node_store_list_meta(struct node_store *s, const char *bucket, const char *p
         return rc;
     struct merge m = {.limit = limit, .more = more, .cb = cb, .arg = arg};
     struct meta_pending_entry *pe = NULL;
-    rc = store_meta_pending_list(s, bucket, prefix, start_after, &pe, &m.npe);
+    rc = store_meta_pending_list(s, bucket, prefix, start_after, true, &pe, &m.npe);
     m.pe = pe;
     MDB_txn *txn = NULL;
     if (rc == 0)

@@ -87,21 +87,21 @@ int node_store_stats(struct node_store *s, struct node_store_stats *st)
         st->segment_bytes += store_fd_size(s->seg[i].fd);
     pthread_rwlock_unlock(&s->seg_lock);
     MDB_txn *txn;
-    struct meta_pending_key *pk = NULL;
+    struct meta_pending_entry *pk = NULL;
     size_t npk = 0;
-    int rc = store_meta_pending_keys(s, &pk, &npk); /* before the snapshot */
+    int rc = store_meta_pending_list(s, NULL, "", "", false, &pk, &npk); /* before the snapshot */
     uint64_t appended = atomic_load(&s->appended), compacted = atomic_load(&s->compacted_segments);
     if (rc == 0)
         rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
     if (rc) {
-        store_meta_pending_keys_free(pk, npk);
+        store_meta_pending_list_free(pk, npk);
         return rc;
     }
     rc = chunk_totals(s, txn, appended, compacted, &st->chunks, &st->live_bytes);
     MDB_stat ms;
     if (rc == 0 && (rc = mdb_err(mdb_stat(txn, s->meta, &ms))) == 0)
         st->metas = (uint64_t)((int64_t)ms.ms_entries + store_meta_pending_delta(s, txn, pk, npk));
-    store_meta_pending_keys_free(pk, npk);
+    store_meta_pending_list_free(pk, npk);
     if (rc == 0 && (rc = mdb_err(mdb_stat(txn, s->repair, &ms))) == 0)
         st->repair = ms.ms_entries;
     mdb_txn_abort(txn);
