@@ -18,9 +18,12 @@ static int meta_list(struct gw_objects *o, const char *bucket, const char *prefi
 #define PAGE           256
 #define FIRST_PAGE_MIN 16
 
+/* A record as a node listed it: parsed only when the merge needs it (each
+ * key comes from its W..7 homes, most often as the same bytes). */
 struct entry {
     char *key;
-    json_t *rec;
+    char *blob;
+    size_t len;
 };
 
 struct cursor {
@@ -41,14 +44,14 @@ struct list_job {
 static int page_cb(const char *key, const void *blob, size_t len, void *arg)
 {
     struct cursor *c = arg;
-    json_t *rec = gw_rec_load(blob, len);
-    char *k = strdup(key);
-    if (!rec || !k) {
-        json_decref(rec);
+    char *k = strdup(key), *b = malloc(len ? len : 1);
+    if (!b || !k) {
+        free(b);
         free(k);
         return -ENOMEM;
     }
-    c->e[c->n++] = (struct entry){k, rec};
+    memcpy(b, blob, len);
+    c->e[c->n++] = (struct entry){k, b, len};
     return 0;
 }
 
@@ -56,7 +59,7 @@ static void page_free(struct cursor *c)
 {
     for (int i = 0; i < c->n; i++) {
         free(c->e[i].key);
-        json_decref(c->e[i].rec);
+        free(c->e[i].blob);
     }
     c->n = c->pos = 0;
 }
@@ -198,15 +201,21 @@ static int meta_list(struct gw_objects *o, const char *bucket, const char *prefi
             break;
         char *key = strdup(min);
         json_t *best = NULL;
+        const struct entry *best_e = NULL;
         for (int i = 0; key && i < o->nnodes; i++) {
             struct cursor *c = &lj.cur[i];
             if (c->pos < c->n && strcmp(c->e[c->pos].key, key) == 0) {
-                json_t *r = c->e[c->pos].rec;
-                if (!best || gw_rec_version(r) > gw_rec_version(best)) {
+                const struct entry *e = &c->e[c->pos++];
+                if (best_e && e->len == best_e->len && memcmp(e->blob, best_e->blob, e->len) == 0)
+                    continue; /* the same record again: nothing to parse */
+                json_t *r = gw_rec_load(e->blob, e->len); /* an unreadable copy counts as none */
+                if (r && (!best || gw_rec_version(r) > gw_rec_version(best))) {
                     json_decref(best);
-                    best = json_incref(r);
+                    best = r;
+                    best_e = e;
+                } else {
+                    json_decref(r);
                 }
-                c->pos++;
             }
         }
         if (!key)

@@ -334,6 +334,13 @@ static void test_fanout_grows_and_shrinks(void **state)
     gw_fanout_destroy(o.fan);
 }
 
+static int size_of_a(const char *key, const struct gw_object_info *info, void *arg)
+{
+    if (strcmp(key, "a") == 0)
+        *(uint64_t *)arg = info->size;
+    return 0;
+}
+
 static void test_inline_objects(void **state)
 {
     (void)state;
@@ -392,6 +399,11 @@ static void test_inline_objects(void **state)
     assert_int_equal(get_check(o, "inl", "a", 10, 2000, e, sizeof(e)), 0);
     for (int i = 0; i < 3; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[2 * i], true), 0);
+    /* A listing takes a key's newest record where its homes disagree (the
+     * restarted ones still hold the one before). */
+    uint64_t listed = 0;
+    assert_int_equal(gw_object_list(o, "inl", "a", NULL, 0, size_of_a, &listed), 0);
+    assert_int_equal(listed, sizeof(e));
     /* A read gives the restarted homes their shards (late answers too). */
     read_until_whole(o, "a", e, sizeof(e), ids);
     /* One home's shard corrupted (same record, a flipped shard bit: the node
