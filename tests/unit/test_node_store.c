@@ -194,6 +194,15 @@ static void run_basic(int gc)
     assert_int_equal(node_store_delete_chunk(s, &three, 1), 0);
     assert_int_equal(node_store_stats(s, &st), 0);
     assert_int_equal(st.chunks, 1);
+    /* A slow scan (as of millions of chunks: here its length is set to 1 s)
+     * is reused, writes or not, until 20 times its length has passed. */
+    s->scan_ns = 1000000000;
+    put_n(s, 4, 1, 100);
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.chunks, 1);
+    s->scan_at_ns -= NODE_SCAN_SPACING * s->scan_ns;
+    assert_int_equal(node_store_stats(s, &st), 0);
+    assert_int_equal(st.chunks, 2);
     node_store_close(s);
     node_store_close(NULL);
     rmdir_all(dir);
