@@ -179,12 +179,13 @@ void store_meta_log_switch(struct node_store *s);
 /* Opens (creates) meta.log and applies what it holds that LMDB lacks. */
 int store_meta_log_open(struct node_store *s);
 
-/* store_meta.c: a stored metadata value's blob (after its format byte and
- * version), and a blob's record part: up to its first NUL (after it, the
- * gateway may keep a binary tail of its own, different on each node). */
-MDB_val store_meta_blob(const MDB_val *v);
-/* -EINVAL without a bucket or key, -ENAMETOOLONG past NODE_KEY_MAX. */
+/* store_meta.c: -EINVAL without a bucket or key, -ENAMETOOLONG past
+ * NODE_KEY_MAX. */
 int store_meta_key_check(const char *bucket, const char *key);
+/* A stored metadata value's blob (after its format byte and version), and
+ * a blob's record part: up to its first NUL (after it, the gateway may keep
+ * a binary tail of its own, different on each node). */
+MDB_val store_meta_blob(const MDB_val *v);
 size_t store_meta_record_part(const void *blob, size_t len);
 /* The values not in LMDB yet (the active half's, else the frozen one's) of
  * bucket's keys (bucket NULL: every bucket's) that start with prefix and
