@@ -569,7 +569,7 @@ static void usage(FILE *f)
             "              stripes decoded per GET; vs GET: MB/s over the same GETs with\n"
             "              every node up, measured right before)\n"
             "  --inline-max the embedded gateway's inline_max: bodies up to it go inline\n"
-            "              in their metadata records (default 16384; 0: every body in stripes)\n"
+            "              in their metadata records (default 131072; 0: every body in stripes)\n"
             "  --cluster   the gateway of scripts/cluster.sh (listen and keys from\n"
             "              cluster.json, else its data dir's credentials.json)\n"
             "  --endpoint  any S3 gateway; keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
