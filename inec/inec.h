@@ -84,6 +84,9 @@ struct inec_device_stats {
      * reading them straight into the RECV's or region's memory (soft tcp;
      * 0 elsewhere). */
     uint64_t rx_staged_bytes;
+    /* Payload bytes copied from the sender's memory straight into place
+     * (soft tcp between processes of one host; 0 elsewhere). */
+    uint64_t rx_pulled_bytes;
     /* Acknowledgement, credit and error frames sent (soft tcp; 0 elsewhere). */
     uint64_t control_frames;
     /* Memory registrations made: every inec_mr_reg on soft; on verbs each

@@ -63,8 +63,9 @@ bool soft_opt(const char *options, const char *key, char *buf, size_t len)
 
 static int check_options(const char *options)
 {
-    static const char *const known[] = {"transport",    "listen", "engine_threads", "timeout_ms",
-                                        "heartbeat_ms", "secret", "passive",        "spin"};
+    static const char *const known[] = {"transport",  "listen",       "engine_threads",
+                                        "timeout_ms", "heartbeat_ms", "secret",
+                                        "passive",    "spin",         "pull"};
     for (const char *p = options; p && *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
@@ -819,6 +820,7 @@ static void device_stats(const struct inec_device *d, struct inec_device_stats *
     s->wrs_posted = atomic_load(&dev->wrs_posted);
     s->engine_wakes = atomic_load(&dev->eng->wakes);
     s->rx_staged_bytes = atomic_load_explicit(&dev->rx_staged, memory_order_relaxed);
+    s->rx_pulled_bytes = atomic_load_explicit(&dev->rx_pulled, memory_order_relaxed);
     s->control_frames = atomic_load_explicit(&dev->control_frames, memory_order_relaxed);
     s->registrations = atomic_load_explicit(&dev->registrations, memory_order_relaxed);
 }

@@ -89,6 +89,7 @@ struct soft_cq {
 };
 
 struct tcp_conn;
+struct pull_word;
 
 struct soft_qp {
     struct inec_qp base;
@@ -111,6 +112,9 @@ struct soft_qp {
     uint64_t acked;             /* our messages the peer acknowledged */
     uint64_t ack_cursor;        /* SQ index from which to look for unacknowledged messages */
     bool err_sent;              /* the peer was told we are in error */
+    uint64_t sent;              /* our messages sent */
+    uint64_t pull_until;        /* `sent` after the last one sent as a pull */
+    struct pull_word *gate;     /* what our pulls name (tcp_pull.h); NULL until one */
     /* A passive device's QP waits for its peer's authenticated connection
      * (the address it will come from, since when in ns) instead of dialing. */
     char await_peer[96];
@@ -188,6 +192,7 @@ struct soft_device {
     uint32_t nmrs;
     _Atomic uint64_t doorbells, wrs_posted;
     _Atomic uint64_t rx_staged;      /* inec_device_stats.rx_staged_bytes */
+    _Atomic uint64_t rx_pulled;      /* inec_device_stats.rx_pulled_bytes */
     _Atomic uint64_t registrations;  /* inec_device_stats.registrations */
     _Atomic uint64_t control_frames; /* inec_device_stats.control_frames */
     int tick_ms; /* the transport's passes must not be further apart (0: none) */

@@ -41,6 +41,10 @@
  * an architecture. Listen on an address peers can reach: it is the device's
  * address.
  *
+ * Between processes of one host large payloads are pulled instead: the
+ * frame lists where they lie in the sender's memory and the receiver copies
+ * them from there (tcp_pull.h).
+ *
  * Every connection starts with the mutual HMAC handshake of inec/auth.h
  * (ctx "tcp", names = device addresses) under the device's cluster secret
  * (option secret=PATH, else a per-process random one): the dialer runs it
@@ -65,6 +69,7 @@
 #include "inec/hostport.h"
 #include "inec/log.h"
 #include "inec/providers/soft/soft.h"
+#include "inec/providers/soft/tcp_pull.h"
 
 #define RXBUF           (16u << 10) /* staging: headers, small frames, a payload's start */
 #define DIRECT_MIN      RXBUF       /* read payload left this large straight into place */
@@ -79,8 +84,8 @@ enum frame_op {
     F_CREDIT, /* addr: RECVs posted by src_qpn so far */
     F_ACK,    /* addr: messages of dst_qpn placed so far */
     F_NAK,    /* status: why the next message (or the QP) failed */
-    F_PING,   /* nothing: asks for an F_PONG */
-    F_PONG,   /* nothing: the answer to F_PING, proves the peer's engine is alive */
+    F_PING,   /* nothing (but a hello): asks for an F_PONG */
+    F_PONG,   /* the answer to F_PING, proves the peer's engine is alive */
 };
 
 struct frame {
@@ -94,12 +99,21 @@ struct frame {
 };
 
 #define FR_ACK_NOW 1u /* acknowledge at once: the sender waits for it */
+/* A message whose payload stays in the sender: a pull list of `status`
+ * segments (tcp_pull.h) comes instead. */
+#define FR_PULL 2u
+/* The hello (tcp_pull.h). F_PING: len = a challenge; a peer of an older
+ * build answers it as any ping. F_PONG: the answer, imm = the pid, addr =
+ * the word of its memory that holds the challenge. */
+#define FR_HELLO 4u
+#define FR_PULLS 8u /* F_PONG: the answer passed, send me pulls */
 
 struct txi {
     struct txi *next;
     struct frame hdr;
     int niov;
     struct iovec iov[SOFT_MAX_SGE];
+    uint64_t pull[PULL_LIST_WORDS(SOFT_MAX_SGE)]; /* an FR_PULL frame's list */
 };
 
 enum rx_state { RX_HDR, RX_PAYLOAD };
@@ -121,6 +135,12 @@ struct tcp_conn {
     int ops;                     /* io_uring requests in flight */
     uint64_t last_rx, last_ping; /* ns: the failure detector's clock */
     bool suspect;                /* silent for SUSPECT_BEATS heartbeats (logged once) */
+    /* pulls (tcp_pull.h) */
+    uint64_t challenge;      /* ours, 0 until sent */
+    struct pull_word *proof; /* holds the peer's challenge, for it to read */
+    bool we_pull;            /* its answer passed: we read its pulls' payloads */
+    bool peer_pulls;         /* it reads ours: large messages go as pulls */
+    pid_t peer_pid;
     /* receive */
     struct io_op rx_op;
     uint8_t *rxbuf;
@@ -135,6 +155,9 @@ struct tcp_conn {
     bool rx_direct;
     struct soft_qp *rx_dst;     /* the QP `cur` is for, when its payload has a place */
     struct soft_qp *direct_for; /* whose memory the direct read in flight fills */
+    uint64_t pull_list[PULL_LIST_WORDS(SOFT_MAX_SGE)]; /* of `cur`, an FR_PULL frame */
+    struct iovec pull_dst[SOFT_MAX_SGE];               /* where its payload goes */
+    int npull_dst;
     struct msghdr rx_msg;
     /* transmit */
     struct io_op tx_op;
@@ -152,6 +175,7 @@ struct tcp_dev {
     int timeout_ms, heartbeat_ms;
     char secret[256]; /* the cluster secret's file, "" = this process's random one */
     bool passive;     /* never dial: QPs wait for the peer's connection */
+    bool pull;        /* pulls with peers of this host (option pull, default 1) */
     struct io_op accept_op, cancel_op;
     bool accepting, closing, cancelling, leak;
     struct tcp_conn *conns;
@@ -217,17 +241,17 @@ static void conn_fail(struct tcp_conn *c, const char *why);
 
 /* Callers may hold dev->lock, which conn_fail takes: a frame that cannot be
  * queued (out of memory) breaks the stream, so nothing more is queued, and
- * the engine's next pass fails the connection. */
-static void queue_frame(struct tcp_conn *c, const struct frame *h, const struct inec_sge *sg,
-                        int nsg)
+ * the engine's next pass fails the connection. The frame queued, or NULL. */
+static struct txi *queue_frame(struct tcp_conn *c, const struct frame *h, const struct inec_sge *sg,
+                               int nsg)
 {
     if (c->dead || c->lost_frame)
-        return;
+        return NULL;
     struct txi *x = txi_get(td(c->dev));
     if (!x) {
         c->lost_frame = true;
         engine_wake(c->dev->eng);
-        return;
+        return NULL;
     }
     x->hdr = *h;
     x->niov = 0;
@@ -239,6 +263,31 @@ static void queue_frame(struct tcp_conn *c, const struct frame *h, const struct 
     else
         c->tx_head = x;
     c->tx_tail = x;
+    return x;
+}
+
+/* A message whose payload the peer pulls: its list goes instead (h->status
+ * = the segments). */
+static void queue_pull(struct tcp_conn *c, struct frame *h, const struct pull_word *gate,
+                       const struct inec_sge *sg, int nsg)
+{
+    uint16_t nseg = 0;
+    for (int i = 0; i < nsg; i++)
+        nseg += sg[i].length > 0;
+    h->status = nseg;
+    struct txi *x = queue_frame(c, h, NULL, 0);
+    if (!x)
+        return;
+    x->pull[0] = pull_word_addr(gate);
+    x->pull[1] = pull_word_value(gate);
+    for (int i = 0, j = 2; i < nsg; i++) {
+        if (sg[i].length) {
+            x->pull[j++] = (uint64_t)(uintptr_t)sg[i].addr;
+            x->pull[j++] = sg[i].length;
+        }
+    }
+    x->iov[0] = (struct iovec){x->pull, PULL_LIST_WORDS(nseg) * sizeof(uint64_t)};
+    x->niov = 1;
 }
 
 static void control(struct tcp_conn *c, uint8_t op, uint32_t dst, uint32_t src, uint64_t addr,
@@ -270,8 +319,12 @@ static void ack(struct soft_qp *qp, uint64_t n, enum inec_wc_status status)
     }
 }
 
+/* Hands the unacknowledged messages back to their owner: a peer must no
+ * longer pull them. */
 static void fail_inflight(struct soft_qp *qp, enum inec_wc_status status)
 {
+    if (qp->acked < qp->pull_until)
+        pull_word_move(qp->gate);
     ack(qp, UINT64_MAX, status);
 }
 
@@ -393,7 +446,8 @@ static void rx_place(struct tcp_conn *c, const uint8_t *src, size_t n)
         if (src) {
             memcpy(c->dst[0].iov_base, src, l);
             src += l;
-            atomic_fetch_add_explicit(&c->dev->rx_staged, l, memory_order_relaxed);
+            if (!(c->cur.flags & FR_PULL)) /* a pull list is not payload */
+                atomic_fetch_add_explicit(&c->dev->rx_staged, l, memory_order_relaxed);
         }
         c->dst[0].iov_base = (uint8_t *)c->dst[0].iov_base + l;
         c->dst[0].iov_len -= l;
@@ -405,8 +459,9 @@ static void rx_place(struct tcp_conn *c, const uint8_t *src, size_t n)
     }
 }
 
-/* Handles a frame header; true if payload (maybe none) follows for placement. */
-static bool rx_header(struct tcp_conn *c)
+/* Handles a frame header; true if payload (maybe none) follows for
+ * placement (c->dst, or nowhere when c->ndst is 0). */
+static bool rx_target(struct tcp_conn *c)
 {
     struct soft_device *dev = c->dev;
     const struct frame *h = &c->cur;
@@ -425,10 +480,30 @@ static bool rx_header(struct tcp_conn *c)
         if (qp && h->addr > qp->acked)
             ack(qp, h->addr - qp->acked, INEC_WC_SUCCESS);
         return false;
-    case F_PING:
-        control(c, F_PONG, 0, 0, 0, 0);
+    case F_PING: {
+        struct frame pong = {.op = F_PONG};
+        if ((h->flags & FR_HELLO) && td(dev)->pull && (c->proof || (c->proof = pull_word_get()))) {
+            pull_word_set(c->proof, h->len);
+            pong = (struct frame){.op = F_PONG,
+                                  .flags = FR_HELLO,
+                                  .imm = (uint32_t)getpid(),
+                                  .addr = pull_word_addr(c->proof)};
+        }
+        queue_frame(c, &pong, NULL, 0);
         return false;
+    }
     case F_PONG:
+        if ((h->flags & FR_HELLO) && c->challenge && !c->we_pull) {
+            c->peer_pid = (pid_t)h->imm;
+            c->we_pull = pull_peer_check(c->peer_pid, h->addr, c->challenge);
+            inec_log(INEC_LOG_DEBUG, "inec", "tcp peer=%s pid=%d pulls=%d", c->peer,
+                     (int)c->peer_pid, c->we_pull);
+            if (c->we_pull) {
+                struct frame ok = {.op = F_PONG, .flags = FR_PULLS};
+                queue_frame(c, &ok, NULL, 0);
+            }
+        }
+        c->peer_pulls |= (h->flags & FR_PULLS) && td(dev)->pull;
         return false;
     case F_NAK:
         if (qp) {
@@ -484,11 +559,37 @@ static bool rx_header(struct tcp_conn *c)
     return true;
 }
 
+/* rx_target; a pull's list then comes instead of its payload. */
+static bool rx_header(struct tcp_conn *c)
+{
+    if (!rx_target(c))
+        return false;
+    if (!(c->cur.flags & FR_PULL))
+        return true;
+    if (c->cur.status > SOFT_MAX_SGE || !c->we_pull) {
+        conn_fail(c, "a pull this side did not agree to");
+        return false;
+    }
+    memcpy(c->pull_dst, c->dst, (size_t)c->ndst * sizeof(c->dst[0]));
+    c->npull_dst = c->ndst;
+    c->left = PULL_LIST_WORDS(c->cur.status) * sizeof(uint64_t);
+    c->ndst = 0;
+    if (c->rx_status == INEC_WC_SUCCESS)
+        c->dst[c->ndst++] = (struct iovec){c->pull_list, (size_t)c->left};
+    return true;
+}
+
 static void rx_payload_done(struct tcp_conn *c)
 {
     const struct frame *h = &c->cur;
     struct soft_qp *qp = soft_qp_lookup(c->dev, h->dst_qpn);
     enum inec_wc_status st = c->rx_status;
+    if ((h->flags & FR_PULL) && st == INEC_WC_SUCCESS) {
+        if (pull_read(c->peer_pid, c->pull_dst, c->npull_dst, c->pull_list, h->status, h->len))
+            atomic_fetch_add_explicit(&c->dev->rx_pulled, h->len, memory_order_relaxed);
+        else /* the sender gave the memory back (its gate moved), or died */
+            st = INEC_WC_REMOTE_ERR;
+    }
     if (st == INEC_WC_SUCCESS && qp)
         inec_note_bytes_moved(h->len); /* before the RECV's completion says it landed */
     if (c->rx_qp) {
@@ -698,6 +799,7 @@ static void conn_fail(struct tcp_conn *c, const char *why)
 static void conn_free(struct tcp_conn *c)
 {
     close(c->fd);
+    pull_word_put(c->proof);
     for (struct txi *x = c->tx_head, *n; x; x = n) {
         n = x->next;
         txi_put(td(c->dev), x);
@@ -902,6 +1004,7 @@ static void tcp_detach(struct soft_qp *qp)
             c->rx_qp = NULL;
             c->rx_dst = NULL;
             c->ndst = 0;
+            c->npull_dst = 0; /* a pull still to come fails */
         }
         /* The kernel fills that memory until the read ends, and the rest of
          * the message may never come (a hung peer): failing the connection
@@ -918,6 +1021,9 @@ static void tcp_detach(struct soft_qp *qp)
         conn_fail(sc, "a sender closed with a message not sent");
     qp->conn = NULL;
     qp->await_peer[0] = '\0';
+    /* Its messages' memory goes back to the caller: no peer may pull them. */
+    pull_word_put(qp->gate);
+    qp->gate = NULL;
     /* Only then may the caller free the QP's buffers: wait for the engine
      * to reap the read or the send (microseconds; bounded like tcp_fini). */
     bool busy = reading_into(t, qp) || sending_from(t, qp);
@@ -1012,7 +1118,14 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
         h.flags = FR_ACK_NOW;
         qp->unflagged = 0;
     }
-    queue_frame(c, &h, e->sge, e->nsge);
+    qp->sent++;
+    if (c->peer_pulls && e->len >= PULL_MIN && (qp->gate || (qp->gate = pull_word_get()))) {
+        h.flags |= FR_PULL;
+        qp->pull_until = qp->sent;
+        queue_pull(c, &h, qp->gate, e->sge, e->nsge);
+    } else {
+        queue_frame(c, &h, e->sge, e->nsge);
+    }
     return EXEC_INFLIGHT; /* done when acknowledged */
 }
 
@@ -1113,6 +1226,11 @@ static bool tcp_pass(struct soft_device *dev)
             conn_start(c);
             progress = true;
         }
+        if (c->authed && !c->dead && !c->challenge && t->pull) {
+            struct frame hello = {.op = F_PING, .flags = FR_HELLO, .len = pull_challenge() | 1};
+            c->challenge = hello.len;
+            queue_frame(c, &hello, NULL, 0);
+        }
         progress |= heartbeat(c, now_ns());
         tx_kick(c);
         p = &c->next;
@@ -1180,6 +1298,7 @@ static int tcp_init(struct soft_device *dev, const char *options)
     }
     char pv[8];
     t->passive = soft_opt(options, "passive", pv, sizeof(pv)) && strcmp(pv, "1") == 0;
+    t->pull = !soft_opt(options, "pull", pv, sizeof(pv)) || strcmp(pv, "0") != 0;
     struct sockaddr_storage sa;
     socklen_t sl = sizeof(sa);
     t->lfd = inec_tcp_listen(val, 128);
