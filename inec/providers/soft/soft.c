@@ -545,7 +545,7 @@ static void fill_wqe(struct wqe *e, const struct inec_wr *wr)
     }
 }
 
-static bool runs_here(const struct inec_wr *chain);
+static bool runs_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain);
 static bool poster_hold(struct soft_device *dev, bool on);
 static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end);
 
@@ -554,7 +554,7 @@ static int post(struct soft_qp *qp, struct wq *q, struct inec_wr *chain, int nwr
     struct soft_device *dev = soft_dev(qp->base.dev);
     /* A chain this thread may run holds the device, as an engine pass does,
      * from before its doorbell: no pass can take it first. */
-    bool here = q == &qp->sq && runs_here(chain) && poster_hold(dev, true);
+    bool here = q == &qp->sq && runs_here(dev, qp, chain);
     pthread_mutex_lock(&q->lock);
     uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
     uint64_t used = tail - atomic_load_explicit(&q->retire, memory_order_acquire);
@@ -750,11 +750,15 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end)
  * per message (a metadata RPC is two messages). The posting thread runs it
  * instead (post()), holding what an engine pass holds, so order and
  * completions are the engine's. Larger payloads, WAIT and CALC stay on the
- * engine: they are its work to overlap with the host's.
+ * engine: they are its work to overlap with the host's; but a chain whose
+ * payloads the peer pulls (tcp between processes of one host) is small on
+ * the wire whatever its payload, so it leaves from here too.
  */
 #define RUN_HERE_MAX 65536
 
-static bool runs_here(const struct inec_wr *chain)
+/* Whether the posting thread runs the chain; if so, it holds the device
+ * (poster_hold). */
+static bool runs_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain)
 {
     if (on_engine)
         return false;
@@ -766,7 +770,15 @@ static bool runs_here(const struct inec_wr *chain)
         for (int i = 0; i < wr->num_sge; i++)
             len += wr->sg_list[i].length;
     }
-    return len <= RUN_HERE_MAX;
+    if (len > RUN_HERE_MAX && !dev->tr->pulled)
+        return false;
+    if (!poster_hold(dev, true))
+        return false;
+    if (len > RUN_HERE_MAX && !dev->tr->pulled(qp)) { /* known under the hold only */
+        poster_hold(dev, false);
+        return false;
+    }
+    return true;
 }
 
 /* What running a device's queues holds: its lock, and on mem the peers. */

@@ -137,6 +137,9 @@ struct soft_transport {
      * the engine must finish. NULL: send() itself delivers (mem), and the
      * poster holds the device only. */
     bool (*transmit_here)(struct soft_qp *qp);
+    /* Under the engine's lock: qp's large payloads are pulled by its peer,
+     * not sent (may be NULL: never). */
+    bool (*pulled)(const struct soft_qp *qp);
     /* The RQ doorbell's wake-up: of the engine that consumes the RQ. */
     void (*recv_posted)(struct soft_qp *qp);
     /* Once per engine pass, on the engine thread; true if it made progress. */

@@ -1153,6 +1153,11 @@ static bool tcp_transmit_here(struct soft_qp *qp)
     return false;
 }
 
+static bool tcp_pulled(const struct soft_qp *qp)
+{
+    return qp->conn && !qp->conn->dead && qp->conn->peer_pulls;
+}
+
 /* The engine announces reposted RECVs once the peer holds at most a quarter
  * of the RQ (tcp_pass): wake it only then, not for every repost. A
  * repost that sees more held needs no wake-up: the peer can only use them
@@ -1369,6 +1374,7 @@ const struct soft_transport soft_tcp_transport = {
     .qp_detach = tcp_detach,
     .send = tcp_send,
     .transmit_here = tcp_transmit_here,
+    .pulled = tcp_pulled,
     .recv_posted = tcp_recv_posted,
     .pass = tcp_pass,
 };
