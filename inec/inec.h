@@ -87,6 +87,10 @@ struct inec_device_stats {
     /* Payload bytes copied from the sender's memory straight into place
      * (soft tcp between processes of one host; 0 elsewhere). */
     uint64_t rx_pulled_bytes;
+    /* Connections whose peer pulls this device's large payloads now (soft
+     * tcp: agreed after the handshake, so a connection's first messages may
+     * go through the socket). */
+    uint64_t pull_peers;
     /* Acknowledgement, credit and error frames sent (soft tcp; 0 elsewhere). */
     uint64_t control_frames;
     /* Memory registrations made: every inec_mr_reg on soft; on verbs each

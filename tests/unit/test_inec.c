@@ -919,7 +919,11 @@ static void test_small_send_runs_here(void **state)
     for (int i = 0; i < DEPTH; i++) /* the peer holds credit for all of them */
         post_recv(y, w->bufb, BIG, w->mrb, (uint64_t)i);
     usleep(20000);
-    struct inec_device_stats a0, b0, a1, b1;
+    struct inec_device_stats a0 = {0}, b0, a1, b1;
+    for (int i = 0; pulls && i < T_MS && !a0.pull_peers; i++) { /* agreed after the handshake */
+        inec_device_stats(w->a, &a0);
+        usleep(1000);
+    }
     inec_device_stats(w->a, &a0);
     inec_device_stats(w->b, &b0);
     for (int i = 0; i < N; i++) {

@@ -179,6 +179,13 @@ static void run(const char *send_opts, const char *recv_opts, bool pulls)
     char word[32];
     assert_int_equal(fscanf(c.in, "%31s", word), 1);
     assert_string_equal(word, "ready");
+    /* Pulls start once the receiver checked this process (after the
+     * handshake): until then messages go through the socket. */
+    struct inec_device_stats st = {0};
+    for (int i = 0; pulls && i < T_MS && !st.pull_peers; i++) {
+        inec_device_stats(dev, &st);
+        usleep(1000);
+    }
     for (size_t i = 0; i < (size_t)N * MSG; i++)
         buf[i] = pattern(i % MSG, (int)(i / MSG));
     for (int i = 0; i < N; i++)

@@ -756,6 +756,26 @@ static bool run_qp(struct soft_device *dev, struct soft_qp *qp, uint64_t end)
  */
 #define RUN_HERE_MAX 65536
 
+static uint64_t wr_bytes(const struct inec_wr *wr)
+{
+    uint64_t len = 0;
+    for (int i = 0; i < wr->num_sge; i++)
+        len += wr->sg_list[i].length;
+    return len;
+}
+
+/* The chain's payload bytes that cross the wire: all but those the peer
+ * pulls. Under the hold (poster_hold). */
+static uint64_t wire_bytes(struct soft_device *dev, const struct soft_qp *qp,
+                           const struct inec_wr *chain)
+{
+    uint64_t len = 0;
+    for (const struct inec_wr *wr = chain; wr; wr = wr->next)
+        if (!dev->tr->pulled(qp, wr_bytes(wr)))
+            len += wr_bytes(wr);
+    return len;
+}
+
 /* Whether the posting thread runs the chain; if so, it holds the device
  * (poster_hold). */
 static bool runs_here(struct soft_device *dev, struct soft_qp *qp, const struct inec_wr *chain)
@@ -767,14 +787,13 @@ static bool runs_here(struct soft_device *dev, struct soft_qp *qp, const struct 
         if (wr->opcode != INEC_WR_SEND && wr->opcode != INEC_WR_SEND_IMM &&
             wr->opcode != INEC_WR_WRITE && wr->opcode != INEC_WR_WRITE_IMM)
             return false;
-        for (int i = 0; i < wr->num_sge; i++)
-            len += wr->sg_list[i].length;
+        len += wr_bytes(wr);
     }
     if (len > RUN_HERE_MAX && !dev->tr->pulled)
         return false;
     if (!poster_hold(dev, true))
         return false;
-    if (len > RUN_HERE_MAX && !dev->tr->pulled(qp)) { /* known under the hold only */
+    if (len > RUN_HERE_MAX && wire_bytes(dev, qp, chain) > RUN_HERE_MAX) {
         poster_hold(dev, false);
         return false;
     }
@@ -833,6 +852,7 @@ static void device_stats(const struct inec_device *d, struct inec_device_stats *
     s->engine_wakes = atomic_load(&dev->eng->wakes);
     s->rx_staged_bytes = atomic_load_explicit(&dev->rx_staged, memory_order_relaxed);
     s->rx_pulled_bytes = atomic_load_explicit(&dev->rx_pulled, memory_order_relaxed);
+    s->pull_peers = atomic_load_explicit(&dev->pull_peers, memory_order_relaxed);
     s->control_frames = atomic_load_explicit(&dev->control_frames, memory_order_relaxed);
     s->registrations = atomic_load_explicit(&dev->registrations, memory_order_relaxed);
 }

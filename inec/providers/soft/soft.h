@@ -137,9 +137,9 @@ struct soft_transport {
      * the engine must finish. NULL: send() itself delivers (mem), and the
      * poster holds the device only. */
     bool (*transmit_here)(struct soft_qp *qp);
-    /* Under the engine's lock: qp's large payloads are pulled by its peer,
-     * not sent (may be NULL: never). */
-    bool (*pulled)(const struct soft_qp *qp);
+    /* Under the engine's lock: a message of len payload bytes on qp is
+     * pulled by its peer, not sent (may be NULL: never). */
+    bool (*pulled)(const struct soft_qp *qp, uint64_t len);
     /* The RQ doorbell's wake-up: of the engine that consumes the RQ. */
     void (*recv_posted)(struct soft_qp *qp);
     /* Once per engine pass, on the engine thread; true if it made progress. */
@@ -196,6 +196,7 @@ struct soft_device {
     _Atomic uint64_t doorbells, wrs_posted;
     _Atomic uint64_t rx_staged;      /* inec_device_stats.rx_staged_bytes */
     _Atomic uint64_t rx_pulled;      /* inec_device_stats.rx_pulled_bytes */
+    _Atomic uint64_t pull_peers;     /* inec_device_stats.pull_peers */
     _Atomic uint64_t registrations;  /* inec_device_stats.registrations */
     _Atomic uint64_t control_frames; /* inec_device_stats.control_frames */
     int tick_ms; /* the transport's passes must not be further apart (0: none) */

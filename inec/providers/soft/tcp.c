@@ -503,7 +503,10 @@ static bool rx_target(struct tcp_conn *c)
                 queue_frame(c, &ok, NULL, 0);
             }
         }
-        c->peer_pulls |= (h->flags & FR_PULLS) && td(dev)->pull;
+        if ((h->flags & FR_PULLS) && td(dev)->pull && !c->peer_pulls) {
+            c->peer_pulls = true;
+            atomic_fetch_add_explicit(&dev->pull_peers, 1, memory_order_relaxed);
+        }
         return false;
     case F_NAK:
         if (qp) {
@@ -800,6 +803,8 @@ static void conn_free(struct tcp_conn *c)
 {
     close(c->fd);
     pull_word_put(c->proof);
+    if (c->peer_pulls)
+        atomic_fetch_sub_explicit(&c->dev->pull_peers, 1, memory_order_relaxed);
     for (struct txi *x = c->tx_head, *n; x; x = n) {
         n = x->next;
         txi_put(td(c->dev), x);
@@ -1084,6 +1089,11 @@ static bool heartbeat(struct tcp_conn *c, uint64_t now)
 
 /* ---- the engine's part ----------------------------------------------- */
 
+static bool tcp_pulled(const struct soft_qp *qp, uint64_t len)
+{
+    return len >= PULL_MIN && qp->conn && !qp->conn->dead && qp->conn->peer_pulls;
+}
+
 static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
 {
     struct tcp_conn *c = qp->conn;
@@ -1119,7 +1129,7 @@ static enum exec_result tcp_send(struct soft_qp *qp, struct wqe *e)
         qp->unflagged = 0;
     }
     qp->sent++;
-    if (c->peer_pulls && e->len >= PULL_MIN && (qp->gate || (qp->gate = pull_word_get()))) {
+    if (tcp_pulled(qp, e->len) && (qp->gate || (qp->gate = pull_word_get()))) {
         h.flags |= FR_PULL;
         qp->pull_until = qp->sent;
         queue_pull(c, &h, qp->gate, e->sge, e->nsge);
@@ -1151,11 +1161,6 @@ static bool tcp_transmit_here(struct soft_qp *qp)
         return !c->tx_head;
     c->tx_resume = true;
     return false;
-}
-
-static bool tcp_pulled(const struct soft_qp *qp)
-{
-    return qp->conn && !qp->conn->dead && qp->conn->peer_pulls;
 }
 
 /* The engine announces reposted RECVs once the peer holds at most a quarter
