@@ -1,5 +1,4 @@
 /* Pulls between processes of one host: see tcp_pull.h. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -13,10 +13,10 @@
  * and answers its pid and the word's address; a side that reads the
  * challenge there from that pid knows the peer of this very connection is a
  * process of this host it may read (same user, ptrace rules), and tells it
- * to send pulls. Another host, another pid namespace or a process that may
- * not read ours fails the check, and its messages go through the socket as
- * before; so does a peer that relays another process's answer, which cannot
- * hold our challenge.
+ * to send pulls. A peer on another host or in another pid namespace, or one
+ * this process may not read, fails the check, and messages go through the
+ * socket as before; so does a peer that relays another process's answer,
+ * which cannot hold our challenge.
  *
  * Gates: each sending QP has a gate word, and every pull names the gate's
  * value. Before the sender gives a message's memory back other than through
