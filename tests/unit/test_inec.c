@@ -962,6 +962,63 @@ static void test_small_send_runs_here(void **state)
     assert_int_equal(wait1(w->cqb).byte_len, ARENA);
 }
 
+/* Sender engine wake-ups for N chains of a pulled SEND (256 KiB) and two
+ * of `small` bytes each, one chain at a time on idle engines. */
+static uint64_t chain_wakes(struct world *w, int n, size_t small)
+{
+    enum { BIG = 256 << 10 };
+    struct inec_device_stats a0 = {0}, a1;
+    for (int i = 0; i < T_MS && !a0.pull_peers; i++) { /* agreed after the handshake */
+        inec_device_stats(w->a, &a0);
+        usleep(1000);
+    }
+    for (int i = 0; i <= n; i++) { /* the first chain sets up, uncounted */
+        post_recv(w->qb, w->bufb, BIG, w->mrb, 1);
+        post_recv(w->qb, w->bufb + BIG, small, w->mrb, 2);
+        post_recv(w->qb, w->bufb + BIG + small, small, w->mrb, 3);
+        usleep(2000); /* the engines fall asleep */
+        struct inec_sge sg[3] = {{w->bufa, BIG, w->mra},
+                                 {w->bufa + BIG, small, w->mra},
+                                 {w->bufa + BIG + small, small, w->mra}};
+        struct inec_wr wr[3];
+        for (int j = 0; j < 3; j++)
+            wr[j] = (struct inec_wr){.wr_id = (uint64_t)j,
+                                     .opcode = INEC_WR_SEND,
+                                     .flags = j == 2 ? INEC_SIGNALED : 0,
+                                     .sg_list = &sg[j],
+                                     .num_sge = 1,
+                                     .next = j < 2 ? &wr[j + 1] : NULL};
+        assert_int_equal(inec_post_send(w->qa, wr, NULL), 0);
+        assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+        for (int j = 0; j < 3; j++)
+            assert_int_equal(wait1(w->cqb).status, INEC_WC_SUCCESS);
+        if (i == 0)
+            inec_device_stats(w->a, &a0);
+    }
+    inec_device_stats(w->a, &a1);
+    return a1.engine_wakes - a0.engine_wakes;
+}
+
+/* A chain whose pulled message rides with unpulled ones of more than 64 KiB
+ * in all runs on the engine: those bytes are copied into the socket, the
+ * engine's work (soft.c, runs_here), so posting it wakes the sender's engine
+ * once more per chain than a chain whose socket bytes stay under 64 KiB,
+ * which leaves from the posting thread. */
+static void test_mixed_chain_on_engine(void **state)
+{
+    struct world *w = *state;
+    if (!strstr(w->opts, "tcp") || strstr(w->opts, "pull=0")) {
+        print_message("%s: only tcp pulls\n", w->opts);
+        skip();
+    }
+    enum { N = 20 };
+    uint64_t light = chain_wakes(w, N, 16 << 10), heavy = chain_wakes(w, N, 48 << 10);
+    print_message("sender engine wake-ups for %d chains: %llu with 32 KiB through the socket, "
+                  "%llu with 96 KiB\n",
+                  N, (unsigned long long)light, (unsigned long long)heavy);
+    assert_true(heavy >= light + N / 2);
+}
+
 /* A WAIT holding a queue of a sleeping engine is released by a completion
  * another thread pushes (here a SEND run on the poster's thread, whose RECV
  * completion is what the WAIT counts) at once, not at the engine's next
@@ -1598,6 +1655,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_recv_straight_into_place),
         T(test_few_control_frames),
         T(test_small_send_runs_here),
+        T(test_mixed_chain_on_engine),
         T(test_wait_wakes_sleeping_engine),
         T(test_destroy_mid_message),
         T(test_placed_before_peer_gone),

@@ -7,7 +7,6 @@
  * fails instead of delivering what the memory holds by then. A raw peer
  * that answers the hello wrongly gets no pulls placed.
  */
-#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
