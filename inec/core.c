@@ -314,6 +314,16 @@ int inec_cq_wait_any(struct inec_cq *const *cqs, int n, int timeout_ms)
     return cqs[0]->dev->ops->cq_wait_any(cqs, n, timeout_ms);
 }
 
+int inec_cq_set_notify(struct inec_cq *cq, void (*fn)(void *arg), void *arg)
+{
+    if (!cq)
+        return inec_fail(-EINVAL, "inec_cq_set_notify: bad argument");
+    if (!cq->dev->ops->cq_set_notify)
+        return inec_fail(-EOPNOTSUPP, "inec_cq_set_notify: %s has no progress thread",
+                         cq->dev->ops->name);
+    return cq->dev->ops->cq_set_notify(cq, fn, arg);
+}
+
 int inec_qp_create(struct inec_device *dev, const struct inec_qp_attr *attr, struct inec_qp **out)
 {
     if (!dev || !attr || !out)

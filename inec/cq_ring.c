@@ -54,7 +54,17 @@ static void watcher_wake(struct inec_cq_watcher *w)
     pthread_mutex_unlock(&w->lock);
 }
 
-void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct inec_wc *wc)
+void inec_cq_ring_wake(struct inec_cq_ring *r)
+{
+    pthread_mutex_lock(&r->lock);
+    pthread_cond_broadcast(&r->cond);
+    for (struct inec_cq_watch *w = r->watches; w; w = w->next)
+        watcher_wake(w->by);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct inec_wc *wc,
+                       bool quiet)
 {
     pthread_mutex_lock(&r->lock);
     if (r->tail - r->head == r->depth)
@@ -63,9 +73,9 @@ void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct 
     if (wc->status != INEC_WC_SUCCESS)
         atomic_fetch_add_explicit(&cq->errors, 1, memory_order_release);
     atomic_fetch_add_explicit(&cq->count, 1, memory_order_release);
-    if (r->waiters)
+    if (r->waiters && !quiet)
         pthread_cond_broadcast(&r->cond);
-    for (struct inec_cq_watch *w = r->watches; w; w = w->next)
+    for (struct inec_cq_watch *w = r->watches; w && !quiet; w = w->next)
         watcher_wake(w->by);
     pthread_mutex_unlock(&r->lock);
 }

@@ -8,6 +8,7 @@
 #define INEC_CQ_RING_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "inec/provider.h"
@@ -28,8 +29,12 @@ struct inec_cq_ring {
 int inec_cq_ring_init(struct inec_cq_ring *r, uint32_t depth);
 void inec_cq_ring_fini(struct inec_cq_ring *r);
 /* Adds wc and counts it in cq: errors first, so a WAIT that sees the count
- * also sees the error. */
-void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct inec_wc *wc);
+ * also sees the error. Wakes the threads waiting on the ring unless `quiet`
+ * (someone else will take wc: inec_cq_set_notify). */
+void inec_cq_ring_push(struct inec_cq *cq, struct inec_cq_ring *r, const struct inec_wc *wc,
+                       bool quiet);
+/* Wakes the threads waiting on the ring, to look again. */
+void inec_cq_ring_wake(struct inec_cq_ring *r);
 int inec_cq_ring_poll(struct inec_cq_ring *r, int n, struct inec_wc *wc);
 /* inec_cq_wait and inec_cq_wait_count, sleeping on the ring's condition. */
 int inec_cq_ring_wait(struct inec_cq_ring *r, int n, struct inec_wc *wc, int timeout_ms);

@@ -246,6 +246,17 @@ int inec_cq_wait_count(struct inec_cq *cq, uint64_t target, int timeout_ms);
  * that CQ. So one thread can wait for requests out on several QPs. */
 #define INEC_WAIT_ANY_MAX 64
 int inec_cq_wait_any(struct inec_cq *const *cqs, int n, int timeout_ms);
+/* Asks the provider's progress thread to call fn(arg) right after it added
+ * completions to cq, with none of its own locks held, instead of waking the
+ * threads waiting on cq: a consumer whose work per completion is short does
+ * it there and saves a thread switch per message (the soft provider's tcp
+ * engine). fn polls cq itself; it may post, but must not block, wait on a CQ
+ * or destroy a QP, CQ or device. Completions made on other threads (a
+ * posting thread on mem, a QP's teardown) still wake waiters, so a consumer
+ * keeps waiting on cq as before and serialises its polls with fn. fn NULL
+ * turns it off and returns once no call is running; inec_cq_destroy does so
+ * too. -EOPNOTSUPP where completions have no progress thread (verbs). */
+int inec_cq_set_notify(struct inec_cq *cq, void (*fn)(void *arg), void *arg);
 
 /* ---- queue pair ------------------------------------------------------ */
 

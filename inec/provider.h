@@ -27,6 +27,8 @@ struct inec_provider_ops {
     int (*cq_wait)(struct inec_cq *cq, int n, struct inec_wc *wc, int timeout_ms);
     int (*cq_wait_count)(struct inec_cq *cq, uint64_t target, int timeout_ms);
     int (*cq_wait_any)(struct inec_cq *const *cqs, int n, int timeout_ms);
+    /* May be NULL: inec_cq_set_notify is then -EOPNOTSUPP. */
+    int (*cq_set_notify)(struct inec_cq *cq, void (*fn)(void *arg), void *arg);
     int (*qp_create)(struct inec_device *dev, const struct inec_qp_attr *attr,
                      struct inec_qp **out);
     void (*qp_destroy)(struct inec_qp *qp);

@@ -4,8 +4,14 @@
  * second CQ, reaped on each pass of the loop but never waited for), a
  * handler per request type, and DEG vertices hosted on devices of their own.
  *
- * Handlers answer exactly once, with reply(): at once on the loop (reads,
- * metadata, stats, chunk reads the page cache holds), from the store's
+ * Where the device's engine can call back after it received requests
+ * (inec_cq_set_notify), it feeds them itself and the loop is not woken: one
+ * thread switch less per request. The loop then takes what posting threads
+ * delivered (mem) and closes what the engine must not.
+ *
+ * Handlers answer exactly once, with reply(): at once where they were fed
+ * (metadata and chunk reads the page cache holds; on the loop also the rest
+ * that does not block, which the engine hands to a worker), from the store's
  * writer thread when a chunk write is durable (node_store_put_chunk_async,
  * so concurrent writes share a flush), or from a worker thread for work that
  * blocks (other chunk reads, metadata writes, scrub, vertex runs).
@@ -101,6 +107,13 @@ struct node_service {
      * send_cq, reaped on each pass: an answer's completion only releases what
      * it held, which is not worth waking the loop for. */
     struct inec_cq *cq, *send_cq;
+    /* Held while polling the CQs and feeding what they hold, so fragments
+     * and requests are taken in order, by the loop or by the device's engine
+     * (inec_cq_set_notify: then a request costs no wake-up of the loop). A
+     * thread that finds it held sets feed_again and leaves the work to the
+     * holder: the engine never waits for a handler of the loop. */
+    pthread_mutex_t feed_lock;
+    atomic_bool feed_again;
     pthread_t loop, cm;
     bool has_loop, has_cm;
     int cm_fd;
@@ -114,6 +127,7 @@ struct node_service {
     int workers, idle, queued;
     uint64_t workers_started;
     struct conn *conns;
+    struct conn *closing; /* last reference dropped on the engine: the loop closes them */
     struct hosted *vertices;
     int next_handle;
 };
@@ -125,10 +139,19 @@ struct req {
     struct req *next; /* in the workers' queue */
 };
 
+/* Set while the device's engine feeds requests (on_requests). */
+static _Thread_local bool on_engine;
+
 static void conn_unref(struct node_service *s, struct conn *c)
 {
     pthread_mutex_lock(&s->lock);
     bool last = --c->refs == 0;
+    if (last && on_engine) {
+        /* Closing a QP waits for the engine to let go of it. */
+        c->next = s->closing;
+        s->closing = c;
+        last = false;
+    }
     pthread_mutex_unlock(&s->lock);
     if (last) {
         rpc_ep_close(c->ep);
@@ -976,18 +999,21 @@ static void h_vertex_close(struct req *r)
 
 /* Blocking handlers (disk reads and syncs, vertex runs) run on a worker
  * thread so the loop keeps serving, unless their `nowait` answers at once;
- * chunk writes need none (the store's writer thread answers them). */
+ * chunk writes need none (the store's writer thread answers them). On the
+ * engine only the quick ones run: the rest may block, connect or close
+ * devices of that very engine, and go to a worker. */
 static const struct {
     void (*fn)(struct req *);
     bool blocking;
-    bool (*nowait)(struct req *); /* true: answered on the loop */
+    bool (*nowait)(struct req *); /* true: answered where it was fed */
+    bool quick;                   /* fn may run on the engine */
 } handlers[NODE_RPC_NTYPES] = {
     [NODE_RPC_PUT_CHUNK] = {h_put_chunk, false},
     [NODE_RPC_GET_CHUNK] = {h_get_chunk, true, h_get_chunk_cached},
     [NODE_RPC_GET_CHUNK_TO] = {h_get_chunk, true, h_get_chunk_cached},
     [NODE_RPC_DELETE_CHUNK] = {h_delete_chunk, true},
     [NODE_RPC_PUT_META] = {h_put_meta, true},
-    [NODE_RPC_GET_META] = {h_get_meta, false},
+    [NODE_RPC_GET_META] = {h_get_meta, false, NULL, true},
     [NODE_RPC_DELETE_META] = {h_delete_meta, true},
     [NODE_RPC_LIST_META] = {h_list_meta, true},
     [NODE_RPC_STATS] = {h_stats, false},
@@ -1036,24 +1062,24 @@ out:
 }
 
 /* Queues r for a worker, starting one if none is idle: false when the pool is
- * at MAX_WORKERS and busy (the caller then does the work itself: backpressure). */
+ * at MAX_WORKERS and busy (the caller then does the work itself: backpressure).
+ * On the engine, which must not, r waits for a busy worker instead. */
 static bool work_submit(struct node_service *s, struct req *r)
 {
     pthread_mutex_lock(&s->lock);
     bool spawn = s->queued >= s->idle;
-    if (spawn && s->workers >= MAX_WORKERS) {
+    if (spawn && s->workers >= MAX_WORKERS && !on_engine) {
         pthread_mutex_unlock(&s->lock);
         return false;
     }
-    if (spawn) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, worker_main, s) != 0) {
-            pthread_mutex_unlock(&s->lock);
-            return false;
-        }
+    pthread_t t;
+    if (spawn && s->workers < MAX_WORKERS && pthread_create(&t, NULL, worker_main, s) == 0) {
         pthread_detach(t);
         s->workers++;
         s->workers_started++;
+    } else if (spawn && (!on_engine || s->workers == 0)) {
+        pthread_mutex_unlock(&s->lock);
+        return false;
     }
     r->next = NULL;
     if (s->queue_tail)
@@ -1095,8 +1121,11 @@ static void dispatch(struct node_service *s, struct conn *c, struct rpc_msg *m, 
         return reply_err(r, -EOPNOTSUPP, "unknown request type");
     if (handlers[m->type].nowait && handlers[m->type].nowait(r))
         return;
-    if (handlers[m->type].blocking && work_submit(s, r))
+    bool here = on_engine ? handlers[m->type].quick : !handlers[m->type].blocking;
+    if (!here && work_submit(s, r))
         return;
+    if (!here && on_engine)
+        return reply_err(r, -EAGAIN, "node has no worker thread");
     handlers[m->type].fn(r);
 }
 
@@ -1152,20 +1181,55 @@ static void feed(struct node_service *s, const struct inec_wc *wc, int n)
     }
 }
 
+/* Feeds what the CQs hold, or leaves it to the thread feeding now (see
+ * feed_lock). */
+static void drain(struct node_service *s)
+{
+    struct inec_wc wc[32];
+    atomic_store(&s->feed_again, true);
+    while (atomic_load(&s->feed_again) && pthread_mutex_trylock(&s->feed_lock) == 0) {
+        atomic_store(&s->feed_again, false);
+        int n;
+        while ((n = inec_poll_cq(s->cq, 32, wc)) > 0)
+            feed(s, wc, n);
+        while ((n = inec_poll_cq(s->send_cq, 32, wc)) > 0)
+            feed(s, wc, n);
+        pthread_mutex_unlock(&s->feed_lock);
+    }
+}
+
+/* The engine's call when requests came (inec_cq_set_notify). */
+static void on_requests(void *arg)
+{
+    on_engine = true;
+    drain(arg);
+    on_engine = false;
+}
+
+static void close_deferred(struct node_service *s)
+{
+    pthread_mutex_lock(&s->lock);
+    struct conn *c = s->closing;
+    s->closing = NULL;
+    pthread_mutex_unlock(&s->lock);
+    for (struct conn *n; c; c = n) {
+        n = c->next;
+        rpc_ep_close(c->ep);
+        free(c);
+    }
+}
+
 static void *loop_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "node-loop");
     struct node_service *s = arg;
-    struct inec_wc wc[32];
     while (!atomic_load(&s->stop)) {
         /* At most 100 ms without a pass: what sent answers held is released
          * by then even when no request comes. */
-        int n = inec_cq_wait(s->cq, 32, wc, 100);
-        if (n <= 0)
+        if (inec_cq_wait_any(&s->cq, 1, 100) < 0)
             reap_vertices(s);
-        feed(s, wc, n);
-        while ((n = inec_poll_cq(s->send_cq, 32, wc)) > 0)
-            feed(s, wc, n);
+        drain(s);
+        close_deferred(s);
     }
     return NULL;
 }
@@ -1394,6 +1458,7 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
     if (skew)
         s->clock_offset_ns = strtoll(skew, NULL, 10) * 1000000;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->feed_lock, NULL);
     pthread_cond_init(&s->drained, NULL);
     pthread_cond_init(&s->work, NULL);
     snprintf(s->dev_options, sizeof(s->dev_options), "%s",
@@ -1431,6 +1496,8 @@ int node_service_start(const struct node_service_config *cfg, struct node_servic
         codec_errf(err, errlen, rc, "cq: %s", inec_errmsg());
         goto fail;
     }
+    /* Without it (verbs) the loop takes every request. */
+    inec_cq_set_notify(s->cq, on_requests, s);
     if ((rc = -pthread_create(&s->loop, NULL, loop_main, s))) {
         codec_errf(err, errlen, rc, "no thread");
         goto fail;
@@ -1476,10 +1543,13 @@ void node_service_stop(struct node_service *s)
         }
     pthread_mutex_unlock(&s->lock);
     atomic_store(&s->stop, true);
+    if (s->cq)
+        inec_cq_set_notify(s->cq, NULL, NULL);
     if (s->has_loop)
         pthread_join(s->loop, NULL);
     while (s->conns)
         conn_drop(s, s->conns);
+    close_deferred(s);
     for (struct hosted *h = s->vertices, *n; h; h = n) {
         n = h->next;
         if (!h->running)
@@ -1496,6 +1566,7 @@ void node_service_stop(struct node_service *s)
         inec_log(INEC_LOG_INFO, "node", "stopped id=%s", s->id);
     pthread_cond_destroy(&s->drained);
     pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->feed_lock);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }

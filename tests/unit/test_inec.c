@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1023,6 +1024,113 @@ static void test_mixed_chain_on_engine(void **state)
  * another thread pushes (here a SEND run on the poster's thread, whose RECV
  * completion is what the WAIT counts) at once, not at the engine's next
  * timer tick (1 s). */
+/* What a notify call saw (test_cq_notify). */
+struct notified {
+    struct inec_cq *cq;
+    pid_t test_tid;
+    atomic_int calls, taken, on_test_thread;
+    atomic_bool linger, inside; /* linger: the next call stays a while */
+};
+
+static void take_all(void *arg)
+{
+    struct notified *n = arg;
+    atomic_store(&n->inside, true);
+    atomic_fetch_add(&n->calls, 1);
+    if (gettid() == n->test_tid)
+        atomic_fetch_add(&n->on_test_thread, 1);
+    struct inec_wc wc[16];
+    for (int got; (got = inec_poll_cq(n->cq, 16, wc)) > 0;)
+        atomic_fetch_add(&n->taken, got);
+    if (atomic_exchange(&n->linger, false))
+        usleep(100000);
+    atomic_store(&n->inside, false);
+}
+
+struct sleeper {
+    struct inec_cq *cq;
+    int rc;
+    uint64_t ms;
+};
+
+static uint64_t ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void *sleep_on_cq(void *arg)
+{
+    struct sleeper *z = arg;
+    uint64_t t0 = ms_now();
+    z->rc = inec_cq_wait_any(&z->cq, 1, 400);
+    z->ms = ms_now() - t0;
+    return NULL;
+}
+
+/* Over tcp the receiver's engine hands RECV completions to the notify and
+ * wakes nobody waiting on the CQ; on mem they are made on the posting
+ * thread and wake the waiter as before. Unsetting waits for a call. */
+static void test_cq_notify(void **state)
+{
+    struct world *w = *state;
+    struct notified n = {.cq = w->cqb, .test_tid = gettid()};
+    int rc = inec_cq_set_notify(w->cqb, take_all, &n);
+    if (on_verbs(w->opts)) {
+        assert_int_equal(rc, -EOPNOTSUPP); /* the NIC makes them: no thread to call it */
+        return;
+    }
+    assert_int_equal(rc, 0);
+    bool tcp = strstr(w->opts, "tcp") != NULL;
+    enum { N = 20 };
+    for (int i = 0; i < N; i++)
+        post_recv(w->qb, w->bufb, 4096, w->mrb, (uint64_t)i);
+    struct sleeper z = {.cq = w->cqb};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sleep_on_cq, &z), 0);
+    usleep(20000); /* asleep on the CQ */
+    for (int i = 0; i < N; i++) {
+        post_send(w->qa, w->bufa, 4096, w->mra, (uint64_t)i, INEC_SIGNALED);
+        assert_int_equal(wait1(w->cqa).status, INEC_WC_SUCCESS);
+    }
+    pthread_join(t, NULL);
+    if (tcp) {
+        for (int i = 0; i < T_MS && atomic_load(&n.taken) < N; i++)
+            usleep(1000);
+        assert_int_equal(atomic_load(&n.taken), N);
+        assert_int_equal(atomic_load(&n.on_test_thread), 0);
+        assert_int_equal(z.rc, -ETIMEDOUT);
+        assert_true(z.ms >= 390); /* woken by none of the N */
+    } else {
+        assert_int_equal(z.rc, 0);
+        assert_true(z.ms < 390);
+        assert_int_equal(atomic_load(&n.calls), 0);
+        struct inec_wc wc[N];
+        assert_int_equal(inec_poll_cq(w->cqb, N, wc), N);
+    }
+    if (tcp) { /* unsetting returns once the call under way has ended */
+        atomic_store(&n.linger, true);
+        post_recv(w->qb, w->bufb, 4096, w->mrb, N);
+        post_send(w->qa, w->bufa, 4096, w->mra, N, INEC_SIGNALED);
+        for (int i = 0; i < T_MS && !atomic_load(&n.inside); i++)
+            usleep(1000);
+        assert_true(atomic_load(&n.inside));
+        assert_int_equal(inec_cq_set_notify(w->cqb, NULL, NULL), 0);
+        assert_false(atomic_load(&n.inside));
+        wait1(w->cqa);
+    } else {
+        assert_int_equal(inec_cq_set_notify(w->cqb, NULL, NULL), 0);
+    }
+    /* Unset, a completion is the waiters' again. */
+    int calls = atomic_load(&n.calls);
+    post_recv(w->qb, w->bufb, 4096, w->mrb, N + 1);
+    post_send(w->qa, w->bufa, 4096, w->mra, N + 1, INEC_SIGNALED);
+    assert_int_equal(wait1(w->cqb).wr_id, N + 1);
+    wait1(w->cqa);
+    assert_int_equal(atomic_load(&n.calls), calls);
+}
+
 static void test_wait_wakes_sleeping_engine(void **state)
 {
     struct world *w = *state;
@@ -1656,6 +1764,7 @@ static int run_suite(const char *name, const char *opts)
         T(test_few_control_frames),
         T(test_small_send_runs_here),
         T(test_mixed_chain_on_engine),
+        T(test_cq_notify),
         T(test_wait_wakes_sleeping_engine),
         T(test_destroy_mid_message),
         T(test_placed_before_peer_gone),

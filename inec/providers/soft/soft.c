@@ -2,6 +2,7 @@
 #include "inec/providers/soft/soft.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,7 @@ static bool reap(struct engine *eng)
 }
 
 static bool run_device(struct soft_device *dev);
+static void run_notifies(void);
 
 static void *engine_main(void *arg)
 {
@@ -171,6 +173,7 @@ static void *engine_main(void *arg)
             io_uring_submit(&eng->ring); /* one submit per pass */
         progress |= reap(eng);
         pthread_mutex_unlock(&eng->lock);
+        run_notifies();
         /* Before `sleeping` is set: a completion that sees the engine asleep
          * sees whether a WAIT of this pass needs it. */
         atomic_store(&eng->waits, eng->pass_waits);
@@ -308,11 +311,19 @@ static struct soft_cq *soft_cq(struct inec_cq *c)
     return (struct soft_cq *)c;
 }
 
+/* The CQs this engine thread pushed to that want a notify (soft_cq). */
+static _Thread_local struct soft_cq *notify_list;
+
 void soft_cq_push(struct soft_cq *cq, const struct inec_wc *wc)
 {
     struct inec_wc w = *wc;
     w.tid = my_tid();
-    inec_cq_ring_push(&cq->base, &cq->r, &w);
+    bool notify = on_engine && atomic_load(&cq->notify);
+    inec_cq_ring_push(&cq->base, &cq->r, &w, notify);
+    if (notify && !atomic_exchange(&cq->notify_queued, true)) {
+        cq->notify_next = notify_list;
+        notify_list = cq;
+    }
     /* Only a WAIT (on a queue of the CQ's own device) can be held for it. */
     struct engine *eng = soft_dev(cq->base.dev)->eng;
     engine_wake_if(eng, atomic_load(&eng->waits));
@@ -330,9 +341,43 @@ static int cq_create(struct inec_device *dev, uint32_t depth, struct inec_cq **o
     return 0;
 }
 
+/* After the engine's pass, with no lock held: the consumers' own work. */
+static void run_notifies(void)
+{
+    while (notify_list) {
+        struct soft_cq *cq = notify_list;
+        notify_list = cq->notify_next;
+        atomic_fetch_add(&cq->notifying, 1);
+        atomic_store(&cq->notify_queued, false); /* a push from now on queues it again */
+        void (*fn)(void *) = atomic_load(&cq->notify);
+        if (fn)
+            fn(cq->notify_arg);
+        atomic_fetch_sub(&cq->notifying, 1);
+    }
+}
+
+static int cq_set_notify(struct inec_cq *c, void (*fn)(void *), void *arg)
+{
+    struct soft_cq *cq = soft_cq(c);
+    if (fn) {
+        cq->notify_arg = arg;
+        atomic_store(&cq->notify, fn);
+        return 0;
+    }
+    if (!atomic_load(&cq->notify))
+        return 0;
+    atomic_store(&cq->notify, NULL);
+    while (atomic_load(&cq->notify_queued) || atomic_load(&cq->notifying))
+        sched_yield();
+    /* What was pushed for the notify woke nobody: the waiters look now. */
+    inec_cq_ring_wake(&cq->r);
+    return 0;
+}
+
 static void cq_destroy(struct inec_cq *c)
 {
     struct soft_cq *cq = soft_cq(c);
+    cq_set_notify(c, NULL, NULL);
     inec_cq_ring_fini(&cq->r);
     free(cq);
 }
@@ -996,6 +1041,7 @@ const struct inec_provider_ops inec_soft_provider = {
     .cq_wait = inec_ring_cq_wait,
     .cq_wait_count = cq_wait_count,
     .cq_wait_any = inec_ring_cq_wait_any,
+    .cq_set_notify = cq_set_notify,
     .qp_create = qp_create,
     .qp_destroy = qp_destroy,
     .qp_connect = qp_connect,

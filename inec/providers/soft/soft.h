@@ -86,6 +86,14 @@ struct wq {
 struct soft_cq {
     struct inec_cq base;
     struct inec_cq_ring r;
+    /* inec_cq_set_notify: an engine thread that pushed queues the CQ on its
+     * own list (notify_next) and calls notify after its pass; `notifying`
+     * counts such calls under way, so unsetting can wait for them. */
+    _Atomic(void (*)(void *)) notify;
+    void *notify_arg;
+    atomic_bool notify_queued;
+    atomic_int notifying;
+    struct soft_cq *notify_next;
 };
 
 struct tcp_conn;

@@ -143,7 +143,7 @@ static int opt_int(const char *options, const char *key, int def, int min, int m
 
 static void cq_push(struct verbs_cq *cq, const struct inec_wc *wc)
 {
-    inec_cq_ring_push(&cq->base, &cq->r, wc);
+    inec_cq_ring_push(&cq->base, &cq->r, wc, false);
 }
 
 static int cq_create(struct inec_device *d, uint32_t depth, struct inec_cq **out)
