@@ -900,6 +900,8 @@ int node_client_health(struct node_client *c, struct node_health *h)
     h->time_ns = (int64_t)json_integer_value(json_object_get(j, "time_ns"));
     h->workers = (uint64_t)json_integer_value(json_object_get(j, "workers"));
     h->workers_started = (uint64_t)json_integer_value(json_object_get(j, "workers_started"));
+    h->requests_engine = (uint64_t)json_integer_value(json_object_get(j, "requests_engine"));
+    h->requests_loop = (uint64_t)json_integer_value(json_object_get(j, "requests_loop"));
     json_decref(j);
     return 0;
 }

@@ -172,6 +172,9 @@ struct node_health {
     int64_t time_ns;  /* the node's wall clock (ns since the epoch) as it answered; 0: not sent */
     uint64_t workers; /* its worker threads now (busy or idle) */
     uint64_t workers_started; /* worker threads it has started since it started */
+    /* Requests its device's engine fed to the handlers, and its loop did
+     * (node/service.c: over tcp the engine, on mem mostly the loop). */
+    uint64_t requests_engine, requests_loop;
 };
 int node_client_health(struct node_client *c, struct node_health *h);
 int node_client_stats(struct node_client *c, struct node_store_stats *st);

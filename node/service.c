@@ -126,6 +126,7 @@ struct node_service {
     struct req *queue, *queue_tail;
     int workers, idle, queued;
     uint64_t workers_started;
+    uint64_t fed_engine, fed_loop; /* requests fed by the engine, by the loop (health) */
     struct conn *conns;
     struct conn *closing; /* last reference dropped on the engine: the loop closes them */
     struct hosted *vertices;
@@ -493,10 +494,12 @@ static void h_health(struct req *r)
     json_int_t time_ns = (json_int_t)wall.tv_sec * 1000000000 + wall.tv_nsec + s->clock_offset_ns;
     pthread_mutex_lock(&s->lock);
     json_int_t workers = s->workers, started = (json_int_t)s->workers_started;
+    json_int_t fed_engine = (json_int_t)s->fed_engine, fed_loop = (json_int_t)s->fed_loop;
     pthread_mutex_unlock(&s->lock);
-    reply_json(r, json_pack("{s:s,s:s,s:I,s:b,s:I,s:I,s:I}", "id", s->id, "domain", s->domain,
-                            "uptime_ms", up, "stopping", (int)atomic_load(&s->stopping), "time_ns",
-                            time_ns, "workers", workers, "workers_started", started));
+    reply_json(r, json_pack("{s:s,s:s,s:I,s:b,s:I,s:I,s:I,s:I,s:I}", "id", s->id, "domain",
+                            s->domain, "uptime_ms", up, "stopping", (int)atomic_load(&s->stopping),
+                            "time_ns", time_ns, "workers", workers, "workers_started", started,
+                            "requests_engine", fed_engine, "requests_loop", fed_loop));
 }
 
 static void h_scrub(struct req *r)
@@ -1112,6 +1115,10 @@ static void dispatch(struct node_service *s, struct conn *c, struct rpc_msg *m, 
     pthread_mutex_lock(&s->lock);
     c->refs++;
     s->inflight++;
+    if (on_engine)
+        s->fed_engine++;
+    else
+        s->fed_loop++;
     pthread_mutex_unlock(&s->lock);
     if (status)
         return reply_err(r, status, "request too large");

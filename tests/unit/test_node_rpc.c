@@ -636,6 +636,53 @@ static void test_workers_reused(void **state)
     assert_true(h1.workers >= 1 && h1.workers <= h1.workers_started);
 }
 
+/* Over tcp the node's engine takes its requests (inec_cq_set_notify): a
+ * metadata read is answered there and a write handed to a worker, and the
+ * loop, not woken, feeds almost none (it may take a request when its
+ * 100 ms pass meets one). */
+static void test_engine_feeds_requests(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/inec-noderpc-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char err[256];
+    struct node_service_config cfg = {.id = "n0",
+                                      .domain = "rack1",
+                                      .data_dir = dir,
+                                      .listen = "127.0.0.1:0",
+                                      .timeout_ms = 5000};
+    struct node_service *svc;
+    assert_int_equal(node_service_start(&cfg, &svc, err, sizeof(err)), 0);
+    struct inec_device *dev;
+    assert_int_equal(inec_device_open(NULL, "transport=tcp,listen=127.0.0.1:0", &dev), 0);
+    struct node_client_opts o = {.timeout_ms = 5000};
+    struct node_client *c;
+    if (node_client_connect(dev, node_service_listen_addr(svc), &o, &c, err, sizeof(err)))
+        fail_msg("connect: %s", err);
+    struct node_health h0, h1;
+    assert_int_equal(node_client_health(c, &h0), 0);
+    enum { N = 50 };
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(node_client_put_meta(c, "b", "k", (uint64_t)i + 1, 0, "v", 1, NULL), 0);
+        void *blob;
+        size_t len;
+        assert_int_equal(node_client_get_meta(c, "b", "k", &blob, &len), 0);
+        free(blob);
+    }
+    assert_int_equal(node_client_health(c, &h1), 0);
+    uint64_t engine = h1.requests_engine - h0.requests_engine,
+             loop = h1.requests_loop - h0.requests_loop;
+    print_message("%d requests: %llu fed by the engine, %llu by the loop\n", 2 * N + 1,
+                  (unsigned long long)engine, (unsigned long long)loop);
+    assert_int_equal(engine + loop, 2 * N + 1); /* and h0's own */
+    assert_true(loop <= 5);
+    node_client_close(c);
+    inec_device_close(dev);
+    node_service_stop(svc);
+    rm_tree(dir);
+}
+
 /* A hand-made request on a raw QP: what the service answers to bytes the
  * client library would never send. Returns the response status. */
 static int raw_request(struct fixture *f, uint16_t type, uint32_t total)
@@ -1101,6 +1148,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_calls_in_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_reused, setup, teardown),
+        cmocka_unit_test(test_engine_feeds_requests),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_node, setup, teardown),
