@@ -181,6 +181,25 @@ def _pid_alive(pid):
     return False
 
 
+def _hold_port(address):
+    """A socket bound (SO_REUSEADDR, not listening) to HOST:PORT, which a killed
+    process listened on: while it is down, cluster.sh in a parallel test would
+    otherwise find the port free and give it to a cluster of its own (its probe
+    binds without SO_REUSEADDR, and is refused now). The process started again
+    binds with SO_REUSEADDR, which a socket that does not listen lets it do."""
+    host, port = address.rsplit(":", 1)
+    host = host.strip("[]")
+    fam, typ, _, _, addr = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    s = socket.socket(fam, typ)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(addr)
+    except OSError:
+        s.close()  # taken in the instant it was free: the restart will say so
+        return None
+    return s
+
+
 class InecCluster(InecServer):
     """`scripts/cluster.sh start 9 DIR`: nine `inec node` processes on tcp and
     `inec gateway` in front of them (RS(6,3), 1 MiB chunks); the same fields
@@ -191,6 +210,7 @@ class InecCluster(InecServer):
         gateway: fields merged into cluster.json's "gateway" section."""
         self.dir = tempfile.mkdtemp(prefix="inec-cluster-")
         self.env = dict(os.environ, INEC=os.path.abspath(inec), **(env or {}))
+        self._held = {}  # name ("gateway" or a node) -> the sockets holding its ports
         for k in ("INEC_ACCESS_KEY", "INEC_SECRET_KEY", "INEC_ADMIN_TOKEN"):
             self.env.pop(k, None)
         # An exception in the test must not leave ten processes behind.
@@ -236,7 +256,17 @@ class InecCluster(InecServer):
         while _pid_alive(self.gateway):
             if time.monotonic() > deadline:
                 self.fail("the gateway outlived SIGKILL")
-            time.sleep(0.05)
+            time.sleep(0.01)
+        gw = json.load(open(os.path.join(self.dir, "cluster.json")))["gateway"]
+        self._hold("gateway", [gw["listen"], gw["admin_listen"]])
+
+    def _hold(self, name, addresses):
+        self._held[name] = [s for s in map(_hold_port, addresses) if s]
+
+    def _release(self, name):
+        """Lets go of the ports held for name: it listens on them again."""
+        for s in self._held.pop(name, []):
+            s.close()
 
     def _wait_gateway(self):
         self.gateway = self.pid("gateway")
@@ -247,11 +277,17 @@ class InecCluster(InecServer):
             time.sleep(0.1)
         self.banner = self.stderr()
         self._parse_banner()
+        self._release("gateway")
 
     def _cluster(self, *args, no_gateway=False):
         env = dict(self.env, INEC_NO_GATEWAY="1") if no_gateway else self.env
-        return subprocess.run(["bash", os.path.join(SCRIPTS, "cluster.sh"), *args],
-                              env=env, capture_output=True, text=True, timeout=180)
+        r = subprocess.run(["bash", os.path.join(SCRIPTS, "cluster.sh"), *args],
+                           env=env, capture_output=True, text=True, timeout=180)
+        if args[0] == "start" and r.returncode == 0:
+            for name in list(self._held):  # every node listens again; the gateway,
+                if name != "gateway":       # maybe started, is let go at its banner
+                    self._release(name)
+        return r
 
     def pid(self, name):
         with open(os.path.join(self.dir, name + ".pid")) as f:
@@ -268,7 +304,8 @@ class InecCluster(InecServer):
         while _pid_alive(pid):
             if time.monotonic() > deadline:
                 self.fail("node %s outlived SIGKILL" % node)
-            time.sleep(0.05)
+            time.sleep(0.01)
+        self._hold(node, [n["address"] for n in self.config["map"]["nodes"] if n["id"] == node])
 
     def restart_nodes(self):
         """Starts again every node that was killed (same data, same address)."""
