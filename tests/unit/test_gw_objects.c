@@ -1897,6 +1897,12 @@ static json_t *rec_of(uint64_t version, const char *what)
     return json_pack("{s:I,s:b,s:s}", "version", (json_int_t)version, "deleted", 0, "what", what);
 }
 
+/* Notes the heal took, and those it dropped past heal_max. */
+static size_t heal_notes(struct gw_objects *o)
+{
+    return gw_meta_heal_pending(o) + atomic_load(&o->heal_dropped);
+}
+
 /* Reads ask every home while the gateway is in doubt (meta_heal.c): from
  * its start, and again once a note was dropped past heal_max, until a sweep
  * found every inline record on every home. */
@@ -1921,8 +1927,9 @@ static void test_meta_heal_doubt(void **state)
     assert_false(gw_meta_heal_doubt(o)); /* the start's sweep */
 
     /* 3 of 9 nodes stopped: every key has a home among them, so each of 3
-     * writes leaves a note (once its round ended, after it returned), and
-     * the third is one past the bound. */
+     * writes leaves a note, and the third is one past the bound. A note is
+     * left once the write's round ended, after the write returned: each write
+     * waits for the one before's, so d2 is the one dropped. */
     const char *ids[] = {"n0", "n1", "n2"};
     for (int i = 0; i < 3; i++)
         assert_int_equal(gw_objects_node_set_running(o, ids[i], false), 0);
@@ -1931,9 +1938,9 @@ static void test_meta_heal_doubt(void **state)
         json_t *r = rec_of(gw_hlc_next(o), keys[i]);
         assert_int_equal(gw_meta_write(o, ".t", keys[i], r), 0);
         json_decref(r);
+        for (int t = 0; t < 500 && heal_notes(o) <= (size_t)i; t++)
+            usleep(20000);
     }
-    for (int t = 0; t < 500 && atomic_load(&o->heal_dropped) < 1; t++)
-        usleep(20000);
     assert_int_equal(gw_meta_heal_pending(o), 2);
     assert_int_equal(atomic_load(&o->heal_dropped), 1);
     /* The inline object lacks its stopped homes' shards: no sweep settles it. */
