@@ -18,6 +18,7 @@
 #include "inec/inec.h"
 #include "inec/log.h"
 #include "node/client.h"
+#include "node/cpus.h"
 #include "node/metrics_server.h"
 #include "node/service.h"
 #include "node/store.h"

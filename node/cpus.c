@@ -7,6 +7,8 @@
  */
 #include "node/cpus.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "placement/placement.h"
 
 /* Whether the comma-separated list holds item. */
 static bool has_item(const char *list, const char *item)
@@ -155,4 +159,47 @@ int node_usable_cpus_at(const char *fsroot)
 int node_usable_cpus(void)
 {
     return node_usable_cpus_at("");
+}
+
+/* A wildcard listen address ("0.0.0.0:P", "[::]:P", ":P"): every address of
+ * this machine. */
+static bool wildcard_host(const char *host)
+{
+    return host[0] == ':' || (strncmp(host, "0.0.0.0", 7) == 0 && (!host[7] || host[7] == ':')) ||
+           strcmp(host, "::") == 0 || strncmp(host, "[::]", 4) == 0;
+}
+
+/* The map's nodes on any address of this machine's interfaces, or "localhost". */
+static int nodes_on_this_machine(const struct place_map *m)
+{
+    int n = place_map_nodes_on_host(m, "localhost");
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs))
+        return n;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        char a[INET6_ADDRSTRLEN + 2] = "[";
+        if (!i->ifa_addr)
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)i->ifa_addr;
+            if (!inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a)))
+                continue;
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)i->ifa_addr;
+            if (!inet_ntop(AF_INET6, &in6->sin6_addr, a + 1, sizeof(a) - 2))
+                continue;
+            strcat(a, "]"); /* as a map writes it: [v6]:port */
+        } else {
+            continue;
+        }
+        n += place_map_nodes_on_host(m, a);
+    }
+    freeifaddrs(ifs);
+    return n;
+}
+
+bool node_host_crowded(const struct place_map *m, const char *host)
+{
+    int here = wildcard_host(host) ? nodes_on_this_machine(m) : place_map_nodes_on_host(m, host);
+    return here >= node_usable_cpus();
 }

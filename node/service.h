@@ -60,7 +60,7 @@ struct node_service_config {
      * connection manager and to the node's devices must prove it. NULL: a
      * random secret of this process (only its own clients get in). */
     const char *secret_file;
-    /* node_host_crowded: the node's devices do not spin (inec.h's spin=0). */
+    /* node_host_crowded (node/cpus.h): the node's devices do not spin (inec.h's spin=0). */
     bool crowded;
 };
 
@@ -70,15 +70,6 @@ struct node_service;
  * number of bytes in [NODE_RECORD_ALIGN, NODE_CHUNK_MAX]; -EINVAL with a
  * message otherwise. */
 int node_direct_min_from_json(const json_t *j, uint64_t *out, char *err, size_t errlen);
-
-struct place_map;
-
-/* Whether a machine that runs this process and the map's nodes on `host` has
- * more engines than cores: as many such nodes as CPUs this process may use
- * (node_usable_cpus: its affinity, capped by a cgroup CPU quota), a gateway
- * beside them. Its devices then open spin=0. A wildcard host (0.0.0.0, [::])
- * is this machine: the nodes on any of its interfaces' addresses count. */
-bool node_host_crowded(const struct place_map *m, const char *host);
 
 /* Opens the store, the device and the event loop; on failure a message in err. */
 int node_service_start(const struct node_service_config *cfg, struct node_service **out, char *err,
