@@ -341,20 +341,11 @@ static void *session_main(void *p)
 int deg_serve(const char *listen_addr, const char *secret_file,
               void (*ready)(void *arg, const char *addr), void *arg, char *err, size_t errlen)
 {
-    char host[256], port[8];
-    if (inec_hostport_split(listen_addr, host, sizeof(host), port, sizeof(port)))
-        return codec_errf(err, errlen, -EINVAL,
-                          "listen address '%s' is not HOST:PORT (an IPv6 HOST in brackets)",
-                          listen_addr);
-    int fd = inec_tcp_listen(listen_addr, 64);
+    char bound[300], host[256], port[8];
+    int fd = inec_tcp_listen_bound(listen_addr, 64, bound, sizeof(bound), err, errlen);
     if (fd < 0)
-        return codec_errf(err, errlen, fd, "listen on %s: %s", listen_addr,
-                          fd == -EHOSTUNREACH ? "cannot resolve the host" : strerror(-fd));
-    struct sockaddr_storage ss = {0};
-    socklen_t sl = sizeof(ss);
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    char bound[300];
-    inec_hostport_join(host, inec_sockaddr_port((struct sockaddr *)&ss), bound, sizeof(bound));
+        return fd;
+    inec_hostport_split(bound, host, sizeof(host), port, sizeof(port));
     if (ready)
         ready(arg, bound);
     for (;;) {

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codecs/errf.h"
+
 int inec_hostport_split(const char *addr, char *host, size_t hostlen, char *port, size_t portlen)
 {
     const char *h = addr, *colon;
@@ -95,6 +97,24 @@ int inec_tcp_listen(const char *addr, int backlog)
         close(fd);
         return rc;
     }
+    return fd;
+}
+
+int inec_tcp_listen_bound(const char *addr, int backlog, char *bound, size_t boundlen, char *err,
+                          size_t errlen)
+{
+    char host[256], port[8];
+    if (inec_hostport_split(addr, host, sizeof(host), port, sizeof(port)))
+        return codec_errf(err, errlen, -EINVAL,
+                          "listen address '%s' is not HOST:PORT (an IPv6 HOST in brackets)", addr);
+    int fd = inec_tcp_listen(addr, backlog);
+    if (fd < 0)
+        return codec_errf(err, errlen, fd, "listen on %s: %s", addr,
+                          fd == -EHOSTUNREACH ? "cannot resolve the host" : strerror(-fd));
+    struct sockaddr_storage ss = {0};
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    inec_hostport_join(host, inec_sockaddr_port((struct sockaddr *)&ss), bound, boundlen);
     return fd;
 }
 

@@ -31,6 +31,11 @@ int inec_hostport_resolve(const char *addr, bool passive, struct sockaddr_storag
  * (inec_hostport_resolve's for an addr it refuses). */
 int inec_tcp_listen(const char *addr, int backlog);
 
+/* inec_tcp_listen for a server: bound gets HOST:PORT with the port the
+ * kernel chose when addr's is 0; on failure -errno and a message in err. */
+int inec_tcp_listen_bound(const char *addr, int backlog, char *bound, size_t boundlen, char *err,
+                          size_t errlen);
+
 /* sa as HOST:PORT ("10.0.0.1:7000", "[fd00::2]:7000"), or "?" for a family
  * that is neither; port: with its port. */
 void inec_sockaddr_str(const struct sockaddr *sa, bool port, char *out, size_t len);

@@ -98,21 +98,11 @@ void *node_cm_main(void *arg)
 
 int node_cm_listen(struct node_service *s, const char *listen_addr, char *err, size_t errlen)
 {
-    char host[256], port[8];
-    if (inec_hostport_split(listen_addr, host, sizeof(host), port, sizeof(port)))
-        return codec_errf(err, errlen, -EINVAL,
-                          "listen address '%s' is not HOST:PORT (an IPv6 HOST in brackets)",
-                          listen_addr);
-    int fd = inec_tcp_listen(listen_addr, 64);
+    int fd = inec_tcp_listen_bound(listen_addr, 64, s->listen, sizeof(s->listen), err, errlen);
     if (fd < 0)
-        return codec_errf(err, errlen, fd, "listen on %s: %s", listen_addr,
-                          fd == -EHOSTUNREACH ? "cannot resolve the host" : strerror(-fd));
-    struct sockaddr_storage sa = {0};
-    socklen_t sl = sizeof(sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    inec_hostport_join(host, inec_sockaddr_port((struct sockaddr *)&sa), s->listen,
-                       sizeof(s->listen));
-    char dev_listen[300];
+        return fd;
+    char host[256], port[8], dev_listen[300];
+    inec_hostport_split(s->listen, host, sizeof(host), port, sizeof(port));
     inec_hostport_join(host, 0, dev_listen, sizeof(dev_listen));
     s->cm_fd = fd;
     int n = snprintf(s->dev_options, sizeof(s->dev_options),

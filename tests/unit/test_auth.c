@@ -287,6 +287,27 @@ static void test_hostport(void **state)
         assert_int_equal(((struct sockaddr_in6 *)&ss)->sin6_scope_id, lo);
     }
 
+    /* A server's listener: HOST:PORT with the port the kernel chose, or why
+     * there is none. */
+    char bound[64], want[64], err[128];
+    int lfd = inec_tcp_listen_bound("127.0.0.1:0", 4, bound, sizeof(bound), err, sizeof(err));
+    assert_true(lfd >= 0);
+    len = sizeof(ss);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&ss, &len), 0);
+    snprintf(want, sizeof(want), "127.0.0.1:%u", inec_sockaddr_port((struct sockaddr *)&ss));
+    assert_string_equal(bound, want);
+    assert_int_equal(inec_tcp_listen_bound(bound, 4, out, sizeof(out), err, sizeof(err)),
+                     -EADDRINUSE);
+    assert_non_null(strstr(err, bound));
+    close(lfd);
+    assert_int_equal(inec_tcp_listen_bound("127.0.0.1", 4, out, sizeof(out), err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "is not HOST:PORT"));
+    assert_int_equal(
+        inec_tcp_listen_bound("no-such-host.invalid:0", 4, out, sizeof(out), err, sizeof(err)),
+        -EHOSTUNREACH);
+    assert_non_null(strstr(err, "cannot resolve the host"));
+
     /* A listener on the v6 loopback, its bound port read back. */
     int fd = inec_tcp_listen("[::1]:0", 4);
     if (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL) {
