@@ -22,7 +22,7 @@
 struct node_client {
     struct inec_device *dev;
     struct inec_cq *cq;  /* answers (waited on) */
-    struct inec_cq *scq; /* send completions (polled; see call_timeout) */
+    struct inec_cq *scq; /* send completions (polled; see node_call_step) */
     struct rpc_ep *ep;
     struct node_service *local; /* in-process node, or NULL */
     char addr[300];
