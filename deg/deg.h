@@ -279,6 +279,16 @@ void deg_vx_retable(struct deg_vx *x);
  * result_lock (may be NULL). */
 int deg_vx_run(struct deg_vx *x, deg_result_fn result, void *arg, pthread_mutex_t *result_lock,
                char *err, size_t errlen);
+/* A run's results as deg_collect (a deg_result_fn whose arg is this)
+ * gathers them: they point into the vertex's buffers, valid until its next
+ * run or deg_vx_close. Reset n to 0 before each run. */
+struct deg_results {
+    int n;
+    struct deg_label labels[CODEC_MAX_CHUNKS];
+    const uint8_t *data[CODEC_MAX_CHUNKS];
+};
+void deg_collect(void *arg, const struct deg_graph *g, int v, struct deg_label label,
+                 const uint8_t *data, size_t len);
 /* While a run waits for its sends to be taken, give_up(arg) is asked every
  * few milliseconds (NULL: never). True: the out-edges not all taken are
  * closed, so the run no longer reads the caller's chunks when it returns

@@ -172,26 +172,6 @@ static json_t *error_msg(const char *text, int rc)
     return json_pack("{s:s,s:i}", "error", text, "errno", -rc);
 }
 
-struct collected {
-    int n;
-    struct deg_label labels[CODEC_MAX_CHUNKS];
-    const uint8_t *data[CODEC_MAX_CHUNKS];
-};
-
-/* Results point into the vertex's buffers, which live until deg_vx_close. */
-static void collect(void *arg, const struct deg_graph *g, int v, struct deg_label label,
-                    const uint8_t *data, size_t len)
-{
-    struct collected *c = arg;
-    (void)g;
-    (void)v;
-    (void)len;
-    if (c->n < CODEC_MAX_CHUNKS) {
-        c->labels[c->n] = label;
-        c->data[c->n++] = data;
-    }
-}
-
 static int serve_vertex(struct session *s, char *err, size_t errlen)
 {
     json_t *msg = NULL;
@@ -287,8 +267,8 @@ static int serve_vertex(struct session *s, char *err, size_t errlen)
     msg = NULL;
     if ((rc = recv_json(s->fd, &msg)))
         goto out_quiet;
-    struct collected got = {0};
-    if ((rc = deg_vx_run(x, collect, &got, NULL, err, errlen)))
+    struct deg_results got = {0};
+    if ((rc = deg_vx_run(x, deg_collect, &got, NULL, err, errlen)))
         goto out;
     json_t *res = json_array();
     for (int i = 0; i < got.n; i++)

@@ -35,9 +35,7 @@ struct hosted {
     /* run results */
     int rc;
     char err[256];
-    int nres;
-    struct deg_label labels[CODEC_MAX_CHUNKS];
-    const uint8_t *data[CODEC_MAX_CHUNKS];
+    struct deg_results res;
 };
 
 static void hosted_free(struct hosted *h)
@@ -235,22 +233,9 @@ void node_req_vertex_connect(struct req *r)
     node_reply(r, 0);
 }
 
-static void collect(void *arg, const struct deg_graph *g, int v, struct deg_label label,
-                    const uint8_t *data, size_t len)
-{
-    struct hosted *h = arg;
-    (void)g;
-    (void)v;
-    (void)len;
-    if (h->nres < CODEC_MAX_CHUNKS) {
-        h->labels[h->nres] = label;
-        h->data[h->nres++] = data;
-    }
-}
-
 static void vertex_run(struct hosted *h)
 {
-    h->rc = deg_vx_run(h->x, collect, h, NULL, h->err, sizeof(h->err));
+    h->rc = deg_vx_run(h->x, deg_collect, &h->res, NULL, h->err, sizeof(h->err));
 }
 
 /* Named here, not in vertex_run: a lone vertex runs on the worker itself,
@@ -367,7 +352,7 @@ void node_req_vertex_run(struct req *r)
         if (!(v[i] = hosted_claim(s, handle)))
             rc = codec_errf(err, sizeof(err), -ENOENT, "vertex run: no vertex %d", handle);
         else if ((rc = rebind(s, v[i], j, i, err, sizeof(err))) == 0)
-            v[i]->nres = 0;
+            v[i]->res.n = 0;
         if (rc == 0)
             update_crash_hook(v[i], "run");
     }
@@ -388,23 +373,24 @@ void node_req_vertex_run(struct req *r)
         json_t *res = json_array();
         if (h->rc == 0)
             update_crash_hook(h, "computed");
-        for (int k = 0; k < h->nres && h->rc == 0; k++) {
-            bool store = !h->labels[k].partial;
+        for (int k = 0; k < h->res.n && h->rc == 0; k++) {
+            bool store = !h->res.labels[k].partial;
             if (store) {
                 if (h->chunk >= 0)
-                    h->labels[k].chunk = h->chunk;
+                    h->res.labels[k].chunk = h->chunk;
                 struct node_chunk_id id = {.stripe = h->stripe.stripe,
-                                           .index = (uint32_t)h->labels[k].chunk};
+                                           .index = (uint32_t)h->res.labels[k].chunk};
                 memcpy(id.object, h->stripe.object, NODE_OBJECT_ID_BYTES);
                 int src =
-                    node_store_put_chunk(s->store, &id, h->stripe.version, h->data[k], h->len);
+                    node_store_put_chunk(s->store, &id, h->stripe.version, h->res.data[k], h->len);
                 if (src)
                     h->rc = codec_errf(h->err, sizeof(h->err), src,
                                        "vertex %s: storing chunk %d: %s", h->g->vertices[h->v].name,
-                                       h->labels[k].chunk, node_store_strerror(src));
+                                       h->res.labels[k].chunk, node_store_strerror(src));
             }
-            json_array_append_new(res, json_pack("{s:i,s:b,s:b}", "chunk", h->labels[k].chunk,
-                                                 "partial", h->labels[k].partial, "stored", store));
+            json_array_append_new(res,
+                                  json_pack("{s:i,s:b,s:b}", "chunk", h->res.labels[k].chunk,
+                                            "partial", h->res.labels[k].partial, "stored", store));
         }
         if (h->rc == 0)
             update_crash_hook(h, "stored");
