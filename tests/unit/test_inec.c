@@ -1013,10 +1013,17 @@ static void test_mixed_chain_on_engine(void **state)
         skip();
     }
     enum { N = 20 };
-    uint64_t light = chain_wakes(w, N, 16 << 10), heavy = chain_wakes(w, N, 48 << 10);
-    print_message("sender engine wake-ups for %d chains: %llu with 32 KiB through the socket, "
-                  "%llu with 96 KiB\n",
-                  N, (unsigned long long)light, (unsigned long long)heavy);
+    /* An engine kept from its sleep by a loaded machine is not woken by the
+     * next chain, so a count can come out low: measured up to 3 times. With
+     * heavy chains leaving from the posting thread each would read equal. */
+    uint64_t light = 0, heavy = 0;
+    for (int round = 0; round < 3 && heavy < light + N / 2; round++) {
+        light = chain_wakes(w, N, 16 << 10);
+        heavy = chain_wakes(w, N, 48 << 10);
+        print_message("sender engine wake-ups for %d chains: %llu with 32 KiB through the "
+                      "socket, %llu with 96 KiB\n",
+                      N, (unsigned long long)light, (unsigned long long)heavy);
+    }
     assert_true(heavy >= light + N / 2);
 }
 
