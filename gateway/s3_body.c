@@ -71,7 +71,7 @@ enum gw_s3_err gw_s3_body_feed(struct gw_s3_req *r, const char **data, size_t *l
             return e;
         *data = (const char *)r->scratch;
         *len = out;
-    } else {
+    } else if (r->payload) { /* NULL: handed to the put (gw_s3_put_begin) */
         gw_payload_update(r->payload, *data, *len);
     }
     if (r->md5)
@@ -96,7 +96,7 @@ enum gw_s3_err gw_s3_body_end(struct gw_s3_req *r)
             snprintf(r->msg, sizeof(r->msg), "the aws-chunked body ended before its final chunk");
             return GW_S3_INCOMPLETE_BODY;
         }
-    } else {
+    } else if (r->payload) {
         enum gw_s3_err e = gw_payload_final(r->payload);
         if (e)
             return e;

@@ -97,6 +97,12 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len);
  * uses the MD5 the put takes anyway for the ETag, so the body is hashed once. */
 void gw_put_expect_md5(struct gw_put *p, const uint8_t md5[16]);
 #define GW_PUT_BAD_DIGEST (-EBADE)
+/* The body's SHA-256 must be sha256 (a SigV4 signed payload's
+ * x-amz-content-sha256), checked like gw_put_expect_md5 (GW_PUT_BAD_SHA256),
+ * the hashing placed off the receive where it can be (put.c). Before the
+ * first gw_put_write. */
+int gw_put_expect_sha256(struct gw_put *p, const uint8_t sha256[32]);
+#define GW_PUT_BAD_SHA256 (-EBADR)
 /* The body goes into stripes whatever its size, never inline in its record:
  * for callers that later address its chunks (a volume's delta updates). */
 void gw_put_striped(struct gw_put *p);

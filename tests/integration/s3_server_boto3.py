@@ -292,6 +292,29 @@ def test_security(s3):
     check(s3.get_object(Bucket="data", Key="secret")["Body"].read() == b"top secret",
           "a body that fails its hash is never committed")
     s3.delete_object(Bucket="data", Key="secret")
+    # The same wherever the put takes the hash: one stripe (after it is sent),
+    # a body a hasher follows, a part.
+    rng = random.Random(7)
+    for size in (300 << 10, 3 << 20):
+        good = rng.randbytes(size)
+        s3.put_object(Bucket="data", Key="big", Body=good)
+        evil = bytearray(good)
+        evil[size // 2] ^= 1
+        st, _, body = srv.request("PUT", "/data/big", bytes(evil),
+                                  payload_hash=hashlib.sha256(good).hexdigest())
+        check(st == 400 and b"XAmzContentSHA256Mismatch" in body,
+              "payload hash mismatch, %d bytes: %d %r" % (size, st, body[:200]))
+        check(s3.get_object(Bucket="data", Key="big")["Body"].read() == good,
+              "a %d-byte body that fails its hash is never committed" % size)
+    s3.delete_object(Bucket="data", Key="big")
+    up = s3.create_multipart_upload(Bucket="data", Key="mp")["UploadId"]
+    part = rng.randbytes(2 << 20)
+    st, _, body = srv.request("PUT", "/data/mp?partNumber=1&uploadId=" + up, part,
+                              payload_hash=hashlib.sha256(part[1:]).hexdigest())
+    check(st == 400 and b"XAmzContentSHA256Mismatch" in body, "part hash mismatch: %d" % st)
+    check(not s3.list_parts(Bucket="data", Key="mp", UploadId=up).get("Parts"),
+          "a part that fails its hash is never sealed")
+    s3.abort_multipart_upload(Bucket="data", Key="mp", UploadId=up)
     still_serving()
 
 
