@@ -2,7 +2,9 @@
  * A request body's checks: the SigV4 payload hash or the aws-chunked
  * decoder (with its chunk signatures or trailer), Content-MD5,
  * x-amz-checksum-*, the declared length and the object size limit. Every
- * check has passed before anything is committed (gw_s3_body_end).
+ * check has passed before anything is committed (gw_s3_body_end). A PUT or
+ * part hands its payload hash and Content-MD5 to the put, which hashes the
+ * body anyway (gw_s3_put_begin) and checks them before its commit.
  */
 #include "gateway/s3_server_internal.h"
 
