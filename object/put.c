@@ -60,13 +60,13 @@
 #define GW_HASH_INLINE (1u << 20)
 #define GW_HASH_STEP   (512u << 10)
 
-/* A signed payload's SHA-256 (gw_put_expect_sha256) goes where the MD5 goes
- * when no hasher follows the body: after the send, while the nodes' disks
- * store it (hash_sent). Taken as the body arrived, it held the send back
- * (a signed 1 MiB PUT took 4.3-4.5 ms, 3.5 with no SHA-256 at all). When a
- * hasher follows the body, the request thread takes it as it copies the
- * body in (sha_catch_up): the MD5 is the longer chain, and the SHA-256 on
- * the hasher's thread too would lengthen it. */
+/* A signed payload's SHA-256 (gw_put_expect_sha256) is taken by the request
+ * thread. The last stripe's part of it (the whole body up to a stripe) once
+ * the stripe is sent, while the nodes' disks store it (hash_sent): taken as
+ * the body arrived, it held the send back (a signed 1 MiB PUT took 4.3-4.5
+ * ms, 3.5 with no SHA-256 at all). A full stripe's as it is handed to its
+ * writer (sha_catch_up). Never on the hasher's thread: the MD5 is the longer
+ * chain, and the SHA-256 there too would lengthen it. */
 
 struct gw_put;
 
@@ -75,7 +75,8 @@ struct inflight {
     pthread_t thread;
     bool busy;      /* holds a stripe not collected yet */
     bool threaded;  /* written by thread, else by the submitter */
-    bool hash_here; /* its bytes go into the MD5 on its writer's thread (hash_sent) */
+    bool hash_here; /* its bytes go into the digests on its writer's thread (hash_sent) */
+    bool sha_here;  /* into the SHA-256 alone there (a hasher takes the MD5) */
     uint8_t *buf;   /* owned; swapped with gw_put.buf */
     size_t cap;     /* of buf: stripe_bytes, or less after the short last stripe */
     uint64_t s;
@@ -378,8 +379,7 @@ static void hash_unfollowed(struct gw_put *p, const uint8_t *b, size_t n)
     }
 }
 
-/* The SHA-256 up to the end of the body bytes in the buffer being filled
- * (a hasher follows the body: see GW_HASH_INLINE). */
+/* The SHA-256 up to the end of the body bytes in the buffer being filled. */
 static void sha_catch_up(struct gw_put *p)
 {
     uint64_t base = p->submitted * p->stripe_bytes;
@@ -389,15 +389,19 @@ static void sha_catch_up(struct gw_put *p)
     p->sha_hashed = base + p->fill;
 }
 
-/* A stripe's body bytes into the digests on its writer's thread, once sent
- * (the only stripe of an upload no hasher follows: see GW_HASH_INLINE). */
+/* A stripe's body bytes into the digests on its writer's thread, once sent:
+ * the only stripe of an upload no hasher follows (see GW_HASH_INLINE), or
+ * into the SHA-256 the last one of an upload a hasher follows. */
 static void hash_sent(void *arg)
 {
     struct inflight *f = arg;
-    if (!f->hash_here)
-        return;
-    hash_unfollowed(f->p, f->buf, f->bytes);
-    f->hash_here = false;
+    if (f->hash_here) {
+        hash_unfollowed(f->p, f->buf, f->bytes);
+    } else if (f->sha_here) {
+        EVP_DigestUpdate(f->p->sha, f->buf, f->bytes);
+        f->p->sha_hashed += f->bytes;
+    }
+    f->hash_here = f->sha_here = false;
 }
 
 /* Writes f's stripe, chunk length f->L (its buffer holds k * L bytes), and
@@ -648,7 +652,7 @@ static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
     uint64_t end = p->submitted * p->stripe_bytes + bytes;
     /* No hasher ever ran: the body before it was hashed here too. */
     bool hash = !p->hasher_on && !((p->submitted > 0 || bytes > GW_HASH_INLINE) && hasher_start(p));
-    if (!hash)
+    if (!hash && !here)
         sha_catch_up(p);
     pthread_mutex_lock(&p->hash_lock);
     *f = (struct inflight){
@@ -657,12 +661,14 @@ static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
     p->cap = tcap;
     p->submitted++;
     pthread_mutex_unlock(&p->hash_lock);
-    if (!hash)
+    if (!hash) {
         publish(p, end);
-    else if (here) /* while the nodes store it */
-        f->hash_here = true;
-    else
+        f->sha_here = here && p->sha; /* while the nodes store it */
+    } else if (here) {
+        f->hash_here = true; /* both digests while the nodes store it */
+    } else {
         hash_unfollowed(p, f->buf, bytes);
+    }
     f->busy = true;
     f->threaded = !here && pthread_create(&f->thread, NULL, inflight_main, f) == 0;
     if (!f->threaded)
@@ -694,8 +700,6 @@ int gw_put_write(struct gw_put *p, const void *buf, size_t len)
         p->fill += n;
         b += n;
         len -= n;
-        if (p->hasher_on) /* while the bytes are in the cache */
-            sha_catch_up(p);
         uint64_t at = p->submitted * p->stripe_bytes + p->fill;
         if (p->cap == p->stripe_bytes && at - p->published >= GW_HASH_STEP &&
             p->fill < p->stripe_bytes && hasher_start(p))
