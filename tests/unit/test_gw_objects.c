@@ -1520,6 +1520,41 @@ static void test_large_stripes_md5(void **state)
     gw_objects_close(o);
 }
 
+/* A signed payload's SHA-256 (gw_put_expect_sha256) on each path the put
+ * hashes it on: one stripe and no hasher (after the send), one stripe a
+ * hasher follows (after the send, the hasher taking the MD5), full stripes
+ * (as each goes to its writer) then the short last one. The right hash
+ * commits; a wrong one fails with GW_PUT_BAD_SHA256 and the object before
+ * it stays. */
+static void test_signed_payload_sha256(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster_with(256 << 10, 0, "direct");
+    assert_int_equal(gw_bucket_create(o, "sig"), 0);
+    const size_t sizes[] = {100 << 10, 1400 << 10, (9 << 20) + (700 << 10) + 13};
+    uint8_t *d = malloc(sizes[2]);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        fill(d, sizes[i], (uint32_t)(300 + i));
+        uint8_t sha[32];
+        unsigned len = 0;
+        assert_true(EVP_Digest(d, sizes[i], sha, &len, EVP_sha256(), NULL));
+        for (int wrong = 0; wrong < 2; wrong++) {
+            struct gw_put *p;
+            assert_int_equal(gw_put_begin(o, "sig", "k", NULL, &p), 0);
+            assert_int_equal(gw_put_expect_sha256(p, sha), 0);
+            d[sizes[i] - 1] ^= (uint8_t)wrong; /* the body the hash was not taken of */
+            for (size_t off = 0; off < sizes[i]; off += 7777)
+                assert_int_equal(
+                    gw_put_write(p, d + off, sizes[i] - off < 7777 ? sizes[i] - off : 7777), 0);
+            d[sizes[i] - 1] ^= (uint8_t)wrong;
+            assert_int_equal(gw_put_commit(p, NULL), wrong ? GW_PUT_BAD_SHA256 : 0);
+            assert_int_equal(get_check(o, "sig", "k", 0, UINT64_MAX, d, sizes[i]), 0);
+        }
+    }
+    free(d);
+    gw_objects_close(o);
+}
+
 /* The default pool's chunks (PLACE_CHUNK_SIZE, 4 MiB): an object's chunks are
  * ceil(size / k) bytes up to it, so a 7 MiB object is one stripe of ~1.2 MiB
  * chunks (two stripes at 1 MiB) and a 30 MiB one a full stripe of 4 MiB
@@ -2195,6 +2230,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_restart_gateway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_stripes_md5, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signed_payload_sha256, setup, teardown),
         cmocka_unit_test_setup_teardown(test_default_large_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_direct_min, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
