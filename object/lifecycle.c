@@ -1,8 +1,10 @@
 /*
  * Bucket lifecycle (objects.h): the rules a bucket sets live in its record
  * ("lifecycle": [{"id", "prefix", "enabled", "abort_days"}]), so every gateway
- * applies the same ones; gw_mpu_expire, run by the repair scanner, aborts the
- * multipart uploads they (or the gateway's default age) say are abandoned.
+ * applies the same ones; gw_mpu_expire, run by the repair scanner, ends the
+ * multipart uploads they (or the gateway's default age) say are abandoned:
+ * aborted, or completed where a Complete was decided that its gateway did not
+ * live to finish.
  *
  * An upload's age is the wall clock now minus its "initiated" time, both
  * CLOCK_REALTIME of some gateway: clocks a few seconds apart shift an expiry
@@ -88,7 +90,7 @@ uint64_t gw_mpu_expire(struct gw_objects *o)
         json_decref(buckets);
         return 0;
     }
-    uint64_t aborted = 0;
+    uint64_t ended = 0;
     size_t i;
     json_t *b;
     json_array_foreach(buckets, i, b)
@@ -108,16 +110,18 @@ uint64_t gw_mpu_expire(struct gw_objects *o)
             {
                 const char *key = json_string_value(json_array_get(u, 0));
                 const char *uid = json_string_value(json_array_get(u, 1));
-                rc = gw_mpu_abort(o, bucket, key, uid);
+                bool completed;
+                rc = gw_mpu_end_abandoned(o, bucket, key, uid, &completed);
                 inec_log(rc ? INEC_LOG_WARN : INEC_LOG_INFO, "lifecycle",
-                         "abandoned multipart upload bucket=%s key=%s upload=%s aborted rc=%d",
-                         bucket, key, uid, rc);
-                aborted += rc == 0;
+                         "abandoned multipart upload bucket=%s key=%s upload=%s %s rc=%d", bucket,
+                         key, uid, completed ? "completed (its Complete was decided)" : "aborted",
+                         rc);
+                ended += rc == 0;
             }
         }
         json_decref(x.due);
         json_decref(rules);
     }
     json_decref(buckets);
-    return aborted;
+    return ended;
 }

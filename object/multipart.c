@@ -27,7 +27,8 @@
  * parts, never both. The outcome ("completed" or "aborted", a tombstone at
  * v + 2) is written after. A Complete whose vote won but which died, or whose
  * object write failed, is finished by a Complete sent again with the same
- * parts (the same vote); an Abort then answers NoSuchUpload. A split vote
+ * parts (the same vote), or at the upload's age by the scanner
+ * (gw_mpu_end_abandoned); an Abort then answers NoSuchUpload. A split vote
  * (neither side on W homes, homes down) answers 503 until it is decided.
  *
  * Chunks are freed only where no live record can name them: the parts a
@@ -564,6 +565,27 @@ static void write_outcome(struct gw_objects *o, const char *bucket, const char *
     json_decref(end);
 }
 
+/* The end of the Complete decided as `won` whose object record rec was
+ * written over prev (NULL: none), or lost to a newer record of the key: what
+ * the key's record now does not name goes (a newer commit of the key wins,
+ * then ours is garbage but for what that one names too), the outcome is
+ * written, and the parts the object does not use (keep) go. */
+static void end_completed(struct gw_objects *o, const char *bucket, const char *key,
+                          const char *uid, const json_t *rec, const json_t *prev, const json_t *won,
+                          const json_t *list, const json_t *keep)
+{
+    json_t *now = NULL, *nk = NULL;
+    if (gw_meta_read(o, bucket, key, &now) == 0 && gw_rec_version(now) != gw_rec_version(rec) &&
+        (nk = oids_of(now)))
+        gc_unkept(o, rec, nk, o->gc_delay_ms);
+    else if (prev && !gw_rec_deleted(prev))
+        gc_unkept(o, prev, keep, o->gc_delay_ms);
+    json_decref(nk);
+    json_decref(now);
+    write_outcome(o, bucket, uid, won, "completed");
+    end_parts(o, bucket, uid, list, keep);
+}
+
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
                     struct gw_object_info *out)
@@ -616,17 +638,7 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
         crash_point("mpu-committed");
     /* On a failure the decided vote stays: the same Complete again finishes it. */
     if (rc == 0) {
-        /* A newer commit of the key wins: then ours is garbage, but for what it names too. */
-        json_t *now = NULL, *nk = NULL;
-        if (gw_meta_read(o, bucket, key, &now) == 0 && gw_rec_version(now) != gw_rec_version(rec) &&
-            (nk = oids_of(now)))
-            gc_unkept(o, rec, nk, o->gc_delay_ms);
-        else if (prev && !gw_rec_deleted(prev))
-            gc_unkept(o, prev, keep, o->gc_delay_ms);
-        json_decref(nk);
-        json_decref(now);
-        write_outcome(o, bucket, upload_id, won, "completed");
-        end_parts(o, bucket, upload_id, list, keep);
+        end_completed(o, bucket, key, upload_id, rec, prev, won, list, keep);
         if (out)
             gw_rec_object_info(rec, out);
     }
@@ -662,6 +674,104 @@ int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, cons
     json_decref(vote);
     json_decref(won);
     json_decref(none);
+    json_decref(u);
+    return rc;
+}
+
+/* The object record of the Complete decided as `won`, rebuilt as it would
+ * have written it: the parts it chose (its "oids") in number order, which must
+ * make its ETag. -EPROTO when they do not (a chosen part's record was replaced
+ * by one uploaded again as the vote was cast). */
+static int decided_record(struct gw_objects *o, const json_t *won, const char *key, const char *uid,
+                          const json_t *list, json_t **out)
+{
+    *out = NULL;
+    const json_t *oids = json_object_get(won, "oids");
+    json_t **have = calloc(GW_PART_MAX + 1, sizeof(*have));
+    struct gw_part_info *parts = calloc(json_array_size(list) + 1, sizeof(*parts));
+    int rc = have && parts ? 0 : -ENOMEM;
+    size_t i, n = 0;
+    json_t *part;
+    json_array_foreach(list, i, part)
+    {
+        json_int_t num = json_integer_value(json_object_get(part, "number"));
+        const char *oid = json_string_value(json_object_get(part, "oid"));
+        if (rc || num < 1 || num > GW_PART_MAX || !oid || !json_object_get(oids, oid))
+            continue;
+        have[num] = part;
+        part_info(part, &parts[n++]);
+    }
+    if (rc == 0 && n != json_object_size(oids))
+        rc = -EPROTO;
+    if (rc == 0)
+        rc = build_record(o, won, key, uid, have, parts, n, out);
+    if (rc == 0 && strcmp(json_string_value(json_object_get(*out, "etag")),
+                          json_string_value(json_object_get(won, "etag")) ?: "") != 0) {
+        json_decref(*out);
+        *out = NULL;
+        rc = -EPROTO;
+    }
+    free(have);
+    free(parts);
+    return rc;
+}
+
+/* A Complete decided as `won` that no Complete finished: its gateway died, or
+ * its object write failed, and its client never sent it again. Its record
+ * goes where it would have gone, unless the key was written since the upload
+ * began (a record at or above the vote's version: the vote's slot is one
+ * above the upload's creation): that write came after the Complete, which was
+ * never answered, so it replaces the object at once and the parts go. */
+static int finish_decided(struct gw_objects *o, const char *bucket, const char *key,
+                          const char *uid, const json_t *won)
+{
+    json_t *list = NULL, *rec = NULL, *prev = NULL, *none = json_object();
+    const json_t *keep = json_object_get(won, "oids");
+    int rc = none ? parts_of(o, bucket, uid, 0, &list) : -ENOMEM;
+    if (rc == 0 && (rc = gw_meta_read(o, bucket, key, &prev)) == -ENOENT)
+        rc = 0;
+    bool written = rc == 0 && prev && !gw_rec_deleted(prev) &&
+                   strcmp(json_string_value(json_object_get(prev, "upload")) ?: "", uid) == 0;
+    bool newer = rc == 0 && prev && !written && gw_rec_version(prev) >= gw_rec_version(won);
+    if (rc == 0 && written) {
+        end_completed(o, bucket, key, uid, prev, NULL, won, list, keep);
+    } else if (rc == 0 && newer) {
+        write_outcome(o, bucket, uid, won, "completed");
+        end_parts(o, bucket, uid, list, none);
+    } else if (rc == 0 && (rc = decided_record(o, won, key, uid, list, &rec)) == 0) {
+        json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev)));
+        if ((rc = gw_meta_write(o, bucket, key, rec)) == 0)
+            end_completed(o, bucket, key, uid, rec, prev, won, list, keep);
+    }
+    json_decref(list);
+    json_decref(rec);
+    json_decref(prev);
+    json_decref(none);
+    return rc;
+}
+
+int gw_mpu_end_abandoned(struct gw_objects *o, const char *bucket, const char *key,
+                         const char *upload_id, bool *completed)
+{
+    json_t *u = NULL;
+    int rc = upload_any(o, bucket, key, upload_id, &u);
+    if (rc == 0 && gw_rec_deleted(u))
+        rc = -ESRCH;
+    *completed = false;
+    if (rc == 0 && strcmp(state_of(u), "completing") == 0) {
+        /* Cast again, as a Complete sent again would: a vote read from some
+         * homes may be one side of a split, not yet decided. */
+        json_t *won = NULL;
+        char k[KEYLEN];
+        upload_key(k, bucket, upload_id);
+        if ((rc = gw_meta_decide(o, MPU_BUCKET, k, u, &won)) == 0 && json_equal(won, u)) {
+            *completed = true;
+            rc = finish_decided(o, bucket, key, upload_id, won);
+        }
+        json_decref(won);
+    }
+    if (rc == 0 && !*completed)
+        rc = gw_mpu_abort(o, bucket, key, upload_id); /* open, or an Abort decided */
     json_decref(u);
     return rc;
 }

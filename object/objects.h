@@ -155,7 +155,8 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
  * chosen, and all parts of an aborted upload, are freed. A gateway that dies
  * mid-upload leaves the upload and its parts in place (listed by
  * gw_mpu_list) until an abort frees them, or gw_mpu_expire (the scanner's)
- * once it is older than the bucket's lifecycle rule or multipart_expire_ms.
+ * once it is older than the bucket's lifecycle rule or multipart_expire_ms:
+ * that also finishes a Complete whose gateway died once it was decided.
  *
  * Errors beyond the object layer's: -ESRCH NoSuchUpload, -EPROTO InvalidPart
  * (unknown part or wrong ETag), -EDOM InvalidPartOrder, -ERANGE
@@ -188,6 +189,13 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
                     struct gw_object_info *out);
 int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id);
+/* Ends an abandoned upload (gw_mpu_expire's): aborts it, or, when a Complete
+ * was decided on it that did not end it (its gateway died, its client never
+ * sent it again), finishes that Complete (*completed): the object is written
+ * as that Complete would have, unless the key was written since the upload
+ * began, which then replaces it. */
+int gw_mpu_end_abandoned(struct gw_objects *o, const char *bucket, const char *key,
+                         const char *upload_id, bool *completed);
 /* Parts numbered above `after`, in number order; cb returns non-zero to stop. */
 int gw_mpu_list_parts(struct gw_objects *o, const char *bucket, const char *key,
                       const char *upload_id, int after,
@@ -206,9 +214,9 @@ int gw_mpu_list(struct gw_objects *o, const char *bucket, const char *prefix,
  */
 int gw_bucket_lifecycle_set(struct gw_objects *o, const char *bucket, const json_t *rules);
 int gw_bucket_lifecycle_get(struct gw_objects *o, const char *bucket, json_t **rules);
-/* Aborts every upload older than its bucket's matching enabled rule (days x
- * lifecycle_day_ms), or than multipart_expire_ms (0: never) where no rule
- * matches. Returns how many it aborted. */
+/* Ends (gw_mpu_end_abandoned) every upload older than its bucket's matching
+ * enabled rule (days x lifecycle_day_ms), or than multipart_expire_ms (0:
+ * never) where no rule matches. Returns how many it ended. */
 uint64_t gw_mpu_expire(struct gw_objects *o);
 
 /*

@@ -260,6 +260,22 @@ class InecCluster(InecServer):
         gw = json.load(open(os.path.join(self.dir, "cluster.json")))["gateway"]
         self._hold("gateway", [gw["listen"], gw["admin_listen"]])
 
+    def dies_at(self, point, action):
+        """Restarts the gateway with INEC_CRASH_AT=point (it dies there, see
+        object/multipart.c), runs action() to make it get there, waits until it
+        is dead and starts it again as before."""
+        self.kill_gateway()
+        self.env["INEC_CRASH_AT"] = point
+        self.restart_gateway()
+        action()
+        deadline = time.monotonic() + 30
+        while self.alive():
+            if time.monotonic() > deadline:
+                self.fail("the gateway did not die at %s" % point)
+            time.sleep(0.05)
+        del self.env["INEC_CRASH_AT"]
+        self.restart_gateway()
+
     def _hold(self, name, addresses):
         self._held[name] = [s for s in map(_hold_port, addresses) if s]
 

@@ -117,20 +117,11 @@ for attempt, point in enumerate(["mpu-decided", "mpu-committed", None]):
     uid, done = upload(key, parts)
     want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest() + "-2"
     if point:
-        srv.kill_gateway()
-        srv.env["INEC_CRASH_AT"] = point
-        srv.restart_gateway()
-        crashed_complete(key, uid, done)
-        deadline = time.monotonic() + 30
-        while srv.alive():
-            if time.monotonic() > deadline:
-                fail("the gateway did not die at %s" % point)
-            time.sleep(0.05)
-        del srv.env["INEC_CRASH_AT"]
+        srv.dies_at(point, lambda: crashed_complete(key, uid, done))
     else:
         complete(s3, key, uid, done)
         srv.kill_gateway()
-    srv.restart_gateway()
+        srv.restart_gateway()
     s3 = client()
     try:
         r = complete(s3, key, uid, done)

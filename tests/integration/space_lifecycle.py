@@ -11,8 +11,14 @@ through boto3:
     NoSuchUpload, its part's chunks are freed), a young one is not;
  3. in a bucket whose AbortIncompleteMultipartUpload rules say 1 day (2 s)
     for tmp/ and 30 days (60 s) for keep/, tmp/ uploads go after about 2 s
-    and keep/ ones outlive the default age: the rule applies, not the default.
+    and keep/ ones outlive the default age: the rule applies, not the default;
+ 4. Completes whose gateway died once they were decided (INEC_CRASH_AT), and
+    that the client never sends again, are finished at the upload's age: the
+    object appears byte-exact with its multipart ETag (died before the
+    object record, or after it), or, where the key was PUT since, the PUT
+    stays and the parts' bytes are freed; none of them is listed any more.
 argv[1]: the inec binary."""
+import hashlib
 import os
 import sys
 import time
@@ -21,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inec_server import InecCluster  # noqa: E402
 
 try:
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import ClientError, ConnectionClosedError
+    from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 except ImportError:
     sys.exit("boto3 is missing: run scripts/deps.sh (python3-boto3)")
 
@@ -160,5 +167,77 @@ if "keep/a" not in left:
 if "off/b" in left:
     fail("off/b outlived the default age: a disabled rule must not apply")
 s3.abort_multipart_upload(Bucket="ruled", Key="keep/a", UploadId=left["keep/a"])
+
+# 4. Decided Completes nobody finished, ended at the bucket's age (8 "days",
+# 16 s: time for the gateway to die in them and start again).
+s3.create_bucket(Bucket="done")
+s3.put_bucket_lifecycle_configuration(Bucket="done", LifecycleConfiguration={"Rules": [
+    {"ID": "all", "Filter": {"Prefix": ""}, "Status": "Enabled",
+     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 8}}]})
+PART = 5 << 20
+
+
+def upload(key, bodies):
+    uid = s3.create_multipart_upload(Bucket="done", Key=key)["UploadId"]
+    done = [{"PartNumber": n, "ETag": s3.upload_part(Bucket="done", Key=key, UploadId=uid,
+                                                     PartNumber=n, Body=b)["ETag"]}
+            for n, b in enumerate(bodies, 1)]
+    return uid, done
+
+
+def crashed_complete(key, uid, done, point):
+    """Complete on a gateway that dies at `point` in it; the gateway is back after."""
+    def complete():
+        try:
+            srv.s3().complete_multipart_upload(Bucket="done", Key=key, UploadId=uid,
+                                               MultipartUpload={"Parts": done})
+        except (ClientError, EndpointConnectionError, ConnectionClosedError, ReadTimeoutError):
+            return
+        fail("%s: Complete answered although the gateway was to die at %s" % (key, point))
+    srv.dies_at(point, complete)
+
+
+# a: died before the object record, part 3 not chosen; b: died after it;
+# c: died before it, then the key was PUT.
+a_parts = [os.urandom(PART), os.urandom(1000), os.urandom(3000)]
+b_parts = [os.urandom(PART), os.urandom(2000)]
+a_uid, a_done = upload("a", a_parts)
+b_uid, b_done = upload("b", b_parts)
+before_c = live_bytes()
+c_uid, c_done = upload("c", [os.urandom(PART), os.urandom(PART)])
+c_bytes = live_bytes() - before_c
+crashed_complete("a", a_uid, a_done[:2], "mpu-decided")
+crashed_complete("b", b_uid, b_done, "mpu-committed")
+crashed_complete("c", c_uid, c_done, "mpu-decided")
+s3 = srv.s3()
+s3.put_object(Bucket="done", Key="c", Body=b"put after the Complete")
+with_c = live_bytes()
+if set(uploads("done")) != {"a", "b", "c"}:
+    fail("decided Completes not listed as uploads in progress: %s" % uploads("done"))
+t0 = time.monotonic()
+for key in ("a", "b", "c"):
+    wait_gone("done", key, 60)
+print("decided Completes ended %.1f s after the last crash" % (time.monotonic() - t0))
+for key, bodies in (("a", a_parts[:2]), ("b", b_parts)):
+    want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in bodies)).hexdigest() + "-2"
+    got = s3.get_object(Bucket="done", Key=key)
+    if got["Body"].read() != b"".join(bodies):
+        fail("%s: the finished Complete's object is not byte-exact" % key)
+    if got["ETag"].strip('"') != want:
+        fail("%s: ETag %s, want %s" % (key, got["ETag"], want))
+if s3.get_object(Bucket="done", Key="c")["Body"].read() != b"put after the Complete":
+    fail("c: the PUT after the decided Complete was replaced")
+deadline = time.monotonic() + 30
+while live_bytes() > with_c - c_bytes * 9 // 10:
+    if time.monotonic() > deadline:
+        fail("c's parts were not freed: live %d, with them %d, they hold %d"
+             % (live_bytes(), with_c, c_bytes))
+    time.sleep(0.5)
+for key, uid, done in (("a", a_uid, a_done[:2]), ("b", b_uid, b_done)):
+    r = s3.complete_multipart_upload(Bucket="done", Key=key, UploadId=uid,
+                                     MultipartUpload={"Parts": done})  # sent again: the same 200
+    if s3.head_object(Bucket="done", Key=key)["ETag"] != r["ETag"]:
+        fail("%s: Complete sent again answered ETag %s" % (key, r["ETag"]))
+print("decided Completes: a and b finished, c yielded to the PUT and its parts freed")
 srv.stop()
 print("OK")
