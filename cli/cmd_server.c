@@ -33,7 +33,7 @@
 struct opts {
     const char *data, *listen, *admin_listen, *base_domain, *region, *config, *secret;
     const char *tls_cert, *tls_key, *header_timeout, *max_client_connections;
-    const char *nbd_listen, *nbd_socket;
+    const char *nbd_listen, *nbd_socket, *nbd_tls;
     unsigned header_timeout_s, max_per_client; /* parsed by check_options; 0: the default */
     bool nbd_default; /* nbd_listen not given: a port in use is a warning, not an error */
     bool help;
@@ -58,6 +58,7 @@ static int parse(const char *cmd, int argc, char **argv, struct opts *o)
         {"--secret", offsetof(struct opts, secret)},
         {"--nbd-listen", offsetof(struct opts, nbd_listen)},
         {"--nbd-socket", offsetof(struct opts, nbd_socket)},
+        {"--nbd-tls", offsetof(struct opts, nbd_tls)},
     };
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -121,6 +122,8 @@ static int apply_config(json_t *cfg, struct opts *o, struct gw_credentials *c)
         o->nbd_listen = s;
     if (!o->nbd_socket && (s = json_string_value(json_object_get(g, "nbd_socket"))))
         o->nbd_socket = s;
+    if (!o->nbd_tls && (s = json_string_value(json_object_get(g, "nbd_tls"))))
+        o->nbd_tls = s;
     static const struct {
         const char *name;
         size_t off;
@@ -231,7 +234,8 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     struct gw_admin_config acfg = {o->admin_listen, c->admin_token, keys, s3cfg.tls};
     if (rc == 0)
         rc = gw_admin_server_start(&acfg, objects, m, &admin, msg, sizeof(msg));
-    struct gw_nbd_config ncfg = {o->nbd_listen, o->nbd_socket, s3cfg.tls};
+    struct gw_nbd_config ncfg = {o->nbd_listen, o->nbd_socket, s3cfg.tls,
+                                 o->nbd_tls && strcmp(o->nbd_tls, "require") == 0};
     if (rc == 0 && (rc = gw_nbd_server_start(&ncfg, objects, &nbd, msg, sizeof(msg))) &&
         o->nbd_default) {
         inec_log(INEC_LOG_WARN, "server", "%s: NBD only on the Unix socket (see --nbd-listen)",
@@ -259,6 +263,10 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
         client_url(o->nbd_listen, gw_nbd_server_port(nbd), false, nbdurl, sizeof(nbdurl));
         memcpy(nbdurl, "nbd:", 4); /* http://host:port -> nbd://host:port */
         memmove(nbdurl + 4, nbdurl + 5, strlen(nbdurl + 5) + 1);
+        if (ncfg.tls_required) { /* -> nbds://host:port */
+            memmove(nbdurl + 4, nbdurl + 3, strlen(nbdurl + 3) + 1);
+            nbdurl[3] = 's';
+        }
     }
     if (gw_credentials_note_endpoints(o->data, s3url, adminurl, msg, sizeof(msg)) ||
         note_admin_cert(o->data, acfg.tls, msg, sizeof(msg)))
@@ -334,6 +342,10 @@ static int check_options(const char *cmd, struct opts *o)
                 o->max_client_connections);
         return 2;
     }
+    if (o->nbd_tls && strcmp(o->nbd_tls, "optional") != 0 && strcmp(o->nbd_tls, "require") != 0) {
+        fprintf(stderr, "inec %s: --nbd-tls is optional or require, not '%s'\n", cmd, o->nbd_tls);
+        return 2;
+    }
     if (!o->tls_cert != !o->tls_key) {
         fprintf(stderr, "inec %s: --tls-cert and --tls-key go together\n", cmd);
         return 2;
@@ -369,7 +381,7 @@ int cmd_server(int argc, char **argv)
                "                   [--base-domain DOMAIN] [--region REGION]\n"
                "                   [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
                "                   [--max-client-connections N] [--nbd-listen HOST:PORT|off]\n"
-               "                   [--nbd-socket PATH|off]\n\n"
+               "                   [--nbd-socket PATH|off] [--nbd-tls optional|require]\n\n"
                "Runs a gateway and 9 storage nodes (RS(6,3)) in this process.\n"
                "  --data          where everything is stored (./inec-data)\n"
                "  --listen        the S3 endpoint (127.0.0.1:9000; port 0 picks one)\n"
@@ -385,6 +397,7 @@ int cmd_server(int argc, char **argv)
                "                  256; kept-alive ones waiting for a request not counted)\n"
                "  --nbd-listen    NBD for block volumes (127.0.0.1:10809; off: none)\n"
                "  --nbd-socket    NBD on a Unix socket too (DATA/nbd.sock; off: none)\n"
+               "  --nbd-tls       require: NBD over TCP only after STARTTLS (optional)\n"
                "Credentials come from INEC_ACCESS_KEY / INEC_SECRET_KEY / INEC_ADMIN_TOKEN,\n"
                "else DATA/" GW_CREDENTIALS_FILE ", generated on first start.\n");
         return 0;
@@ -431,11 +444,12 @@ int cmd_gateway(int argc, char **argv)
                 "                    [--admin-listen HOST:PORT] [--base-domain DOMAIN]\n"
                 "                    [--tls-cert FILE --tls-key FILE] [--header-timeout SECONDS]\n"
                 "                    [--max-client-connections N] [--secret FILE]\n"
-                "                    [--nbd-listen HOST:PORT|off] [--nbd-socket PATH|off]\n\n"
+                "                    [--nbd-listen HOST:PORT|off] [--nbd-socket PATH|off]\n"
+                "                    [--nbd-tls optional|require]\n\n"
                 "Runs a gateway in front of storage nodes that run as their own processes.\n"
                 "cluster.json names the nodes and pools, and optionally a \"gateway\" object\n"
-                "with listen, admin_listen, nbd_listen, nbd_socket, base_domain, region,\n"
-                "data, access_key, secret_key, admin_token, tls_cert, tls_key (file names),\n"
+                "with listen, admin_listen, nbd_listen, nbd_socket, nbd_tls, base_domain,\n"
+                "region, data, access_key, secret_key, admin_token, tls_cert, tls_key (files),\n"
                 "header_timeout and max_client_connections (numbers). The flags are as for\n"
                 "'inec server'. --secret FILE (or \"secret_file\" in cluster.json, relative to\n"
                 "it; default cluster.secret beside it; created 0600 if missing) is the cluster\n"

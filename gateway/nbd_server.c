@@ -59,6 +59,7 @@
 #define REP_META_CONTEXT     4
 #define REP_ERR_UNSUP        (0x80000000u + 1)
 #define REP_ERR_INVALID      (0x80000000u + 3)
+#define REP_ERR_TLS_REQD     (0x80000000u + 5)
 #define REP_ERR_UNKNOWN      (0x80000000u + 6)
 /* Transmission flags */
 #define TF_HAS_FLAGS         (1u << 0)
@@ -105,6 +106,7 @@ struct gw_nbd_server {
     int nconns;
     gnutls_psk_server_credentials_t psk;
     gnutls_certificate_credentials_t x509; /* the gateway's certificate, NULL: PSK only */
+    bool tls_required;                     /* on tcp_fd (gw_nbd_config) */
 };
 
 struct job {
@@ -118,6 +120,7 @@ struct conn {
     struct conn *next;
     struct gw_nbd_server *srv;
     int fd;
+    bool tls_required; /* a TCP client while the server requires TLS */
     pthread_t thread;
     _Atomic bool done;
     bool structured, no_zeroes;
@@ -487,6 +490,19 @@ static int handshake(struct conn *c)
         }
         d[len] = '\0';
         bool go = false;
+        /* TLS required: before STARTTLS only it and ABORT are answered (the
+         * NBD spec's FORCEDTLS); EXPORT_NAME has no error reply, so it hangs up. */
+        if (c->tls_required && !c->tls && opt != OPT_STARTTLS && opt != OPT_ABORT) {
+            free(d);
+            if (opt == OPT_EXPORT_NAME) {
+                inec_log(INEC_LOG_INFO, "nbd", "plain attach refused: TLS is required");
+                return -EACCES;
+            }
+            if ((rc = opt_error(c, opt, REP_ERR_TLS_REQD,
+                                "this server requires TLS: STARTTLS first (nbds://)")))
+                return rc;
+            continue;
+        }
         switch (opt) {
         case OPT_EXPORT_NAME: {
             struct gw_volume *v;
@@ -914,6 +930,7 @@ static void accept_one(struct gw_nbd_server *s, int lfd)
     }
     c->srv = s;
     c->fd = fd;
+    c->tls_required = s->tls_required && lfd == s->tcp_fd;
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->qlock, NULL);
     pthread_cond_init(&c->qcond, NULL);
@@ -1013,6 +1030,7 @@ int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,
         return -ENOMEM;
     s->o = o;
     s->tcp_fd = s->unix_fd = s->wake[0] = s->wake[1] = -1;
+    s->tls_required = cfg->tls_required;
     pthread_mutex_init(&s->lock, NULL);
     int rc = pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) ? -errno : 0;
     if (rc == 0 && gnutls_psk_allocate_server_credentials(&s->psk) < 0)

@@ -51,6 +51,8 @@ struct gw_nbd_config {
     const char *listen;       /* "HOST:PORT" (port 0 picks one), NULL or "": no TCP */
     const char *unix_path;    /* a Unix socket path, NULL or "": none */
     const struct gw_tls *tls; /* the certificate STARTTLS may present (tls.h), NULL: PSK only */
+    bool tls_required;        /* TCP clients must STARTTLS before anything else (the Unix
+                               * socket is local: its file's mode guards it) */
 };
 
 int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,

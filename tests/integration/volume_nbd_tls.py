@@ -7,10 +7,15 @@ attach over TLS (the export still names the volume's secret: the certificate
 proves the server, not the client) and write and read back; a client whose
 directory holds another CA, a wrong secret over TLS, and a plain client that
 insists on TLS against a port without it are refused; TLS-PSK still works
-beside the certificate. argv[1]: the inec binary."""
+beside the certificate. Started again with --nbd-tls require: over TCP every
+option but STARTTLS is answered NBD_REP_ERR_TLS_REQD (raw handshake) and the
+old-style EXPORT_NAME hangs up, libnbd without TLS is refused and with it
+attaches; the Unix socket still attaches plain. argv[1]: the inec binary."""
 import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -53,12 +58,14 @@ def fail(msg):
     srv.fail(msg)
 
 
-port = None
-for line in srv.banner.splitlines():
-    if line.startswith("NBD (block volumes):"):
-        port = int(line.split(":", 1)[1].split()[0].rsplit(":", 1)[1])
-if not port:
-    fail("no NBD port in the banner")
+def nbd_url():
+    for line in srv.banner.splitlines():
+        if line.startswith("NBD (block volumes):"):
+            return line.split(":", 1)[1].split()[0]
+    fail("no NBD address in the banner")
+
+
+port = int(nbd_url().rsplit(":", 1)[1])
 r = subprocess.run([INEC, "volume", "create", "tlsvol", "--size", str(8 << 20), "--endpoint",
                     srv.admin, "--token", srv.token, "--ca-bundle", cert, "--json"],
                    capture_output=True, text=True, timeout=120)
@@ -120,6 +127,56 @@ p.connect_tcp("127.0.0.1", str(port))
 if not p.get_tls_negotiated() or p.pread(len(data), 123456) != data:
     fail("TLS-PSK attach beside the certificate")
 p.shutdown()
+
+# TLS required on TCP.
+srv.stop(keep=True)
+srv = InecServer(INEC, reuse=srv, extra_args=["--nbd-listen", "127.0.0.1:0", "--tls-cert", cert,
+                                              "--tls-key", key, "--nbd-tls", "require"])
+if not nbd_url().startswith("nbds://"):
+    fail("the banner names %s although TLS is required" % nbd_url())
+port = int(nbd_url().rsplit(":", 1)[1])
+
+
+def raw_option(opt, payload):
+    """One option on a fresh plain connection: (reply type, message), or None
+    when the server hung up."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        if s.recv(18, socket.MSG_WAITALL)[:8] != b"NBDMAGIC":
+            fail("no NBD greeting")
+        s.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
+        s.sendall(struct.pack(">QII", 0x49484156454F5054, opt, len(payload)) + payload)
+        head = s.recv(20, socket.MSG_WAITALL)
+        if not head:
+            return None
+        _, _, rtype, n = struct.unpack(">QIII", head)
+        return rtype, s.recv(n, socket.MSG_WAITALL).decode()
+    finally:
+        s.close()
+
+
+go = struct.pack(">I", len(EXPORT)) + EXPORT.encode() + struct.pack(">H", 0)
+for opt, payload, what in ((7, go, "GO"), (6, go, "INFO"), (3, b"", "LIST")):
+    got = raw_option(opt, payload)
+    if not got or got[0] != 0x80000005 or "TLS" not in got[1]:
+        fail("plain %s with TLS required answered %s, not NBD_REP_ERR_TLS_REQD" % (what, got))
+if raw_option(1, EXPORT.encode()) is not None:
+    fail("a plain EXPORT_NAME with TLS required was answered")
+try:
+    attach(None, EXPORT, tls=nbd.TLS_DISABLE).shutdown()
+    fail("a plain attach over TCP with TLS required")
+except nbd.Error:
+    pass
+h = attach(good_dir, EXPORT)
+if not h.get_tls_negotiated() or h.pread(len(data), 123456) != data:
+    fail("X.509 TLS attach with TLS required")
+h.shutdown()
+u = nbd.NBD()
+u.set_export_name(EXPORT)
+u.connect_unix(os.path.join(srv.data, "nbd.sock"))
+if u.get_tls_negotiated() or u.pread(len(data), 123456) != data:
+    fail("a plain attach on the Unix socket with TLS required on TCP")
+u.shutdown()
 
 shutil.rmtree(tmp, ignore_errors=True)
 srv.stop()
