@@ -24,6 +24,7 @@ enum gw_s3_err gw_s3_errno(int rc, enum gw_s3_op op, bool has_key)
     bool complete = op == GW_OP_COMPLETE_MULTIPART_UPLOAD;
     switch (rc) {
     case -ENOENT:
+    case GW_PUT_BUCKET_GONE:
         return GW_S3_NO_SUCH_BUCKET;
     case -EEXIST:
         return GW_S3_BUCKET_ALREADY_OWNED;

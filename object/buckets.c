@@ -1,6 +1,8 @@
 /*
  * Buckets: their records in the store bucket ".", create, delete when
- * empty, head, list, ACL and other fields.
+ * empty (no objects, no multipart uploads), head, list, ACL and other
+ * fields. A record's "created" tells a bucket from one deleted and created
+ * again under its name (put.c checks it at a PUT's commit).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -64,8 +66,15 @@ int gw_bucket_delete(struct gw_objects *o, const char *name)
     int rc = bucket_rec(o, name, &prev);
     if (rc)
         return rc;
+    /* Not empty while it has objects, or multipart uploads in progress (as
+     * S3): an upload's Complete would land in a deleted bucket, and its
+     * parts would never expire (the scanner walks live buckets). */
     bool some = false;
+    char uploads[GW_BUCKET_MAX + 4];
+    snprintf(uploads, sizeof(uploads), GW_MPU_UPLOADS, name);
     rc = gw_meta_list(o, name, NULL, NULL, 1, any_key, &some);
+    if (rc == 0 && !some)
+        rc = gw_meta_list(o, GW_META_MPU, uploads, NULL, 1, any_key, &some);
     if (rc == 0 && some)
         rc = -ENOTEMPTY;
     if (rc == 0) {

@@ -138,7 +138,7 @@ int gw_meta_walk_objects(struct gw_objects *o,
 {
     json_t *spaces = json_array();
     int rc = spaces ? gw_meta_list(o, GW_META_BUCKET, NULL, NULL, 0, name_cb, spaces) : -ENOMEM;
-    if (rc == 0 && json_array_append_new(spaces, json_string(".mpu")))
+    if (rc == 0 && json_array_append_new(spaces, json_string(GW_META_MPU)))
         rc = -ENOMEM;
     struct object_walk w = {cb, arg, NULL};
     size_t i;

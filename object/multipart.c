@@ -49,12 +49,11 @@
 #include "inec/log.h"
 #include "node/store.h"
 
-#define MPU_BUCKET ".mpu"
-#define KEYLEN     (GW_BUCKET_MAX + GW_UPLOAD_ID_LEN + 56) /* room for "/X/<uid>/<oid>" */
+#define KEYLEN (GW_BUCKET_MAX + GW_UPLOAD_ID_LEN + 56) /* room for "/X/<uid>/<oid>" */
 
 static void upload_key(char *out, const char *bucket, const char *uid)
 {
-    snprintf(out, KEYLEN, "%s/U/%s", bucket, uid);
+    snprintf(out, KEYLEN, GW_MPU_UPLOADS "%s", bucket, uid);
 }
 
 /* "<bucket>/X/<uid>/<oid>"; oid NULL: the prefix of them all. */
@@ -161,7 +160,7 @@ static int tombstone(struct gw_objects *o, const char *key, const json_t *prev)
 {
     json_t *rec =
         json_pack("{s:I,s:b}", "version", (json_int_t)gw_next_version(o, prev), "deleted", 1);
-    int rc = rec ? gw_meta_write(o, MPU_BUCKET, key, rec) : -ENOMEM;
+    int rc = rec ? gw_meta_write(o, GW_META_MPU, key, rec) : -ENOMEM;
     json_decref(rec);
     return rc;
 }
@@ -178,7 +177,7 @@ static int upload_any(struct gw_objects *o, const char *bucket, const char *key,
         return gw_bucket_head(o, bucket, NULL) ?: -ESRCH;
     char k[KEYLEN];
     upload_key(k, bucket, uid);
-    rc = gw_meta_read(o, MPU_BUCKET, k, rec);
+    rc = gw_meta_read(o, GW_META_MPU, k, rec);
     if (rc == 0 && strcmp(json_string_value(json_object_get(*rec, "key")) ?: "", key) != 0) {
         json_decref(*rec);
         *rec = NULL;
@@ -222,7 +221,7 @@ int gw_mpu_create(struct gw_objects *o, const char *bucket, const char *key,
     upload_key(k, bucket, upload_id);
     rc = !rec ? -ENOMEM : gw_rec_set_extras(rec, attrs);
     if (rc == 0)
-        rc = gw_meta_write(o, MPU_BUCKET, k, rec);
+        rc = gw_meta_write(o, GW_META_MPU, k, rec);
     json_decref(rec);
     return rc;
 }
@@ -277,7 +276,7 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
     }
     if (rc == 0) {
         sealed_key(k, bucket, upload_id, json_string_value(json_object_get(part, "oid")));
-        rc = gw_meta_write(o, MPU_BUCKET, k, sealed);
+        rc = gw_meta_write(o, GW_META_MPU, k, sealed);
     }
     bool listed = rc == 0 || rc == GW_META_IN_DOUBT;
     if (rc == 0) {
@@ -286,7 +285,7 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
         json_object_set_new(part, "deleted", json_false());
         json_object_set_new(part, "number", json_integer(number));
         json_object_set_new(part, "mtime", json_integer(gw_realtime_ns()));
-        rc = gw_meta_write(o, MPU_BUCKET, k, part);
+        rc = gw_meta_write(o, GW_META_MPU, k, part);
     }
     if (!listed) {
         gw_gc_queue(o, part, 0); /* nothing names it anywhere */
@@ -295,7 +294,7 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
          * have listed the sealed parts before ours landed. */
         json_t *end = NULL;
         upload_key(k, bucket, upload_id);
-        if (gw_meta_read(o, MPU_BUCKET, k, &end) == 0 && gw_rec_deleted(end) &&
+        if (gw_meta_read(o, GW_META_MPU, k, &end) == 0 && gw_rec_deleted(end) &&
             !json_object_get(json_object_get(end, "oids"),
                              json_string_value(json_object_get(part, "oid")) ?: ""))
             gw_gc_queue(o, part, o->gc_delay_ms);
@@ -323,7 +322,7 @@ static int parts_of(struct gw_objects *o, const char *bucket, const char *uid, i
     part_key(start, bucket, uid, after);
     *out = json_array();
     int rc =
-        *out ? gw_meta_list(o, MPU_BUCKET, prefix, after > 0 ? start : NULL, 0, collect_part, *out)
+        *out ? gw_meta_list(o, GW_META_MPU, prefix, after > 0 ? start : NULL, 0, collect_part, *out)
              : -ENOMEM;
     if (rc) {
         json_decref(*out);
@@ -347,7 +346,7 @@ static void end_parts(struct gw_objects *o, const char *bucket, const char *uid,
     char k[KEYLEN];
     sealed_key(k, bucket, uid, NULL);
     json_t *sealed = json_array();
-    if (sealed && gw_meta_list(o, MPU_BUCKET, k, NULL, 0, collect_all, sealed) == 0) {
+    if (sealed && gw_meta_list(o, GW_META_MPU, k, NULL, 0, collect_all, sealed) == 0) {
         size_t i;
         json_t *x;
         json_array_foreach(sealed, i, x)
@@ -561,7 +560,7 @@ static void write_outcome(struct gw_objects *o, const char *bucket, const char *
     char k[KEYLEN];
     upload_key(k, bucket, uid);
     if (end)
-        gw_meta_write_at(o, MPU_BUCKET, k, end); /* a failure leaves the vote: same meaning */
+        gw_meta_write_at(o, GW_META_MPU, k, end); /* a failure leaves the vote: same meaning */
     json_decref(end);
 }
 
@@ -623,7 +622,7 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
         rc = -ENOMEM;
     char k[KEYLEN];
     upload_key(k, bucket, upload_id);
-    if (rc == 0 && (rc = gw_meta_decide(o, MPU_BUCKET, k, vote, &won)) == 0 &&
+    if (rc == 0 && (rc = gw_meta_decide(o, GW_META_MPU, k, vote, &won)) == 0 &&
         !json_equal(won, vote))
         rc = -ESRCH; /* aborted, or completed with other parts */
     if (rc == 0)
@@ -663,7 +662,7 @@ int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, cons
         rc = -ENOMEM;
     char k[KEYLEN];
     upload_key(k, bucket, upload_id);
-    if (rc == 0 && (rc = gw_meta_decide(o, MPU_BUCKET, k, vote, &won)) == 0 &&
+    if (rc == 0 && (rc = gw_meta_decide(o, GW_META_MPU, k, vote, &won)) == 0 &&
         !json_equal(won, vote))
         rc = -ESRCH; /* a Complete won: its parts are the object's now */
     if (rc == 0 && (rc = parts_of(o, bucket, upload_id, 0, &list)) == 0) {
@@ -764,7 +763,7 @@ int gw_mpu_end_abandoned(struct gw_objects *o, const char *bucket, const char *k
         json_t *won = NULL;
         char k[KEYLEN];
         upload_key(k, bucket, upload_id);
-        if ((rc = gw_meta_decide(o, MPU_BUCKET, k, u, &won)) == 0 && json_equal(won, u)) {
+        if ((rc = gw_meta_decide(o, GW_META_MPU, k, u, &won)) == 0 && json_equal(won, u)) {
             *completed = true;
             rc = finish_decided(o, bucket, key, upload_id, won);
         }
@@ -824,9 +823,9 @@ int gw_mpu_list(struct gw_objects *o, const char *bucket, const char *prefix,
     if (rc)
         return rc;
     char k[KEYLEN];
-    snprintf(k, sizeof(k), "%s/U/", bucket);
+    snprintf(k, sizeof(k), GW_MPU_UPLOADS, bucket);
     json_t *all = json_array();
-    if (!all || (rc = gw_meta_list(o, MPU_BUCKET, k, NULL, 0, collect_upload, all))) {
+    if (!all || (rc = gw_meta_list(o, GW_META_MPU, k, NULL, 0, collect_upload, all))) {
         json_decref(all);
         return rc ? rc : -ENOMEM;
     }

@@ -107,8 +107,10 @@ int gw_put_expect_sha256(struct gw_put *p, const uint8_t sha256[32]);
  * for callers that later address its chunks (a volume's delta updates). */
 void gw_put_striped(struct gw_put *p);
 /* Durable on the write quorum, then visible; fills `out` (may be NULL).
- * Frees the handle whatever it returns. */
+ * Frees the handle whatever it returns. GW_PUT_BUCKET_GONE: the bucket was
+ * deleted (maybe created again) since gw_put_begin; nothing is stored. */
 int gw_put_commit(struct gw_put *p, struct gw_object_info *out);
+#define GW_PUT_BUCKET_GONE (-EIDRM)
 void gw_put_abort(struct gw_put *p);
 
 /* GET of bytes [off, off + len) (len UINT64_MAX: to the end), clamped to

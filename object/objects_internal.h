@@ -22,6 +22,8 @@
 #define GW_ALIGN              64 /* chunk length alignment of a short last stripe */
 #define GW_META_BUCKET        "." /* the store bucket of bucket records (no S3 name starts with '.') */
 #define GW_META_ACL           ".acl" /* object ACLs set after the write: "<bucket>/<key>" */
+#define GW_META_MPU           ".mpu" /* multipart uploads and parts: "<bucket>/..." (multipart.c) */
+#define GW_MPU_UPLOADS        "%s/U/" /* of a bucket's uploads in progress in GW_META_MPU */
 #define GW_CHUNK_VERSION      1 /* chunks are unique per upload (object id), never overwritten */
 #define GW_GC_PENDING_STRIPES 200000  /* of replaced versions waiting for their delay, in memory */
 #define GW_MAX_GET_MS         3600000 /* default bound of one GET's stream (max_get_ms) */

@@ -91,6 +91,7 @@ struct gw_put {
     struct inflight fl[GW_PUT_WINDOW];
     uint64_t submitted; /* stripes handed to fl[] */
     char bucket[GW_BUCKET_MAX + 1];
+    int64_t bucket_created; /* its record's "created" at the begin (see bucket_same) */
     char *key;
     const struct gw_pool *pool;
     uint8_t oid[NODE_OBJECT_ID_BYTES];
@@ -131,6 +132,7 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
         return rc;
     const struct gw_pool *pool =
         gw_pool_find(o, json_string_value(json_object_get(brec, "pool")) ?: "");
+    int64_t bucket_created = json_integer_value(json_object_get(brec, "created"));
     json_decref(brec);
     if (!pool)
         return -EIO; /* the bucket names a pool this gateway does not know */
@@ -138,6 +140,7 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
     if (!p)
         return -ENOMEM;
     p->o = o;
+    p->bucket_created = bucket_created;
     pthread_mutex_init(&p->hash_lock, NULL);
     pthread_cond_init(&p->hash_cond, NULL);
     p->pool = pool;
@@ -873,6 +876,20 @@ static int commit_inline(struct gw_put *p, json_t *rec)
     return gw_rec_set_inline_body(rec, p->buf, p->fill);
 }
 
+/* The bucket the upload began in is still there, not deleted (and maybe
+ * created again) while the body streamed: a commit after a delete would
+ * land in no bucket, or in the new one. Through the bucket cache, so a
+ * delete made through another gateway is seen within bucket_cache_ms. */
+static int bucket_same(struct gw_put *p)
+{
+    json_t *brec;
+    int rc = gw_bucket_cached(p->o, p->bucket, &brec);
+    if (rc == 0 && json_integer_value(json_object_get(brec, "created")) != p->bucket_created)
+        rc = -ENOENT;
+    json_decref(brec);
+    return rc == -ENOENT ? GW_PUT_BUCKET_GONE : rc;
+}
+
 /* One metadata round: the version comes from the clock (no read of the
  * previous record), the homes answer the records the commit replaced (their
  * chunks go after gc_delay_ms), and a commit refused by W homes learns from
@@ -885,6 +902,8 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     int rc = put_flush(p, etag, true);
     json_t *rec = NULL, *replaced = NULL;
     bool sent = false, lost = false;
+    if (rc == 0)
+        rc = bucket_same(p);
     if (rc == 0) {
         rec = json_pack(
             "{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O}", "version",

@@ -214,7 +214,7 @@ static bool migrate_metadata(struct gw_objects *o)
     struct migrate m = {.o = o, .excl = excl, .buckets = json_array()};
     m.bucket = GW_META_BUCKET;
     int rc = gw_meta_list_all(o, GW_META_BUCKET, migrate_cb, &m);
-    json_array_append_new(m.buckets, json_string(".mpu"));
+    json_array_append_new(m.buckets, json_string(GW_META_MPU));
     json_array_append_new(m.buckets, json_string(GW_REPAIR_BUCKET));
     size_t i;
     json_t *b;
@@ -250,7 +250,7 @@ static int walk_cb(const char *space, const char *key, json_t *rec, void *arg)
     const struct gw_pool *pool =
         gw_pool_find(o, json_string_value(json_object_get(rec, "pool")) ?: "");
     uint8_t pi = pool ? (uint8_t)(pool - o->pools) : GW_MAX_POOLS;
-    if (pool && strcmp(sc->bucket, ".mpu") != 0) { /* parts are not objects yet */
+    if (pool && strcmp(sc->bucket, GW_META_MPU) != 0) { /* parts are not objects yet */
         sc->usage[pi].objects++;
         sc->usage[pi].logical_bytes += (uint64_t)json_integer_value(json_object_get(rec, "size"));
     }

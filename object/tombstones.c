@@ -195,7 +195,7 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         rc = gw_meta_list_all(o, GW_META_BUCKET, walk_cb, &w);
     json_t *buckets = w.buckets;
     w.buckets = NULL;
-    json_array_append_new(buckets, json_string(".mpu"));
+    json_array_append_new(buckets, json_string(GW_META_MPU));
     json_array_append_new(buckets, json_string(GW_META_ACL));
     size_t i;
     json_t *b;

@@ -89,8 +89,20 @@ def test_buckets(s3):
     s3.put_object(Bucket="scratch", Key="k", Body=b"x")
     expect_error("BucketNotEmpty", 409, s3.delete_bucket, Bucket="scratch")
     s3.delete_object(Bucket="scratch", Key="k")
+    # A multipart upload in progress keeps the bucket too (its Complete would
+    # land in no bucket), until it is aborted.
+    uid = s3.create_multipart_upload(Bucket="scratch", Key="m")["UploadId"]
+    etag = s3.upload_part(Bucket="scratch", Key="m", UploadId=uid, PartNumber=1,
+                          Body=b"p" * 1000)["ETag"]
+    expect_error("BucketNotEmpty", 409, s3.delete_bucket, Bucket="scratch")
+    s3.abort_multipart_upload(Bucket="scratch", Key="m", UploadId=uid)
     s3.delete_bucket(Bucket="scratch")
     expect_error("404", 404, s3.head_bucket, Bucket="scratch")
+    s3.create_bucket(Bucket="scratch")  # again: empty, and the old upload is not its
+    check("Contents" not in s3.list_objects_v2(Bucket="scratch"), "a new bucket is not empty")
+    expect_error("NoSuchUpload", 404, s3.complete_multipart_upload, Bucket="scratch", Key="m",
+                 UploadId=uid, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    s3.delete_bucket(Bucket="scratch")
 
 
 def test_objects(s3, rng):
