@@ -71,7 +71,10 @@ void gw_s3_copy_object(struct gw_s3_req *r)
     uint64_t first = 0, len = si.size;
     const char *range = part ? gw_s3_header(r, "x-amz-copy-source-range") : NULL;
     enum gw_s3_err e = GW_S3_OK;
-    if (range && !copy_range(range, si.size, &first, &len))
+    if (gw_s3_condition(r, true, &si) != GW_COND_OK) /* not modified, too, is 412 here */
+        e = gw_s3_errorf(GW_S3_PRECONDITION_FAILED, r->msg, sizeof(r->msg),
+                         "an x-amz-copy-source-if-* condition does not hold");
+    else if (range && !copy_range(range, si.size, &first, &len))
         e = GW_S3_INVALID_RANGE;
     else if (len > GW_S3_MAX_OBJECT_SIZE)
         e = GW_S3_ENTITY_TOO_LARGE;

@@ -69,3 +69,16 @@ void gw_s3_header_each(void *arg, void (*cb)(void *, const char *, const char *)
     struct each_ctx e = {cb, cbarg};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, each_header, &e);
 }
+
+enum gw_condition gw_s3_condition(struct gw_s3_req *r, bool copy_source,
+                                  const struct gw_object_info *oi)
+{
+    static const char *const names[2][4] = {
+        {"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"},
+        {"x-amz-copy-source-if-match", "x-amz-copy-source-if-none-match",
+         "x-amz-copy-source-if-modified-since", "x-amz-copy-source-if-unmodified-since"}};
+    const char *const *n = names[copy_source];
+    struct gw_conditions c = {gw_s3_header(r, n[0]), gw_s3_header(r, n[1]), gw_s3_header(r, n[2]),
+                              gw_s3_header(r, n[3])};
+    return gw_conditions_eval(&c, oi->etag, oi->mtime_ns / 1000000000);
+}

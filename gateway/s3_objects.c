@@ -96,6 +96,21 @@ void gw_s3_get_object(struct gw_s3_req *r, bool head)
         gw_s3_answer_errno(r, rc, head ? "HeadObject" : "GetObject");
         return;
     }
+    enum gw_condition cond = gw_s3_condition(r, false, &oi);
+    if (cond != GW_COND_OK) {
+        gw_get_end(g);
+        if (cond == GW_COND_FAILED) {
+            gw_s3_answer_error(r, GW_S3_PRECONDITION_FAILED, NULL);
+        } else { /* 304: the validators, no body */
+            struct MHD_Response *resp = gw_s3_buffer_response(NULL, 0, NULL);
+            if (resp) {
+                gw_s3_object_headers(r, resp, &oi);
+                gw_s3_queue(r, 304, resp);
+            }
+        }
+        gw_object_info_clear(&oi);
+        return;
+    }
     enum gw_s3_err e = gw_range_parse(gw_s3_header(r, "Range"), oi.size, &range);
     if (e) {
         snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);

@@ -21,6 +21,7 @@
 
 #include "gateway/s3_acl.h"
 #include "gateway/s3_checksum.h"
+#include "gateway/s3_conditions.h"
 #include "gateway/s3_errors.h"
 #include "gateway/s3_request.h"
 #include "gateway/s3_server.h"
@@ -90,6 +91,10 @@ struct gw_s3_req {
 /* s3_headers.c (arg: the request) */
 const char *gw_s3_header(void *arg, const char *name);
 void gw_s3_header_each(void *arg, void (*cb)(void *, const char *, const char *), void *cbarg);
+/* The request's preconditions (s3_conditions.h) held against the version
+ * oi: If-* on GET/HEAD, x-amz-copy-source-if-* for a copy's source. */
+enum gw_condition gw_s3_condition(struct gw_s3_req *r, bool copy_source,
+                                  const struct gw_object_info *oi);
 
 /* s3_answer.c */
 void gw_s3_queue(struct gw_s3_req *r, int status, struct MHD_Response *resp);

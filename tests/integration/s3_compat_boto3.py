@@ -6,9 +6,12 @@ and response-* overrides, empty user metadata, listing details (empty
 delimiter, fetch-owner, empty continuation token, V1 url encoding),
 ListObjectVersions on an unversioned bucket, a part uploaded twice and a
 repeated Complete, canned ACLs with unsigned (anonymous) requests, presigned
-URL lifetimes, and 501 for what is not served.
+URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
+documented pairs), conditional writes refused with 501 (never ignored), and
+501 for what is not served.
 argv[1]: the inec binary."""
 import base64
+import datetime
 import os
 import sys
 import zlib
@@ -441,6 +444,63 @@ def test_presign_expiry(s3):
     s3.delete_object(Bucket="compat", Key="p")
 
 
+def test_conditions(s3):
+    etag = s3.put_object(Bucket="compat", Key="c", Body=b"conditional")["ETag"]
+    lm = s3.head_object(Bucket="compat", Key="c")["LastModified"]
+    past, future = lm - datetime.timedelta(seconds=30), lm + datetime.timedelta(seconds=30)
+    cases = [  # GET and HEAD conditions, what S3 answers
+        ({"IfMatch": etag}, 200), ({"IfMatch": '"0123"'}, 412), ({"IfMatch": "*"}, 200),
+        ({"IfMatch": 'W/"0123", %s' % etag}, 200),
+        ({"IfNoneMatch": etag}, 304), ({"IfNoneMatch": '"0123"'}, 200),
+        ({"IfModifiedSince": lm}, 304), ({"IfModifiedSince": past}, 200),
+        ({"IfUnmodifiedSince": past}, 412), ({"IfUnmodifiedSince": future}, 200),
+        # the pairs S3 documents: If-Match holding beats If-Unmodified-Since,
+        # a matching If-None-Match is 304 whatever If-Modified-Since says
+        ({"IfMatch": etag, "IfUnmodifiedSince": past}, 200),
+        ({"IfNoneMatch": etag, "IfModifiedSince": past}, 304)]
+    for kw, want in cases:
+        for fn in (s3.get_object, s3.head_object):
+            try:
+                r = fn(Bucket="compat", Key="c", **kw)
+                got = r["ResponseMetadata"]["HTTPStatusCode"]
+                check(fn == s3.head_object or r["Body"].read() == b"conditional",
+                      "a conditional GET's body")
+            except ClientError as e:
+                got = e.response["ResponseMetadata"]["HTTPStatusCode"]
+                check(got != 412 or fn == s3.head_object or
+                      e.response["Error"]["Code"] == "PreconditionFailed", "412's code")
+            check(got == want, "%s %s: %s, want %s" % (fn.__name__, kw, got, want))
+    # 304 carries the validators and no body
+    st, hdrs, body = request("GET", "/compat/c", headers={"If-None-Match": etag})
+    check(st == 304 and hdrs.get("etag") == etag and "last-modified" in hdrs and body == b"",
+          "304: %s %s %r" % (st, hdrs, body))
+    # a copy's source: any condition that does not hold is 412
+    for kw, ok in (({"CopySourceIfMatch": etag}, True), ({"CopySourceIfMatch": '"0"'}, False),
+                   ({"CopySourceIfNoneMatch": etag}, False),
+                   ({"CopySourceIfModifiedSince": lm}, False),
+                   ({"CopySourceIfUnmodifiedSince": past}, False)):
+        try:
+            s3.copy_object(Bucket="compat", Key="c2", CopySource="compat/c", **kw)
+            check(ok, "copy with %s answered 200" % kw)
+        except ClientError as e:
+            check(not ok and e.response["Error"]["Code"] == "PreconditionFailed",
+                  "copy with %s: %r" % (kw, e.response["Error"]))
+    # conditional writes are refused, so no client believes it holds a create-only write
+    for method, path, hdrs in (("PUT", "/compat/c", {"If-None-Match": "*"}),
+                               ("PUT", "/compat/c", {"If-Match": etag}),
+                               ("DELETE", "/compat/c", {"If-Match": etag}),
+                               ("PUT", "/compat/c3", {"If-None-Match": "*",
+                                                      "x-amz-copy-source": "/compat/c"})):
+        st, _, body = request(method, path, body=b"overwritten" if method == "PUT" else b"",
+                              headers=hdrs)
+        check(st == 501 and code_of(body) == "NotImplemented",
+              "%s %s %s: %s %r" % (method, path, hdrs, st, body[:200]))
+    check(s3.get_object(Bucket="compat", Key="c")["Body"].read() == b"conditional",
+          "a refused conditional write changed the object")
+    for k in ("c", "c2"):
+        s3.delete_object(Bucket="compat", Key=k)
+
+
 def test_not_implemented(s3):
     for fn, kw in ((s3.put_bucket_versioning, {"VersioningConfiguration": {"Status": "Enabled"}}),
                    (s3.get_bucket_policy, {}),
@@ -468,6 +528,7 @@ def main():
     test_part_twice(s3)
     test_acls(s3)
     test_presign_expiry(s3)
+    test_conditions(s3)
     test_not_implemented(s3)
     s3.delete_bucket(Bucket="compat")
     if mode == "server":
