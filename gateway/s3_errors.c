@@ -42,6 +42,8 @@ static const struct gw_s3_error_info table[GW_S3_ERR_COUNT] = {
     [GW_S3_INVALID_DIGEST] = {"InvalidDigest", 400, "The Content-MD5 you specified is not valid."},
     [GW_S3_INVALID_PART] = {"InvalidPart", 400,
                             "One or more of the specified parts could not be found."},
+    [GW_S3_INVALID_PART_NUMBER] = {"InvalidPartNumber", 416,
+                                   "The requested partnumber is not satisfiable"},
     [GW_S3_INVALID_PART_ORDER] = {"InvalidPartOrder", 400,
                                   "The list of parts was not in ascending order."},
     [GW_S3_INVALID_RANGE] = {"InvalidRange", 416, "The requested range is not satisfiable"},

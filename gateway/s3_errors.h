@@ -28,6 +28,7 @@ enum gw_s3_err {
     GW_S3_INVALID_DIGEST,
     GW_S3_INVALID_PART,
     GW_S3_INVALID_PART_ORDER,
+    GW_S3_INVALID_PART_NUMBER, /* a GET's partNumber beyond the object's parts */
     GW_S3_INVALID_RANGE,
     GW_S3_INVALID_REQUEST,
     GW_S3_KEY_TOO_LONG,

@@ -76,6 +76,17 @@ static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* The bytes of part `part` as a range (S3 answers them 206 with their
+ * Content-Range; an empty part 200), and the object's part count. */
+static enum gw_s3_err part_range(struct gw_get *g, int part, struct gw_range *out, int *parts)
+{
+    uint64_t off, len;
+    if (gw_get_part(g, part, &off, &len, parts))
+        return GW_S3_INVALID_PART_NUMBER;
+    *out = (struct gw_range){.partial = len > 0, .first = off, .length = len};
+    return GW_S3_OK;
+}
+
 void gw_s3_get_object(struct gw_s3_req *r, bool head)
 {
     struct gw_objects *o = r->srv->objects;
@@ -88,10 +99,21 @@ void gw_s3_get_object(struct gw_s3_req *r, bool head)
         gw_s3_answer_error(r, oe, r->msg);
         return;
     }
+    /* ?partNumber=N: the bytes of part N (what the Java and Go SDKs'
+     * download managers ask for), instead of a Range. */
+    bool by_part = gw_s3_query_get(&r->q, "partNumber") != NULL;
+    if (by_part && !gw_s3_part_number(r))
+        return;
+    if (by_part && gw_s3_header(r, "Range")) {
+        gw_s3_answer_error(r, GW_S3_INVALID_REQUEST,
+                           "Cannot specify both Range header and partNumber query parameter");
+        return;
+    }
     /* One read of the record: a GET opens the object whole, then narrows it
-     * to the range parsed against that record's size. */
-    rc = head ? gw_object_head(o, r->t.bucket, r->t.key, &oi)
-              : gw_get_begin(o, r->t.bucket, r->t.key, 0, UINT64_MAX, &oi, &g);
+     * to the range parsed against that record's size (or to the part; a HEAD
+     * by part opens it too, for its layout). */
+    rc = head && !by_part ? gw_object_head(o, r->t.bucket, r->t.key, &oi)
+                          : gw_get_begin(o, r->t.bucket, r->t.key, 0, UINT64_MAX, &oi, &g);
     if (rc) {
         gw_s3_answer_errno(r, rc, head ? "HeadObject" : "GetObject");
         return;
@@ -111,9 +133,16 @@ void gw_s3_get_object(struct gw_s3_req *r, bool head)
         gw_object_info_clear(&oi);
         return;
     }
-    enum gw_s3_err e = gw_range_parse(gw_s3_header(r, "Range"), oi.size, &range);
+    int parts = 0;
+    enum gw_s3_err e = by_part ? part_range(g, r->part, &range, &parts)
+                               : gw_range_parse(gw_s3_header(r, "Range"), oi.size, &range);
+    if (by_part && head) { /* its layout was all it needed */
+        gw_get_end(g);
+        g = NULL;
+    }
     if (e) {
-        snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);
+        if (e == GW_S3_INVALID_RANGE)
+            snprintf(r->content_range, sizeof(r->content_range), "bytes */%" PRIu64, oi.size);
         gw_object_info_clear(&oi);
         gw_get_end(g);
         gw_s3_answer_error(r, e, NULL);
@@ -161,6 +190,11 @@ void gw_s3_get_object(struct gw_s3_req *r, bool head)
     }
     if (resp) {
         gw_s3_object_headers(r, resp, &oi);
+        if (parts) {
+            char v[16];
+            snprintf(v, sizeof(v), "%d", parts);
+            MHD_add_response_header(resp, "x-amz-mp-parts-count", v);
+        }
         if (!range.partial)
             gw_s3_checksum_headers(r, resp, &oi);
         if (range.partial) {

@@ -137,6 +137,37 @@ void gw_get_narrow(struct gw_get *g, uint64_t off, uint64_t len)
     g->end = len == UINT64_MAX || len > g->size - g->pos ? g->size : g->pos + len;
 }
 
+int gw_get_part(const struct gw_get *g, int part, uint64_t *off, uint64_t *len, int *parts)
+{
+    json_int_t n = json_integer_value(json_object_get(g->rec, "parts"));
+    *parts = n > 0 && n <= GW_PART_MAX ? (int)n : 0;
+    if (part < 1 || part > (*parts ? *parts : 1))
+        return -ERANGE;
+    *off = 0, *len = g->size;
+    if (!*parts)
+        return 0;
+    /* A part's stripes name its own object id, in part order; a part begins
+     * where its id first appears. Only the last part may be empty (every
+     * other holds GW_PART_MIN_SIZE at least): without stripes, it is at the end. */
+    size_t ns = json_array_size(g->stripes);
+    const char *prev = NULL;
+    int seen = 0;
+    *off = g->size;
+    for (size_t s = 0; s < ns && seen <= part; s++) {
+        const char *oid = json_string_value(json_object_get(json_array_get(g->stripes, s), "oid"));
+        if (oid && (!prev || strcmp(oid, prev) != 0)) {
+            if (++seen == part)
+                *off = g->start[s];
+            else if (seen == part + 1)
+                *len = g->start[s] - *off;
+            prev = oid;
+        }
+    }
+    if (seen <= part)
+        *len = g->size - *off;
+    return 0;
+}
+
 struct chunk_job {
     struct gw_get *g;
     uint64_t s;

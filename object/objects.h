@@ -121,6 +121,10 @@ int gw_get_begin(struct gw_objects *o, const char *bucket, const char *key, uint
  * gw_get_begin read (a range parsed against its size, without a second
  * read of the record that an overwrite could change). */
 void gw_get_narrow(struct gw_get *g, uint64_t off, uint64_t len);
+/* Part `part` (1..GW_PART_MAX) of the version gw_get_begin read: its bytes
+ * [*off, *off + *len) and the object's part count (*parts; 0 for an object not
+ * uploaded in parts, whose one part is the whole). -ERANGE: no such part. */
+int gw_get_part(const struct gw_get *g, int part, uint64_t *off, uint64_t *len, int *parts);
 /* Returns bytes read (0 at the end) or a negative errno. */
 ssize_t gw_get_read(struct gw_get *g, void *buf, size_t len);
 void gw_get_end(struct gw_get *g);

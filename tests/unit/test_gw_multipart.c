@@ -206,6 +206,19 @@ static void test_multipart(void **state)
     assert_int_equal(n, 0);
 
     get_check(o, "obj", 0, size, d);
+    /* each part's bytes, by number (part 2 ends in a padded stripe) */
+    struct gw_get *g;
+    assert_int_equal(gw_get_begin(o, "mpt", "obj", 0, UINT64_MAX, NULL, &g), 0);
+    uint64_t want_off[] = {0, P1, P1 + P2}, want_len[] = {P1, P2, P3}, off, len;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gw_get_part(g, i + 1, &off, &len, &n), 0);
+        assert_int_equal(n, 3);
+        assert_int_equal(off, want_off[i]);
+        assert_int_equal(len, want_len[i]);
+    }
+    assert_int_equal(gw_get_part(g, 4, &off, &len, &n), -ERANGE);
+    assert_int_equal(gw_get_part(g, 0, &off, &len, &n), -ERANGE);
+    gw_get_end(g);
     /* around both part boundaries, and within part 2's short last stripe */
     uint64_t at[] = {P1 - 1, P1 - 5000, P1 + P2 - 1, P1 + P2 - 700, size - 1};
     for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
