@@ -159,6 +159,41 @@ enum gw_s3_err gw_s3_request_acl(struct gw_s3_req *r, bool object, char acl[GW_A
     return e;
 }
 
+/* A write that asks for what inec does not keep is refused (501), not
+ * served without it: the client would believe its object encrypted (SSE,
+ * SSE-C: readable without the key), locked against deletion (Object Lock),
+ * tagged, or created only if absent (a conditional write whose overwrite
+ * breaks the client's lock or commit protocol). */
+enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
+{
+    static const struct {
+        const char *header, *what;
+        bool condition; /* of a write of a whole object, or of a delete */
+    } unkept[] = {
+        {"If-Match", "conditional writes", true},
+        {"If-None-Match", "conditional writes", true},
+        {"x-amz-server-side-encryption", "server-side encryption", false},
+        {"x-amz-server-side-encryption-aws-kms-key-id", "server-side encryption", false},
+        {"x-amz-server-side-encryption-customer-algorithm", "server-side encryption (SSE-C)",
+         false},
+        {"x-amz-object-lock-mode", "Object Lock", false},
+        {"x-amz-object-lock-retain-until-date", "Object Lock", false},
+        {"x-amz-object-lock-legal-hold", "Object Lock", false},
+        {"x-amz-tagging", "object tags", false},
+    };
+    enum gw_s3_op op = r->op;
+    bool whole = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT;
+    bool conditioned = whole || op == GW_OP_COMPLETE_MULTIPART_UPLOAD || op == GW_OP_DELETE_OBJECT;
+    bool stored = whole || op == GW_OP_CREATE_MULTIPART_UPLOAD || op == GW_OP_UPLOAD_PART ||
+                  op == GW_OP_UPLOAD_PART_COPY;
+    for (size_t i = 0; i < sizeof(unkept) / sizeof(unkept[0]); i++)
+        if ((unkept[i].condition ? conditioned : stored) && gw_s3_header(r, unkept[i].header))
+            return gw_s3_errorf(GW_S3_NOT_IMPLEMENTED, r->msg, sizeof(r->msg),
+                                "%s (%s) is not implemented by inec", unkept[i].what,
+                                unkept[i].header);
+    return GW_S3_OK;
+}
+
 /* Content-Type, the other stored headers, x-amz-meta-* and x-amz-acl of the
  * request (user_meta and headers are the caller's to free). */
 enum gw_s3_err gw_s3_request_attrs(struct gw_s3_req *r, struct gw_object_info *attrs)

@@ -136,15 +136,8 @@ static void begin(struct gw_s3_req *r, const char *method)
         return;
     }
 
-    /* Conditional writes are refused, not ignored: a create-only PUT
-     * (If-None-Match: *) that overwrote would break the client's lock or
-     * commit protocol. */
-    bool write = r->op == GW_OP_PUT_OBJECT || r->op == GW_OP_COPY_OBJECT ||
-                 r->op == GW_OP_COMPLETE_MULTIPART_UPLOAD || r->op == GW_OP_DELETE_OBJECT;
-    if (write && (gw_s3_header(r, "If-Match") || gw_s3_header(r, "If-None-Match"))) {
-        gw_s3_answer_error(r, GW_S3_NOT_IMPLEMENTED,
-                           "conditional writes (If-Match, If-None-Match) are not implemented "
-                           "by inec");
+    if ((e = gw_s3_write_unkept(r))) {
+        gw_s3_answer_error(r, e, r->msg);
         return;
     }
     switch (r->op) {

@@ -7,8 +7,9 @@ delimiter, fetch-owner, empty continuation token, V1 url encoding),
 ListObjectVersions on an unversioned bucket, a part uploaded twice and a
 repeated Complete, GET/HEAD by part number, canned ACLs with unsigned (anonymous) requests, presigned
 URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
-documented pairs), conditional writes refused with 501 (never ignored), and
-501 for what is not served.
+documented pairs), conditional writes and what a write asks to be kept but
+inec does not keep (SSE, SSE-C, Object Lock, tags) refused with 501, never
+ignored, and 501 for what is not served.
 argv[1]: the inec binary."""
 import base64
 import datetime
@@ -517,6 +518,29 @@ def test_conditions(s3):
               "%s %s %s: %s %r" % (method, path, hdrs, st, body[:200]))
     check(s3.get_object(Bucket="compat", Key="c")["Body"].read() == b"conditional",
           "a refused conditional write changed the object")
+    # what a write asks to be kept that inec does not keep: refused, not ignored
+    future = "2099-01-01T00:00:00Z"
+    for fn, kw in ((s3.put_object, {"ServerSideEncryption": "AES256"}),
+                   (s3.put_object, {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "k"}),
+                   (s3.put_object, {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": "k" * 32}),
+                   (s3.put_object, {"ObjectLockMode": "COMPLIANCE",
+                                    "ObjectLockRetainUntilDate": future}),
+                   (s3.put_object, {"ObjectLockLegalHoldStatus": "ON"}),
+                   (s3.put_object, {"Tagging": "a=b"}),
+                   (s3.create_multipart_upload, {"ServerSideEncryption": "AES256"}),
+                   (s3.copy_object, {"CopySource": "compat/c", "ServerSideEncryption": "AES256"})):
+        extra = {"Body": b"overwritten"} if fn == s3.put_object else {}
+        try:
+            fn(Bucket="compat", Key="c", **extra, **kw)
+            check(False, "%s with %s answered 200" % (fn.__name__, kw))
+        except ClientError as e:
+            check(e.response["Error"]["Code"] == "NotImplemented" and
+                  e.response["ResponseMetadata"]["HTTPStatusCode"] == 501,
+                  "%s with %s: %r" % (fn.__name__, kw, e.response["Error"]))
+    check(s3.get_object(Bucket="compat", Key="c")["Body"].read() == b"conditional",
+          "a refused write changed the object")
+    check("Uploads" not in s3.list_multipart_uploads(Bucket="compat"),
+          "a refused CreateMultipartUpload left an upload")
     for k in ("c", "c2"):
         s3.delete_object(Bucket="compat", Key=k)
 
