@@ -34,8 +34,15 @@ class InecServer:
             e.pop(k, None)
         e.update(env or {})
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.errlog, env=e)
+        # A test that dies of an exception must not leave the server running.
+        atexit.register(self._kill)
         self.banner = self._read_banner()
         self._parse_banner()
+
+    def _kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def _parse_banner(self):
         self.endpoint = self._field(r"S3 endpoint: (https?://\S+)")
@@ -139,9 +146,7 @@ class InecServer:
         return self.errlog.read()[-20000:]
 
     def fail(self, msg):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self._kill()
         sys.stderr.write("FAIL: %s\n--- server stderr ---\n%s\n" % (msg, self.stderr()))
         shutil.rmtree(self.dir, ignore_errors=True)
         sys.exit(1)
