@@ -195,11 +195,12 @@ void gw_repair_scan_done(struct gw_objects *o, const uint64_t *degraded_by_lost,
                          uint64_t stripes, uint64_t orphans_deleted, uint64_t tombstones_deleted,
                          int64_t duration_ms);
 
-/* tombstones.c: Collecting old tombstones */
+/* tombstones.c: Collecting old tombstones and dead ACL records */
 
 /* Removes the tombstones seen in scans grace_ms apart from every node, when
- * that is safe (tombstones.c says when); *seen carries sightings between calls
- * (a JSON object the caller frees). Returns how many it removed. */
+ * that is safe (tombstones.c says when), and the ACL records of objects
+ * overwritten or deleted that long; *seen carries sightings between calls
+ * (a JSON object the caller frees). Returns how many tombstones it removed. */
 uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grace_ms);
 
 /* scanner.c: The repair scanner */

@@ -25,7 +25,8 @@
  *   5. aborts the multipart uploads older than their bucket's lifecycle rule
  *      (AbortIncompleteMultipartUpload) or multipart_expire_ms (lifecycle.c);
  *   6. removes tombstones older than tombstone_grace_ms where no stale copy
- *      can outlive them (tombstones.c says why that is safe).
+ *      can outlive them (tombstones.c says why that is safe), and ACL records
+ *      whose object was overwritten or deleted that long ago.
  *
  * Memory: about 90 bytes per stripe and 48 per chunk during a scan.
  */
@@ -616,7 +617,8 @@ static void scan_once(struct gw_objects *o, struct seen *seen, json_t **tombs, i
     /* 5. multipart uploads past their bucket's lifecycle rule or the default age */
     if (!gw_repair_stopping(o))
         gw_mpu_expire(o);
-    /* 6. tombstones past their grace, where no stale copy can outlive them */
+    /* 6. tombstones past their grace, where no stale copy can outlive them;
+     * ACL records of objects gone */
     uint64_t tombstones = 0;
     int64_t tgrace = gw_repair_stopping(o) ? -1 : gw_repair_tombstones_due(o);
     if (tgrace >= 0)

@@ -1,5 +1,6 @@
 /*
- * Collecting old tombstones (the scanner's step 6, repair.h).
+ * Collecting old tombstones, and the ACL records of objects gone (the
+ * scanner's step 6, repair.h).
  *
  * A delete writes a tombstone: a record with a higher version saying
  * "deleted", because simply removing the record would let a stale copy on a
@@ -30,6 +31,11 @@
  * any copy went. What this does not cover: a node restored from an old backup,
  * or one kept out of the map longer than the grace and added back with its
  * old data (wipe such a node first, as with Cassandra's gc_grace_seconds).
+ *
+ * An ACL record (GW_META_ACL) set on an object that was since overwritten or
+ * deleted is dead: seen so for the same grace, it is removed from every node
+ * that holds it or an older one, again only where the copy is unchanged
+ * (drop_acl).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -144,53 +150,133 @@ static int purge(struct gw_objects *o, const char *bucket, const char *key, uint
     return done;
 }
 
+/* An ACL record outlives its object (README "Canned ACLs": it is set after
+ * the write, keyed by name, and names the upload it applies to, so neither an
+ * overwrite nor a delete of the object touches it). It is dead once no object
+ * of its name carries its upload: 1 dead, 0 alive, -1 unknown (the object's
+ * homes did not answer). name: "<bucket>/<key>". */
+static int acl_dead(struct gw_objects *o, const char *name, const char *oid)
+{
+    const char *slash = strchr(name, '/');
+    if (!slash || !oid)
+        return 0; /* not written by gw_object_acl_set: not ours to judge */
+    char *bucket = strndup(name, (size_t)(slash - name));
+    json_t *obj = NULL;
+    int rc = bucket ? gw_object_rec(o, bucket, slash + 1, &obj) : -ENOMEM;
+    free(bucket);
+    int dead = rc == -ENOENT ? 1
+               : rc          ? -1
+                    : strcmp(json_string_value(json_object_get(obj, "oid")) ?: "", oid) != 0;
+    json_decref(obj);
+    return dead;
+}
+
+/* 1 when the dead ACL record `key` seen at `version` is gone from every node;
+ * 0 when it must wait (a node silent, the record written again since). Unlike
+ * a tombstone's, no node has to answer for it: a copy left behind names an
+ * upload no object carries, so it grants nothing, and the next scans find it.
+ * Each node drops its copy only if it is still byte for byte the one read,
+ * so an ACL set meanwhile survives. */
+static int drop_acl(struct gw_objects *o, const char *key, uint64_t version, const char *oid)
+{
+    if (acl_dead(o, key, oid) != 1)
+        return 0; /* the object was written again under the same upload: never */
+    int n = o->nnodes;
+    struct purge p = {.o = o,
+                      .bucket = GW_META_ACL,
+                      .key = key,
+                      .c = calloc((size_t)n, sizeof(struct node_copy)),
+                      .out = calloc((size_t)n, sizeof(int))};
+    int done = p.c && p.out;
+    for (int i = 0; done && i < n; i++)
+        p.c[i].rc = -EHOSTDOWN;
+    if (done)
+        gw_fanout_run(o, n, read_one, &p);
+    for (int i = 0; done && i < n; i++) {
+        if (p.c[i].rc == -ENOENT)
+            continue;
+        json_t *rec = p.c[i].rc == 0 ? gw_rec_load(p.c[i].blob, p.c[i].len) : NULL;
+        if (rec && gw_rec_version(rec) <= version)
+            p.out[i] = 1; /* this ACL or an older one: an upload gone before it */
+        else
+            done = 0; /* silent, unreadable, or an ACL set since */
+        json_decref(rec);
+    }
+    if (p.c && p.out)
+        gw_fanout_run(o, n, apply_one, &p);
+    for (int i = 0; p.c && p.out && i < n; i++) {
+        if (p.out[i] == 1 || (p.out[i] != 0 && p.out[i] != -ENOENT))
+            done = 0; /* changed meanwhile (-ESTALE) or failed */
+        free(p.c[i].blob);
+    }
+    free(p.c);
+    free(p.out);
+    return done;
+}
+
 struct walk {
     struct gw_objects *o;
     const char *bucket;
     json_t *seen, *next; /* {"bucket/key": [version, first seen ms]} */
-    json_t *due;         /* [[bucket, key, version]] */
+    json_t *due;         /* [[bucket, key, version, first seen, ACL's oid or null]] */
     json_t *buckets;     /* every bucket name, deleted ones too */
+    json_t *acls;        /* [[key, version, oid]]: live ACL records, judged after the walk */
     int64_t now, grace;
 };
 
-static int walk_cb(const char *key, json_t *rec, void *arg)
+/* Notes a sighting of a record to collect (a tombstone, or a dead ACL's
+ * `oid`): due once seen at the same version for the grace. */
+static int sight(struct walk *w, const char *bucket, const char *key, uint64_t version,
+                 const char *oid)
 {
-    struct walk *w = arg;
-    if (w->buckets)
-        json_array_append_new(w->buckets, json_string(key));
-    if (!gw_rec_deleted(rec) || json_object_size(w->next) >= TOMBS_MAX)
-        return gw_repair_stopping(w->o);
-    size_t bl = strlen(w->bucket), kl = strlen(key);
+    size_t bl = strlen(bucket), kl = strlen(key);
     char *name = malloc(bl + kl + 2); /* '/' is in no bucket name: unambiguous */
     if (!name)
         return 1;
-    memcpy(name, w->bucket, bl);
+    memcpy(name, bucket, bl);
     name[bl] = '/';
     memcpy(name + bl + 1, key, kl + 1);
-    json_int_t v = (json_int_t)gw_rec_version(rec);
+    json_int_t v = (json_int_t)version;
     json_t *old = json_object_get(w->seen, name);
     json_int_t first = old && json_integer_value(json_array_get(old, 0)) == v
                            ? json_integer_value(json_array_get(old, 1))
                            : (json_int_t)w->now;
     if (w->now - first >= w->grace)
-        json_array_append_new(w->due, json_pack("[s,s,I,I]", w->bucket, key, v, first));
+        json_array_append_new(w->due, json_pack("[s,s,I,I,s?]", bucket, key, v, first, oid));
     else
         json_object_set_new(w->next, name, json_pack("[I,I]", v, first));
     free(name);
     return gw_repair_stopping(w->o);
 }
 
+static int walk_cb(const char *key, json_t *rec, void *arg)
+{
+    struct walk *w = arg;
+    if (w->buckets)
+        json_array_append_new(w->buckets, json_string(key));
+    if (json_object_size(w->next) >= TOMBS_MAX)
+        return gw_repair_stopping(w->o);
+    if (gw_rec_deleted(rec))
+        return sight(w, w->bucket, key, gw_rec_version(rec), NULL);
+    const char *oid = json_string_value(json_object_get(rec, "oid"));
+    if (strcmp(w->bucket, GW_META_ACL) == 0 && oid && json_array_size(w->acls) < TOMBS_MAX)
+        json_array_append_new(w->acls,
+                              json_pack("[s,I,s]", key, (json_int_t)gw_rec_version(rec), oid));
+    return gw_repair_stopping(w->o);
+}
+
 uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grace_ms)
 {
-    struct walk w = {o,
-                     GW_META_BUCKET,
-                     *seen ? *seen : json_object(),
-                     json_object(),
-                     json_array(),
-                     json_array(),
-                     gw_now_ms(),
-                     grace_ms};
-    int rc = w.seen && w.next && w.due && w.buckets ? 0 : -ENOMEM;
+    struct walk w = {.o = o,
+                     .bucket = GW_META_BUCKET,
+                     .seen = *seen ? *seen : json_object(),
+                     .next = json_object(),
+                     .due = json_array(),
+                     .buckets = json_array(),
+                     .acls = json_array(),
+                     .now = gw_now_ms(),
+                     .grace = grace_ms};
+    int rc = w.seen && w.next && w.due && w.buckets && w.acls ? 0 : -ENOMEM;
     if (rc == 0)
         rc = gw_meta_list_all(o, GW_META_BUCKET, walk_cb, &w);
     json_t *buckets = w.buckets;
@@ -198,7 +284,7 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
     json_array_append_new(buckets, json_string(GW_META_MPU));
     json_array_append_new(buckets, json_string(GW_META_ACL));
     size_t i;
-    json_t *b;
+    json_t *b, *d;
     json_array_foreach(buckets, i, b)
     {
         if (rc || gw_repair_stopping(o))
@@ -206,13 +292,25 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         w.bucket = json_string_value(b);
         rc = gw_meta_list_all(o, w.bucket, walk_cb, &w);
     }
-    /* Every node must answer for every key: with one doubted, none is tried
-     * (each try would wait for it); they stay due for the next scan. */
+    /* Judged once the listing is over: each takes a read of its object. The
+     * read follows the ACL's, so an ACL set on an object committed before
+     * it is seen alive; the grace covers a write still landing. */
+    json_array_foreach(w.acls, i, d)
+    {
+        const char *key = json_string_value(json_array_get(d, 0));
+        const char *oid = json_string_value(json_array_get(d, 2));
+        if (rc || gw_repair_stopping(o) || json_object_size(w.next) >= TOMBS_MAX)
+            break;
+        if (acl_dead(o, key, oid) == 1)
+            rc = sight(&w, GW_META_ACL, key, (uint64_t)json_integer_value(json_array_get(d, 1)),
+                       oid);
+    }
+    /* Every node must answer for every tombstone: with one doubted, none is
+     * tried (each try would wait for it); they stay due for the next scan. */
     bool all_up = true;
     for (int n = 0; n < o->nnodes; n++)
         all_up &= gw_peer_state(o, n) == GW_PEER_UP;
-    uint64_t removed = 0;
-    json_t *d;
+    uint64_t removed = 0, acls = 0;
     json_array_foreach(w.due, i, d)
     {
         if (gw_repair_stopping(o))
@@ -220,7 +318,12 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         const char *bucket = json_string_value(json_array_get(d, 0));
         const char *key = json_string_value(json_array_get(d, 1));
         json_t *v = json_array_get(d, 2);
-        if (all_up && purge(o, bucket, key, (uint64_t)json_integer_value(v))) {
+        const char *oid = json_string_value(json_array_get(d, 4));
+        if (oid && drop_acl(o, key, (uint64_t)json_integer_value(v), oid)) {
+            acls++;
+            continue;
+        }
+        if (!oid && all_up && purge(o, bucket, key, (uint64_t)json_integer_value(v))) {
             removed++;
             continue;
         }
@@ -232,11 +335,15 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         }
     }
     json_decref(buckets);
+    json_decref(w.acls);
     json_decref(w.due);
     json_decref(w.seen);
     *seen = w.next;
     if (removed)
         inec_log(INEC_LOG_INFO, "repair", "scan: %llu tombstones collected",
                  (unsigned long long)removed);
+    if (acls)
+        inec_log(INEC_LOG_INFO, "repair", "scan: %llu ACL records of objects gone removed",
+                 (unsigned long long)acls);
     return removed;
 }

@@ -1773,6 +1773,44 @@ static void test_acls_and_headers(void **state)
     gw_objects_close(o);
 }
 
+/* An ACL record whose object was overwritten or deleted is collected once
+ * seen so for the grace; the ACL of the object as it is stays. */
+static void test_acl_collect(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    assert_int_equal(gw_bucket_create(o, "acl"), 0);
+    uint8_t d[10] = {0};
+    const char *keys[] = {"acl/over", "acl/gone", "acl/kept"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(put(o, "acl", keys[i] + 4, d, sizeof(d)), 0);
+        assert_int_equal(gw_object_acl_set(o, "acl", keys[i] + 4, "public-read"), 0);
+    }
+    assert_int_equal(put(o, "acl", "over", d, sizeof(d)), 0);
+    assert_int_equal(gw_object_delete(o, "acl", "gone"), 0);
+    json_t *seen = NULL, *rec;
+    gw_tombstones_collect(o, &seen, 3600000); /* seen dead, not for long enough */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gw_meta_read(o, GW_META_ACL, keys[i], &rec), 0);
+        json_decref(rec);
+    }
+    gw_tombstones_collect(o, &seen, 0);
+    assert_int_equal(gw_meta_read(o, GW_META_ACL, "acl/over", &rec), -ENOENT);
+    assert_int_equal(gw_meta_read(o, GW_META_ACL, "acl/gone", &rec), -ENOENT);
+    assert_int_equal(gw_meta_read(o, GW_META_ACL, "acl/kept", &rec), 0);
+    json_decref(rec);
+    char acl[GW_ACL_MAX];
+    assert_int_equal(gw_object_acl_get(o, "acl", "kept", acl), 0);
+    assert_string_equal(acl, "public-read");
+    /* the overwrite's own ACL, set after the collection, is alive */
+    assert_int_equal(gw_object_acl_set(o, "acl", "over", "authenticated-read"), 0);
+    gw_tombstones_collect(o, &seen, 0);
+    assert_int_equal(gw_object_acl_get(o, "acl", "over", acl), 0);
+    assert_string_equal(acl, "authenticated-read");
+    json_decref(seen);
+    gw_objects_close(o);
+}
+
 static void test_schemes(void **state)
 {
     (void)state;
@@ -2259,6 +2297,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_default_large_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_direct_min, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acls_and_headers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_collect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schemes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_meta_heal_doubt, setup, teardown),
