@@ -117,6 +117,8 @@ int node_store_open(const char *dir, const struct node_store_options *opt, struc
     s->dirfd = s->lockfd = -1;
     pthread_rwlock_init(&s->seg_lock, NULL);
     pthread_mutex_init(&s->write_mu, NULL);
+    pthread_mutex_init(&s->acked_mu, NULL);
+    pthread_cond_init(&s->acked_cond, NULL);
     pthread_mutex_init(&s->q_mu, NULL);
     pthread_mutex_init(&s->mq_mu, NULL);
     pthread_cond_init(&s->mq_cond, NULL);
@@ -243,6 +245,8 @@ void node_store_close(struct node_store *s)
         close(s->dirfd);
     pthread_rwlock_destroy(&s->seg_lock);
     pthread_mutex_destroy(&s->write_mu);
+    pthread_mutex_destroy(&s->acked_mu);
+    pthread_cond_destroy(&s->acked_cond);
     pthread_mutex_destroy(&s->q_mu);
     pthread_mutex_destroy(&s->mq_mu);
     pthread_cond_destroy(&s->mq_cond);

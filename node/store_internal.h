@@ -19,7 +19,8 @@
 #include "node/lmdb_err.h"
 #include "node/store.h"
 
-#define KEY_BYTES 28 /* object id, stripe (BE), index (BE): id order */
+#define KEY_BYTES 28  /* object id, stripe (BE), index (BE): id order */
+#define BATCH_MAX 510 /* records per write batch: two iovecs each, under IOV_MAX */
 #define SEG_NAME  "seg-%08" PRIx32 ".log"
 
 /* Index value of a chunk; host byte order (the index is not portable). */
@@ -35,6 +36,13 @@ struct loc {
 struct seg {
     uint32_t id;
     int fd;
+};
+
+/* A record of the batch acknowledged ahead of its index txn (store_write.c). */
+struct acked {
+    uint8_t key[KEY_BYTES];
+    struct loc loc;
+    bool tombstone;
 };
 
 struct node_store {
@@ -55,11 +63,22 @@ struct node_store {
     uint32_t active; /* 0: none yet */
     int active_fd;
     uint64_t active_off;
-    int broken;              /* a failed batch could not be truncated away: refuse writes */
+    int broken;              /* refuse writes: a failed batch could not be truncated away, or an
+                              * acknowledged one not indexed */
     int direct_fd;           /* the active segment opened O_DIRECT (-1: not open) */
     uint32_t direct_seg;     /* which segment direct_fd is */
     _Atomic bool direct_off; /* the file system refused O_DIRECT: every write buffered */
     _Atomic uint64_t direct_bytes;
+
+    /* The batch between its flush and its index txn's commit: acknowledged
+     * once its records are durable (the txn is a second flush, and one lost
+     * is redone by the tail rescan), so a lookup tries it before the index
+     * (store_acked_get). Written by the write_mu holder, under acked_mu;
+     * empty whenever write_mu is free, unless the commit failed (`broken`). */
+    pthread_mutex_t acked_mu;
+    pthread_cond_t acked_cond; /* nacked went to 0 */
+    struct acked acked[BATCH_MAX];
+    size_t nacked;
 
     pthread_mutex_t mq_mu; /* metadata writes' group commit */
     pthread_cond_t mq_cond;
@@ -96,7 +115,8 @@ struct node_store {
 
     pthread_mutex_t compact_mu;
     _Atomic int reads;         /* chunk reads in flight: compaction yields to them */
-    _Atomic uint64_t appended; /* record bytes ever appended (tells auto compaction to look) */
+    _Atomic uint64_t appended; /* record bytes ever appended and indexed (tells auto
+                                * compaction and the stats' scan to look) */
     _Atomic uint64_t compacted_segments, compacted_bytes; /* freed by compaction, ever */
 
     /* node_store_stats' scan of the chunk index (store_stats.c): its totals,
@@ -149,6 +169,14 @@ int store_cmp_u32(const void *a, const void *b);
 
 /* store_write.c */
 void store_direct_close(struct node_store *s);
+/* k in the acknowledged batch not yet indexed: 0 and *l, -ENOENT (deleted
+ * there), or 1 (not there: the index says). Called before the index is
+ * read, so a record leaves the batch only once the index has it. */
+int store_acked_get(struct node_store *s, const uint8_t k[KEY_BYTES], struct loc *l);
+/* Returns once no batch is acknowledged and not yet indexed, or after at
+ * most SETTLE_MAX_S: for the readers of the whole index (stats, listings,
+ * scrub), which do not look at that batch. */
+void store_settle(struct node_store *s);
 void *store_writer_main(void *arg);
 
 /* store_read.c */

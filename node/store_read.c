@@ -86,8 +86,8 @@ static int get_impl(struct node_store *s, const struct node_chunk_id *id, void *
     if (!nowait)
         pthread_rwlock_rdlock(&s->seg_lock);
     atomic_fetch_add(&s->reads, 1);
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
-    if (rc == 0) {
+    int rc = store_acked_get(s, k, &l);
+    if (rc == 1 && (rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))) == 0) {
         rc = store_loc_get(s, txn, k, &l);
         mdb_txn_abort(txn);
     }
@@ -156,6 +156,7 @@ int node_store_list_chunks(struct node_store *s, const struct node_chunk_id *sta
 {
     if (!s || !cb)
         return -EINVAL;
+    store_settle(s);
     MDB_txn *txn;
     MDB_cursor *cur;
     int rc = store_read_cursor(s, s->chunks, &txn, &cur);

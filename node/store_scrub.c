@@ -9,6 +9,7 @@ int node_store_list_repair(struct node_store *s, node_repair_cb cb, void *arg)
 {
     if (!s || !cb)
         return -EINVAL;
+    store_settle(s);
     MDB_txn *txn;
     MDB_cursor *cur;
     int rc = store_read_cursor(s, s->repair, &txn, &cur);
@@ -50,6 +51,7 @@ int node_store_scrub(struct node_store *s, node_scrub_cb cb, void *arg,
 {
     if (!s)
         return -EINVAL;
+    store_settle(s);
     struct node_scrub_result r = {0};
     struct idpage *page = malloc(sizeof(*page));
     if (!page)

@@ -79,6 +79,7 @@ int node_store_stats(struct node_store *s, struct node_store_stats *st)
 {
     if (!s || !st)
         return -EINVAL;
+    store_settle(s);
     memset(st, 0, sizeof(*st));
     st->capacity = s->opt.capacity;
     pthread_rwlock_rdlock(&s->seg_lock);

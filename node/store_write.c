@@ -2,10 +2,18 @@
  * The write path (commit_batch, always under write_mu):
  *   encode headers (callers, in parallel) -> io_uring writev at the active
  *   segment's tail -> io_uring fdatasync -> one LMDB txn with every index entry
- *   of the batch and the segment's new watermark -> acknowledge. With group
- *   commit a writer thread drains a queue and commits everything queued as one
- *   batch (one write, one flush, one txn); without, each caller commits alone.
- *   A failed batch is truncated away, so nothing of it is indexed later.
+ *   of the batch and the segment's new watermark, filled -> acknowledge -> the
+ *   txn committed. With group commit a writer thread drains a queue and commits
+ *   everything queued as one batch (one write, one flush, one txn); without,
+ *   each caller commits alone. A batch that fails before its acknowledgement
+ *   is truncated away, so nothing of it is indexed later.
+ *
+ * The acknowledgement does not wait for the txn's commit, which is a second
+ * flush (of index.mdb): the records are durable, and a txn lost in a crash is
+ * redone by the recovery's rescan past the watermark (store.c). Until the
+ * commit, reads find the batch's records in s->acked (store_acked_get). A
+ * commit that fails leaves them there and stops the writes (`broken`): the
+ * next open indexes them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inec/log.h"
 #include "node/store_internal.h"
 
-#define BATCH_MAX 510 /* two iovecs per record, under IOV_MAX */
+/* How long the readers of the whole index wait for an acknowledged batch's
+ * commit (store_settle): past it, a disk that stalls shows them the index as
+ * it is rather than hanging a node's stats behind it. */
+#define SETTLE_MAX_S 1
 
 struct wreq {
     enum node_record_type type;
@@ -218,16 +230,18 @@ static void piece_add(struct piece *pc, size_t *np, struct iovec *iov, size_t *n
     last->bytes += len;
 }
 
-static int index_batch(struct node_store *s, struct wreq **r, size_t n, uint64_t end)
+/* The batch's index entries and the segment's new watermark in a write txn
+ * left open for the caller to commit (*txn); each request's rc says whether
+ * its record is alive or dead (left for compaction). */
+static int index_batch(struct node_store *s, struct wreq **r, size_t n, uint64_t end, MDB_txn **txn)
 {
-    MDB_txn *txn;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, &txn));
+    int rc = mdb_err(mdb_txn_begin(s->env, NULL, 0, txn));
     if (rc)
         return rc;
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (!r[i]->placed)
             continue;
-        int arc = store_apply(s, txn, r[i]->type, r[i]->key, r[i]->version, r[i]->len,
+        int arc = store_apply(s, *txn, r[i]->type, r[i]->key, r[i]->version, r[i]->len,
                               store_get32(r[i]->hdr + 48), r[i]->flags, s->active, r[i]->off);
         if (arc == -ENOENT || arc == -ESTALE)
             r[i]->rc = arc; /* a dead record, left for compaction */
@@ -235,20 +249,93 @@ static int index_batch(struct node_store *s, struct wreq **r, size_t n, uint64_t
             rc = arc;
     }
     if (rc == 0)
-        rc = store_wm_put(s, txn, s->active, end);
-    if (rc) {
-        mdb_txn_abort(txn);
-        return rc;
+        rc = store_wm_put(s, *txn, s->active, end);
+    if (rc)
+        mdb_txn_abort(*txn);
+    return rc;
+}
+
+int store_acked_get(struct node_store *s, const uint8_t k[KEY_BYTES], struct loc *l)
+{
+    int rc = 1;
+    pthread_mutex_lock(&s->acked_mu);
+    /* A batch is at most BATCH_MAX records and usually a few: a scan from its
+     * end (the last record of a key is the one indexed). */
+    for (size_t i = s->nacked; i-- > 0 && rc == 1;) {
+        if (memcmp(s->acked[i].key, k, KEY_BYTES) != 0)
+            continue;
+        rc = s->acked[i].tombstone ? -ENOENT : 0;
+        if (rc == 0)
+            *l = s->acked[i].loc;
     }
-    return mdb_err(mdb_txn_commit(txn));
+    pthread_mutex_unlock(&s->acked_mu);
+    return rc;
+}
+
+void store_settle(struct node_store *s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += SETTLE_MAX_S;
+    pthread_mutex_lock(&s->acked_mu);
+    while (s->nacked && pthread_cond_timedwait(&s->acked_cond, &s->acked_mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&s->acked_mu);
+}
+
+/* The batch's live records, where reads find them until the txn commits. */
+static void acked_set(struct node_store *s, struct wreq **r, size_t n)
+{
+    pthread_mutex_lock(&s->acked_mu);
+    s->nacked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!r[i]->placed || r[i]->rc)
+            continue;
+        struct acked *a = &s->acked[s->nacked++];
+        memcpy(a->key, r[i]->key, KEY_BYTES);
+        a->tombstone = r[i]->type == NODE_REC_TOMBSTONE;
+        a->loc = (struct loc){.seg = s->active,
+                              .len = r[i]->len,
+                              .off = r[i]->off,
+                              .version = r[i]->version,
+                              .crc = store_get32(r[i]->hdr + 48),
+                              .flags = r[i]->flags};
+    }
+    pthread_mutex_unlock(&s->acked_mu);
+}
+
+/* Answers r[0..n) with their rc: an async request is called back and freed,
+ * a waiter woken (with group commit; without, its own thread is here). After
+ * this none of them may be touched. Runs under write_mu: a callback may queue
+ * writes, never wait for one. */
+static void acknowledge(struct node_store *s, struct wreq **r, size_t n)
+{
+    bool async[BATCH_MAX];
+    for (size_t i = 0; i < n; i++)
+        async[i] = r[i]->cb != NULL;
+    if (s->opt.group_commit) {
+        pthread_mutex_lock(&s->q_mu);
+        for (size_t i = 0; i < n; i++)
+            if (!async[i])
+                r[i]->done = 1;
+        pthread_cond_broadcast(&s->done_cond);
+        pthread_mutex_unlock(&s->q_mu);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (async[i]) {
+            r[i]->cb(r[i]->rc, r[i]->cb_arg);
+            free(r[i]);
+        }
 }
 
 /*
- * Commits a prefix of r[0..n) as one write + one flush + one txn, all into the
- * active segment. Returns how many requests it consumed (at least one); each
- * consumed request has its rc set.
+ * Writes and flushes a prefix of r[0..n) into the active segment and fills
+ * its index txn (*txn, left open; NULL when nothing went in), whose records
+ * take *appended bytes. Returns how many
+ * requests it consumed (at least one); each consumed request has its rc set.
  */
-static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
+static size_t write_batch(struct node_store *s, struct wreq **r, size_t n, MDB_txn **txn,
+                          uint64_t *appended)
 {
     static const uint8_t zeros[NODE_RECORD_ALIGN];
     /* Per record at most 4 buffered iovecs (header, gap; the payload's tail,
@@ -327,8 +414,9 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
         rc = uring_fdatasync(&s->ring, s->active_fd);
     store_crash_point(s, "after_flush");
     if (rc == 0)
-        rc = index_batch(s, r, i, start + bytes);
+        rc = index_batch(s, r, i, start + bytes, txn);
     if (rc) {
+        *txn = NULL;
         /* Nothing of the batch may be found by a later rescan. */
         if (ftruncate(s->active_fd, (off_t)start) != 0 || fdatasync(s->active_fd) != 0) {
             inec_log(INEC_LOG_ERROR, "node", "cannot drop failed batch seg=%" PRIu32 " err=%s",
@@ -342,9 +430,42 @@ static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
     }
     s->active_off += bytes;
     atomic_fetch_add(&s->used, bytes);
-    atomic_fetch_add(&s->appended, bytes);
-    store_crash_point(s, "after_index");
+    *appended = bytes;
     return i;
+}
+
+/*
+ * Commits a prefix of r[0..n) as one write + one flush + one txn and
+ * acknowledges it once it is durable, before the txn's commit. Returns how
+ * many requests it consumed (at least one), none of which may be touched
+ * after.
+ */
+static size_t commit_batch(struct node_store *s, struct wreq **r, size_t n)
+{
+    MDB_txn *txn = NULL;
+    uint64_t appended = 0;
+    size_t used = write_batch(s, r, n, &txn, &appended);
+    if (txn)
+        acked_set(s, r, used);
+    acknowledge(s, r, used);
+    if (!txn)
+        return used;
+    store_crash_point(s, "after_ack");
+    int rc = mdb_err(mdb_txn_commit(txn));
+    if (rc) { /* acknowledged: kept in s->acked for reads, indexed by the next open */
+        inec_log(INEC_LOG_ERROR, "node",
+                 "cannot index a durable batch seg=%" PRIu32 " err=%s: writes stop until a restart",
+                 s->active, strerror(-rc));
+        s->broken = rc;
+    } else {
+        atomic_fetch_add(&s->appended, appended); /* now the index has them (store_stats.c) */
+        pthread_mutex_lock(&s->acked_mu);
+        s->nacked = 0;
+        pthread_cond_broadcast(&s->acked_cond);
+        pthread_mutex_unlock(&s->acked_mu);
+    }
+    store_crash_point(s, "after_index");
+    return used;
 }
 
 void *store_writer_main(void *arg)
@@ -370,18 +491,7 @@ void *store_writer_main(void *arg)
         for (size_t i = 0; i < n;)
             i += commit_batch(s, batch + i, n - i);
         pthread_mutex_unlock(&s->write_mu);
-        /* Callbacks run unlocked: they may queue more writes. */
-        for (size_t i = 0; i < n; i++)
-            if (batch[i]->cb) {
-                batch[i]->cb(batch[i]->rc, batch[i]->cb_arg);
-                free(batch[i]);
-                batch[i] = NULL;
-            }
         pthread_mutex_lock(&s->q_mu);
-        for (size_t i = 0; i < n; i++)
-            if (batch[i])
-                batch[i]->done = 1;
-        pthread_cond_broadcast(&s->done_cond);
     }
     pthread_mutex_unlock(&s->q_mu);
     return NULL;
@@ -407,15 +517,11 @@ static int submit(struct node_store *s, struct wreq *r)
     store_id_of(r->key, &rec.id);
     node_record_encode(&rec, r->hdr);
     if (!s->opt.group_commit) {
+        bool async = r->cb != NULL; /* then r is answered and freed in the commit */
         pthread_mutex_lock(&s->write_mu);
         commit_batch(s, &r, 1);
         pthread_mutex_unlock(&s->write_mu);
-        if (r->cb) {
-            r->cb(r->rc, r->cb_arg);
-            free(r);
-            return 0;
-        }
-        return r->rc;
+        return async ? 0 : r->rc;
     }
     pthread_mutex_lock(&s->q_mu);
     if (s->stop) {
@@ -485,11 +591,13 @@ int node_store_delete_chunk(struct node_store *s, const struct node_chunk_id *id
     /* Skip the tombstone when there is nothing to delete; the batch rechecks. */
     MDB_txn *txn;
     struct loc l;
-    int rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn));
-    if (rc)
-        return rc;
-    rc = store_loc_get(s, txn, r.key, &l);
-    mdb_txn_abort(txn);
+    int rc = store_acked_get(s, r.key, &l);
+    if (rc == 1) {
+        if ((rc = mdb_err(mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))))
+            return rc;
+        rc = store_loc_get(s, txn, r.key, &l);
+        mdb_txn_abort(txn);
+    }
     if (rc)
         return rc;
     if (l.version > version)

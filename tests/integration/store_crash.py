@@ -15,7 +15,7 @@ import tempfile
 import threading
 
 HOOKS = [None, None, "before_write", "mid_write", "after_write", "after_flush",
-         "after_index", "compact_copied", "compact_switched", "meta_logged", "meta_applied"]
+         "after_ack", "after_index", "compact_copied", "compact_switched", "meta_logged", "meta_applied"]
 
 
 def run_writer(helper, data, it, seed, hook, gc):
