@@ -124,6 +124,7 @@ struct gw_objects {
     _Atomic uint64_t meta_read_calls; /* homes asked by reads */
 
     struct gw_fanout *fan;
+    struct gw_fanout *put_fan;  /* PUTs' stripe writers (put.c) */
     struct gw_fetcher *fetcher; /* GET's chunk reads (stripe_fetch.c) */
     struct gw_decoder *decoder; /* GET's decode graphs and sessions (decode_sessions.c) */
 
@@ -174,6 +175,9 @@ struct gw_objects {
 
 /* Used by open.c: the metadata fan-out's threads kept (it grows while calls wait). */
 #define GW_FAN_THREADS 4
+/* Used by open.c: stripe writers kept, for four large PUTs at once (each has up
+ * to two stripes on them: put.c's window, less the one its own thread writes). */
+#define GW_PUT_THREADS 8
 
 /* Used by open.c and sessions.c. */
 #define GW_SESSIONS_IDLE 12 /* idle encode sessions kept */

@@ -138,7 +138,8 @@ static int open_common(struct gw_objects *o, const json_t *map, const json_t *op
     pthread_mutex_init(&o->bucket_lock, NULL);
     if (!(o->buckets = json_object()))
         return snprintf(msg, msglen, "out of memory"), -ENOMEM;
-    if ((rc = gw_fanout_create(GW_FAN_THREADS, &o->fan)) || (rc = gw_fetcher_create(o)) ||
+    if ((rc = gw_fanout_create(GW_FAN_THREADS, &o->fan)) ||
+        (rc = gw_fanout_create(GW_PUT_THREADS, &o->put_fan)) || (rc = gw_fetcher_create(o)) ||
         (rc = gw_decoder_create(o)))
         return snprintf(msg, msglen, "cannot start threads"), rc;
     if (pthread_create(&o->gc_thread, NULL, gw_gc_main, o) == 0)
@@ -363,6 +364,8 @@ void gw_objects_close(struct gw_objects *o)
     if (o->fan && o->nodes && o->embedded)
         gw_gc_run(o, true);
     gw_fanout_destroy(o->fan);
+    /* Every PUT ended: none of its stripes is queued. */
+    gw_fanout_destroy(o->put_fan);
     gw_fetcher_destroy(o); /* reads a GET left behind (late, not needed) */
     gw_repair_free(o);     /* after the reads left behind: they may report */
     gw_session_pool_destroy(o, &o->sessions);

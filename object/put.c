@@ -72,9 +72,9 @@ struct gw_put;
 
 struct inflight {
     struct gw_put *p;
-    pthread_t thread;
     bool busy;      /* holds a stripe not collected yet */
-    bool threaded;  /* written by thread, else by the submitter */
+    bool posted;    /* written by a stripe writer (o->put_fan), else by the submitter */
+    bool written;   /* by the stripe writer (hash_lock) */
     bool hash_here; /* its bytes go into the digests on its writer's thread (hash_sent) */
     bool sha_here;  /* into the SHA-256 alone there (a hasher takes the MD5) */
     uint8_t *buf;   /* owned; swapped with gw_put.buf */
@@ -592,13 +592,16 @@ static void inflight_write(struct inflight *f)
     hash_sent(f); /* when it was not sent on a session, or not at all */
 }
 
-/* Named here, not in inflight_write: the last stripe is written on the
- * request's own thread, which must keep its name. */
-static void *inflight_main(void *arg)
+/* A stripe writer's job: a pool thread, not one created per stripe. */
+static void inflight_job(void *arg, int i)
 {
-    pthread_setname_np(pthread_self(), "put-stripe");
-    inflight_write(arg);
-    return NULL;
+    (void)i;
+    struct inflight *f = arg;
+    inflight_write(f);
+    pthread_mutex_lock(&f->p->hash_lock);
+    f->written = true;
+    pthread_cond_broadcast(&f->p->hash_cond);
+    pthread_mutex_unlock(&f->p->hash_lock);
 }
 
 /* Appends a written stripe's record: in order, and none after a failed one
@@ -619,8 +622,10 @@ static int inflight_join(struct gw_put *p, struct inflight *f)
 {
     if (!f->busy)
         return 0;
-    if (f->threaded)
-        pthread_join(f->thread, NULL);
+    pthread_mutex_lock(&p->hash_lock);
+    while (f->posted && !f->written)
+        pthread_cond_wait(&p->hash_cond, &p->hash_lock);
+    pthread_mutex_unlock(&p->hash_lock);
     hash_wait(p, f->s * p->stripe_bytes + f->bytes);
     f->busy = false;
     return collect(p, f);
@@ -639,8 +644,8 @@ static int inflight_drain(struct gw_put *p)
 }
 
 /* Hands the stripe buffer, `bytes` of body in chunks of L, to a slot (after
- * the stripe it held is done) and its writer thread; `here`: the caller
- * writes it (the last stripe: it would only wait for it). */
+ * the stripe it held is done) and a stripe writer; `here`: the caller writes
+ * it (the last stripe: it would only wait for it). */
 static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
 {
     struct inflight *f = &p->fl[p->submitted % GW_PUT_WINDOW];
@@ -673,8 +678,8 @@ static int submit_stripe(struct gw_put *p, size_t L, size_t bytes, bool here)
         hash_unfollowed(p, f->buf, bytes);
     }
     f->busy = true;
-    f->threaded = !here && pthread_create(&f->thread, NULL, inflight_main, f) == 0;
-    if (!f->threaded)
+    f->posted = !here && gw_fanout_post(p->o->put_fan, inflight_job, f, 0) == 0;
+    if (!f->posted)
         inflight_write(f); /* collected in order by inflight_join */
     if (hash)
         p->hashed = p->published = end;
