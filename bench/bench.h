@@ -62,9 +62,12 @@ void bench_series_free(struct bench_series *s, int ns);
 /*
  * The disk under `dir`: sequential 1 MiB writes of `bytes` in all, with an
  * fdatasync after every 16 MiB (what a node does with a large object's
- * chunks, at best), into MB/s. The file is removed afterwards.
+ * chunks, at best), into MB/s: the best of `rounds` passes, as a ceiling is
+ * (a shared disk's passes here varied up to 5x). The file is removed
+ * afterwards.
  */
-int bench_disk_write_mbps(const char *dir, uint64_t bytes, double *mbps, char *err, size_t errlen);
+int bench_disk_write_mbps(const char *dir, uint64_t bytes, int rounds, double *mbps, char *err,
+                          size_t errlen);
 
 /*
  * The disk under `dir` as a small write's commit sees it: `files` files,
