@@ -68,7 +68,7 @@ void gw_s3_floor_begin(struct gw_s3_req *r)
         }
         snprintf(f->key, sizeof(f->key), "%s", r->t.key);
         struct MHD_Response *resp =
-            MHD_create_response_from_callback(size, GW_S3_READ_BLOCK, floor_reader, f, free);
+            MHD_create_response_from_callback(size, gw_s3_read_block(size), floor_reader, f, free);
         if (resp) {
             r->bytes_out += size;
             gw_s3_queue(r, 200, resp);

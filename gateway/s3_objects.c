@@ -177,14 +177,13 @@ void gw_s3_get_object(struct gw_s3_req *r, bool head)
             return;
         }
         s->nfirst = (size_t)n;
-        resp = MHD_create_response_from_callback(range.length, GW_S3_READ_BLOCK, get_reader, s,
-                                                 get_free);
+        resp = MHD_create_response_from_callback(range.length, gw_s3_read_block(range.length),
+                                                 get_reader, s, get_free);
         if (!resp)
             get_free(s);
     } else if (head) {
         /* MHD sends no body for HEAD, only this size as Content-Length. */
-        resp =
-            MHD_create_response_from_callback(range.length, GW_S3_READ_BLOCK, no_body, NULL, NULL);
+        resp = MHD_create_response_from_callback(range.length, 1, no_body, NULL, NULL);
     } else {
         resp = gw_s3_buffer_response(NULL, 0, NULL);
     }

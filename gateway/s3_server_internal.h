@@ -32,6 +32,14 @@
 #define GW_S3_MAX_OBJECT_SIZE (5ull << 30) /* S3's single-PUT limit */
 #define GW_S3_READ_BLOCK      (256u << 10)
 
+/* The buffer libmicrohttpd allocates, and zeroes, with each response whose
+ * body a callback reads: no larger than the body (at GW_S3_READ_BLOCK, a
+ * 4 KiB GET paid a 256 KiB memset, 5% of the gateway's CPU at 16 clients). */
+static inline size_t gw_s3_read_block(uint64_t len)
+{
+    return len == 0 ? 1 : len < GW_S3_READ_BLOCK ? (size_t)len : GW_S3_READ_BLOCK;
+}
+
 struct gw_s3_server {
     struct MHD_Daemon *daemon;
     struct gw_objects *objects;
