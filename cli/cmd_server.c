@@ -201,9 +201,10 @@ static int note_admin_cert(const char *data, const struct gw_tls *tls, char *msg
 }
 
 /*
- * Serves until SIGINT/SIGTERM. The signals are blocked in every thread
- * (the servers' threads inherit the mask) and taken here with sigwait, so
- * shutdown runs in ordinary code, not in a handler.
+ * Serves until SIGINT/SIGTERM; SIGHUP reloads the TLS certificate and key
+ * from their files. The signals are blocked in every thread (the servers'
+ * threads inherit the mask) and taken here with sigwait, so shutdown and
+ * reload run in ordinary code, not in a handler.
  */
 static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
                  struct gw_credentials *c, const char *mode)
@@ -276,13 +277,24 @@ static int serve(const char *cmd, struct opts *o, struct gw_objects *objects,
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     int sig = 0;
-    sigwait(&set, &sig);
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+        if (!tls.cert_pem) {
+            inec_log(INEC_LOG_INFO, "server", "SIGHUP: no TLS certificate to reload");
+        } else if (gw_tls_reload(&tls, msg, sizeof(msg))) {
+            inec_log(INEC_LOG_WARN, "server", "SIGHUP: %s; still serving the one before", msg);
+        } else {
+            inec_log(INEC_LOG_INFO, "server", "SIGHUP: TLS certificate %s reloaded", o->tls_cert);
+            if (note_admin_cert(o->data, &tls, msg, sizeof(msg)))
+                inec_log(INEC_LOG_WARN, "server", "%s", msg);
+        }
+    }
     inec_log(INEC_LOG_INFO, "server", "shutting down signal=%s", strsignal(sig));
     gw_nbd_server_stop(nbd);
     gw_s3_server_stop(s3, DRAIN_MS);
-    gw_tls_free(&tls);
     gw_admin_server_stop(admin);
+    gw_tls_free(&tls); /* after every server that hands its certificate out */
     gw_keys_close(keys);
     gw_metrics_destroy(m);
     return 0;
@@ -294,6 +306,7 @@ static void block_signals(void)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client hanging up is an error return, not a death */
 }
@@ -389,7 +402,7 @@ int cmd_server(int argc, char **argv)
                "  --base-domain   serve virtual-host style requests under this domain\n"
                "  --tls-cert FILE, --tls-key FILE\n"
                "                  serve S3 and the control API over HTTPS with this PEM\n"
-               "                  certificate (chain) and key\n"
+               "                  certificate (chain) and key; SIGHUP reads them again\n"
                "  --header-timeout SECONDS\n"
                "                  a client must send a request's headers within this (30)\n"
                "  --max-client-connections N\n"

@@ -1037,17 +1037,13 @@ int gw_nbd_server_start(const struct gw_nbd_config *cfg, struct gw_objects *o,
         rc = -ENOMEM;
     if (rc == 0)
         gnutls_psk_set_server_credentials_function(s->psk, psk_lookup);
-    if (rc == 0 && cfg->tls) {
-        gnutls_datum_t cert = {(unsigned char *)cfg->tls->cert_pem,
-                               (unsigned)strlen(cfg->tls->cert_pem)};
-        gnutls_datum_t key = {(unsigned char *)cfg->tls->key_pem,
-                              (unsigned)strlen(cfg->tls->key_pem)};
+    if (rc == 0 && cfg->tls) { /* the gateway's certificate, as reloaded (tls.h) */
         int grc = gnutls_certificate_allocate_credentials(&s->x509);
-        if (grc == 0)
-            grc = gnutls_certificate_set_x509_key_mem(s->x509, &cert, &key, GNUTLS_X509_FMT_PEM);
         if (grc < 0) {
             snprintf(msg, msglen, "NBD TLS certificate: %s", gnutls_strerror(grc));
-            rc = -EINVAL;
+            rc = -ENOMEM;
+        } else {
+            gw_tls_serve(cfg->tls, s->x509);
         }
     }
     if (rc == 0 && cfg->listen && cfg->listen[0])

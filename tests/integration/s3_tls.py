@@ -6,7 +6,9 @@ gateway section ("cluster"); boto3 (verify=the certificate) and the AWS CLI
 (--ca-bundle) store, list, read back and delete over it, a client that does
 not trust the certificate and a plain-HTTP one are refused, and wrong files
 stop the server with a clear message; `inec status` reaches the control API
-over HTTPS. argv[1]: the inec binary."""
+over HTTPS; SIGHUP reloads the certificate from its files (new handshakes get
+the new one, connections up keep theirs, unusable files change nothing).
+argv[1]: the inec binary."""
 import os
 import shutil
 import socket
@@ -164,6 +166,66 @@ def test_bad_files(inec, cert, key, other_key, tmp):
                                                             r.stderr[-2000:]))
 
 
+def served_cert(url):
+    """The PEM certificate a new TLS handshake with url's host:port gets."""
+    hostport = url.split("://", 1)[1].rstrip("/")
+    host, port = hostport.rsplit(":", 1)
+    return ssl.get_server_certificate((host, int(port)))
+
+
+def same_cert(a, b):
+    return ssl.PEM_cert_to_DER_cert(a) == ssl.PEM_cert_to_DER_cert(b)
+
+
+def test_reload(cert, key, tmp, pid):
+    """SIGHUP reloads the certificate from its files: new handshakes (S3 and
+    the control API) get the new one, a connection already up keeps working,
+    and files that cannot be used leave the old certificate in place."""
+    import signal
+    import time
+    old = open(cert).read()
+    kept = client(cert)  # trusts the old certificate only; its connection stays up
+    kept.put_object(Bucket="tls", Key="reload/before", Body=b"before")
+    new_cert, new_key = make_cert(tmp, "renewed", "renewed")
+    key_bytes = open(key, "rb").read()
+    with open(key, "w") as f:  # a broken renewal: the server keeps what it has
+        f.write("not a key\n")
+    os.kill(pid, signal.SIGHUP)
+    time.sleep(1)
+    check(same_cert(served_cert(srv.endpoint), old), "a bad key file replaced the certificate")
+    check(kept.get_object(Bucket="tls", Key="reload/before")["Body"].read() == b"before",
+          "GET after a failed reload")
+    shutil.copy(new_cert, cert)
+    shutil.copy(new_key, key)
+    os.kill(pid, signal.SIGHUP)
+    want = open(new_cert).read()
+    deadline = time.monotonic() + 20
+    while not same_cert(served_cert(srv.endpoint), want):
+        check(time.monotonic() < deadline, "the S3 endpoint still serves the old certificate")
+        time.sleep(0.2)
+    check(same_cert(served_cert(srv.admin), want), "the control API serves the old certificate")
+    check(kept.get_object(Bucket="tls", Key="reload/before")["Body"].read() == b"before",
+          "the connection made before the reload stopped working")
+    fresh = client(new_cert)
+    fresh.put_object(Bucket="tls", Key="reload/after", Body=b"after")
+    check(fresh.get_object(Bucket="tls", Key="reload/after")["Body"].read() == b"after",
+          "a client trusting the new certificate")
+    try:
+        client(old_pem_file(tmp, old)).list_objects_v2(Bucket="tls")
+        check(False, "a new connection trusting only the old certificate was accepted")
+    except botocore.exceptions.SSLError:
+        pass
+    with open(key, "wb") as f:
+        f.write(key_bytes)  # as it was (the other checks read these files)
+
+
+def old_pem_file(tmp, pem):
+    path = os.path.join(tmp, "old-only.pem")
+    with open(path, "w") as f:
+        f.write(pem)
+    return path
+
+
 def main():
     global srv
     inec = sys.argv[1]
@@ -182,6 +244,9 @@ def main():
     if mode == "server":
         test_bad_files(inec, cert, key, other_key, tmp)
         print("ok test_bad_files", flush=True)
+    test_reload(cert, key, tmp,
+                srv.pid("gateway") if isinstance(srv, InecCluster) else srv.proc.pid)
+    print("ok test_reload", flush=True)
     srv.stop()
     shutil.rmtree(tmp, ignore_errors=True)
     print("s3_tls (%s): all passed" % mode)
