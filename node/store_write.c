@@ -331,8 +331,8 @@ static void acknowledge(struct node_store *s, struct wreq **r, size_t n)
 /*
  * Writes and flushes a prefix of r[0..n) into the active segment and fills
  * its index txn (*txn, left open; NULL when nothing went in), whose records
- * take *appended bytes. Returns how many
- * requests it consumed (at least one); each consumed request has its rc set.
+ * take *appended bytes. Returns how many requests it consumed (at least
+ * one); each consumed request has its rc set.
  */
 static size_t write_batch(struct node_store *s, struct wreq **r, size_t n, MDB_txn **txn,
                           uint64_t *appended)
