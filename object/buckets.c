@@ -52,12 +52,18 @@ int gw_bucket_create(struct gw_objects *o, const char *name)
     return p ? gw_bucket_create_in_pool(o, name, p->p.name) : -EIO;
 }
 
+struct any {
+    int64_t created; /* the bucket's */
+    bool some;
+};
+
+/* Stops at the first record of a live object or an upload (which has no stamp). */
 static int any_key(const char *key, json_t *rec, void *arg)
 {
     (void)key;
-    (void)rec;
-    *(bool *)arg = true;
-    return 1;
+    struct any *a = arg;
+    a->some = !gw_rec_outlived(rec, a->created);
+    return a->some;
 }
 
 int gw_bucket_delete(struct gw_objects *o, const char *name)
@@ -69,13 +75,13 @@ int gw_bucket_delete(struct gw_objects *o, const char *name)
     /* Not empty while it has objects, or multipart uploads in progress (as
      * S3): an upload's Complete would land in a deleted bucket, and its
      * parts would never expire (the scanner walks live buckets). */
-    bool some = false;
+    struct any a = {json_integer_value(json_object_get(prev, "created")), false};
     char uploads[GW_BUCKET_MAX + 4];
     snprintf(uploads, sizeof(uploads), GW_MPU_UPLOADS, name);
-    rc = gw_meta_list(o, name, NULL, NULL, 1, any_key, &some);
-    if (rc == 0 && !some)
-        rc = gw_meta_list(o, GW_META_MPU, uploads, NULL, 1, any_key, &some);
-    if (rc == 0 && some)
+    rc = gw_meta_list(o, name, NULL, NULL, 0, any_key, &a);
+    if (rc == 0 && !a.some)
+        rc = gw_meta_list(o, GW_META_MPU, uploads, NULL, 1, any_key, &a);
+    if (rc == 0 && a.some)
         rc = -ENOTEMPTY;
     if (rc == 0) {
         json_t *rec =
@@ -86,6 +92,45 @@ int gw_bucket_delete(struct gw_objects *o, const char *name)
     }
     json_decref(prev);
     return rc;
+}
+
+int gw_bucket_stamp(struct gw_objects *o, const char *bucket, json_t *rec)
+{
+    json_t *brec;
+    int rc = gw_bucket_cached(o, bucket, &brec);
+    json_int_t created = rc ? 0 : json_integer_value(json_object_get(brec, "created"));
+    json_decref(brec);
+    if (rc && rc != -ENOENT)
+        return rc; /* not a guess: a wrong stamp would hide the object */
+    return json_object_set_new(rec, GW_REC_BUCKET, json_integer(created)) ? -ENOMEM : 0;
+}
+
+bool gw_rec_outlived(const json_t *rec, int64_t created_ns)
+{
+    const json_t *stamp = json_object_get(rec, GW_REC_BUCKET);
+    return created_ns == GW_BUCKET_GONE || (stamp && json_integer_value(stamp) != created_ns);
+}
+
+/* The read again costs only records that disagree with the cache: those of
+ * a bucket gone, and those of one created again elsewhere since cached. */
+bool gw_bucket_outlived(struct gw_objects *o, const char *bucket, const json_t *rec)
+{
+    if (!json_object_get(rec, GW_REC_BUCKET))
+        return false;
+    bool outlived = true;
+    for (int fresh = 0; outlived && fresh < 2; fresh++) {
+        json_t *brec;
+        if (fresh)
+            gw_bucket_cache_drop(o, bucket);
+        int rc = gw_bucket_cached(o, bucket, &brec);
+        if (rc == 0 || rc == -ENOENT)
+            outlived = gw_rec_outlived(
+                rec, rc ? GW_BUCKET_GONE : json_integer_value(json_object_get(brec, "created")));
+        else
+            outlived = false; /* unknown: as before the stamp, the record stands */
+        json_decref(brec);
+    }
+    return outlived;
 }
 
 static void bucket_info(const char *name, const json_t *rec, struct gw_bucket_info *out)

@@ -631,7 +631,8 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
         rc = 0;
     if (rc == 0) {
         json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev)));
-        rc = gw_meta_write(o, bucket, key, rec);
+        if ((rc = gw_bucket_stamp(o, bucket, rec)) == 0)
+            rc = gw_meta_write(o, bucket, key, rec);
     }
     if (rc == 0)
         crash_point("mpu-committed");
@@ -739,7 +740,8 @@ static int finish_decided(struct gw_objects *o, const char *bucket, const char *
         end_parts(o, bucket, uid, list, none);
     } else if (rc == 0 && (rc = decided_record(o, won, key, uid, list, &rec)) == 0) {
         json_object_set_new(rec, "version", json_integer((json_int_t)gw_next_version(o, prev)));
-        if ((rc = gw_meta_write(o, bucket, key, rec)) == 0)
+        if ((rc = gw_bucket_stamp(o, bucket, rec)) == 0 &&
+            (rc = gw_meta_write(o, bucket, key, rec)) == 0)
             end_completed(o, bucket, key, uid, rec, prev, won, list, keep);
     }
     json_decref(list);

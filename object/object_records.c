@@ -17,7 +17,7 @@ int gw_object_rec(struct gw_objects *o, const char *bucket, const char *key, jso
     if (rc)
         return rc;
     rc = gw_meta_read(o, bucket, key, rec);
-    if (rc == 0 && gw_rec_deleted(*rec)) {
+    if (rc == 0 && (gw_rec_deleted(*rec) || gw_bucket_outlived(o, bucket, *rec))) {
         json_decref(*rec);
         *rec = NULL;
         rc = -ENOENT;
@@ -109,11 +109,14 @@ int gw_object_acl_get(struct gw_objects *o, const char *bucket, const char *key,
 struct olist {
     int (*cb)(const char *key, const struct gw_object_info *info, void *arg);
     void *arg;
+    int64_t created; /* the bucket's */
 };
 
 static int olist_cb(const char *key, json_t *rec, void *arg)
 {
     struct olist *l = arg;
+    if (gw_rec_outlived(rec, l->created))
+        return 0;
     struct gw_object_info info;
     gw_rec_object_info(rec, &info);
     int rc = l->cb(key, &info, l->arg);
@@ -126,9 +129,10 @@ int gw_object_list(struct gw_objects *o, const char *bucket, const char *prefix,
                    int (*cb)(const char *key, const struct gw_object_info *info, void *arg),
                    void *arg)
 {
-    int rc = gw_bucket_head(o, bucket, NULL);
+    struct gw_bucket_info b;
+    int rc = gw_bucket_head(o, bucket, &b);
     if (rc)
         return rc;
-    struct olist l = {cb, arg};
+    struct olist l = {cb, arg, b.created_ns};
     return gw_meta_list(o, bucket, prefix, start_after, want, olist_cb, &l);
 }

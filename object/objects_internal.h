@@ -537,6 +537,29 @@ void gw_bucket_cache_drop(struct gw_objects *o, const char *name);
 int gw_bucket_set_field(struct gw_objects *o, const char *name, const char *field,
                         const json_t *value);
 
+/* An object record carries the "created" of the bucket it was committed
+ * into (0: none was there). A commit can outlive its bucket: through a
+ * gateway whose cache still holds a bucket deleted elsewhere, or racing the
+ * delete's emptiness check. Such a record belongs to no bucket: it stays out
+ * of a bucket created again under the name, and is collected (tombstones.c).
+ * Records written before the stamp existed have none and are never judged. */
+#define GW_REC_BUCKET "bucket_created"
+
+/* Stamps rec with its bucket's "created" as this gateway knows it (0: it
+ * has none); -errno when the bucket's record cannot be read. */
+int gw_bucket_stamp(struct gw_objects *o, const char *bucket, json_t *rec);
+
+/* Whether rec was committed into another incarnation of its bucket than
+ * created_ns's, the bucket's now; any record when the bucket is gone
+ * (GW_BUCKET_GONE): DeleteBucket found it empty, so whatever is there since
+ * came after. */
+#define GW_BUCKET_GONE (-1)
+bool gw_rec_outlived(const json_t *rec, int64_t created_ns);
+
+/* The same against the bucket as this gateway knows it, read again when
+ * the cached record disagrees (another gateway may have created it since). */
+bool gw_bucket_outlived(struct gw_objects *o, const char *bucket, const json_t *rec);
+
 /* object_records.c: The object calls that touch only its record */
 
 int gw_object_rec(struct gw_objects *o, const char *bucket, const char *key, json_t **rec);

@@ -910,13 +910,14 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     if (rc == 0)
         rc = bucket_same(p);
     if (rc == 0) {
-        rec = json_pack(
-            "{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O}", "version",
-            (json_int_t)gw_hlc_next(o), "deleted", 0, "key", p->key, "size", (json_int_t)p->size,
-            "etag", etag, "mtime", (json_int_t)gw_realtime_ns(), "content_type", p->content_type,
-            "user_meta", p->user_meta ? json_incref(p->user_meta) : json_object(), "pool",
-            p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n, "chunk_size",
-            (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex, "stripes", p->stripes);
+        rec = json_pack("{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O,s:I}",
+                        "version", (json_int_t)gw_hlc_next(o), "deleted", 0, "key", p->key, "size",
+                        (json_int_t)p->size, "etag", etag, "mtime", (json_int_t)gw_realtime_ns(),
+                        "content_type", p->content_type, "user_meta",
+                        p->user_meta ? json_incref(p->user_meta) : json_object(), "pool",
+                        p->pool->p.name, "profile", p->pool->p.profile, "k", k, "n", p->pool->p.n,
+                        "chunk_size", (json_int_t)p->pool->p.chunk_size, "oid", p->oid_hex,
+                        "stripes", p->stripes, GW_REC_BUCKET, (json_int_t)p->bucket_created);
         replaced = json_array();
         rc = !rec || !replaced ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
         if (rc == 0 && put_inline(p))

@@ -35,7 +35,11 @@
  * An ACL record (GW_META_ACL) set on an object that was since overwritten or
  * deleted is dead: seen so for the same grace, it is removed from every node
  * that holds it or an older one, again only where the copy is unchanged
- * (drop_acl).
+ * (drop_acl). So is an object record committed into another incarnation of
+ * its bucket than the one there now, or into a bucket deleted since
+ * (GW_REC_BUCKET), and its chunks go to the gc (drop_outlived). A deleted
+ * bucket's own tombstone waits until nothing is left under its name: with
+ * it would go the only way to find what is.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -171,19 +175,22 @@ static int acl_dead(struct gw_objects *o, const char *name, const char *oid)
     return dead;
 }
 
-/* 1 when the dead ACL record `key` seen at `version` is gone from every node;
- * 0 when it must wait (a node silent, the record written again since). Unlike
- * a tombstone's, no node has to answer for it: a copy left behind names an
- * upload no object carries, so it grants nothing, and the next scans find it.
- * Each node drops its copy only if it is still byte for byte the one read,
- * so an ACL set meanwhile survives. */
-static int drop_acl(struct gw_objects *o, const char *key, uint64_t version, const char *oid)
+/* 1 when the dead record bucket/key seen at `version` is gone from every
+ * node; 0 when it must wait (a node silent, the record written again since).
+ * Dead: a copy left behind is judged as dead again (an ACL naming an upload
+ * no object carries grants nothing; an object of another incarnation of its
+ * bucket is read as none) and the next scans find it, so unlike a
+ * tombstone's no node has to answer for it. Each node drops its copy only if
+ * it is still byte for byte the one read, so a record written meanwhile
+ * survives. dead_copy judges each copy (arg: its argument); the chunks of
+ * the copy at `version` go to the gc when it does. */
+static int drop_dead(struct gw_objects *o, const char *bucket, const char *key, uint64_t version,
+                     bool (*dead_copy)(const json_t *rec, uint64_t version, const void *arg),
+                     const void *arg)
 {
-    if (acl_dead(o, key, oid) != 1)
-        return 0; /* the object was written again under the same upload: never */
     int n = o->nnodes;
     struct purge p = {.o = o,
-                      .bucket = GW_META_ACL,
+                      .bucket = bucket,
                       .key = key,
                       .c = calloc((size_t)n, sizeof(struct node_copy)),
                       .out = calloc((size_t)n, sizeof(int))};
@@ -192,14 +199,18 @@ static int drop_acl(struct gw_objects *o, const char *key, uint64_t version, con
         p.c[i].rc = -EHOSTDOWN;
     if (done)
         gw_fanout_run(o, n, read_one, &p);
+    json_t *chunks = NULL; /* the record whose stripes the gc takes */
     for (int i = 0; done && i < n; i++) {
         if (p.c[i].rc == -ENOENT)
             continue;
         json_t *rec = p.c[i].rc == 0 ? gw_rec_load(p.c[i].blob, p.c[i].len) : NULL;
-        if (rec && gw_rec_version(rec) <= version)
-            p.out[i] = 1; /* this ACL or an older one: an upload gone before it */
-        else
-            done = 0; /* silent, unreadable, or an ACL set since */
+        if (rec && dead_copy(rec, version, arg)) {
+            p.out[i] = 1;
+            if (!chunks && gw_rec_version(rec) == version)
+                chunks = json_incref(rec);
+        } else {
+            done = 0; /* silent, unreadable, or written since */
+        }
         json_decref(rec);
     }
     if (p.c && p.out)
@@ -209,25 +220,74 @@ static int drop_acl(struct gw_objects *o, const char *key, uint64_t version, con
             done = 0; /* changed meanwhile (-ESTALE) or failed */
         free(p.c[i].blob);
     }
+    if (done && chunks)
+        gw_gc_queue(o, chunks, o->gc_delay_ms);
+    json_decref(chunks);
     free(p.c);
     free(p.out);
     return done;
 }
 
+/* This ACL or an older one: an upload gone before it. */
+static bool acl_copy_dead(const json_t *rec, uint64_t version, const void *arg)
+{
+    (void)arg;
+    return gw_rec_version(rec) <= version;
+}
+
+static int drop_acl(struct gw_objects *o, const char *key, uint64_t version, const char *oid)
+{
+    if (acl_dead(o, key, oid) != 1)
+        return 0; /* the object was written again under the same upload: never */
+    return drop_dead(o, GW_META_ACL, key, version, acl_copy_dead, NULL);
+}
+
+/* A live object of another incarnation than the bucket's (arg: its "created"
+ * or GW_BUCKET_GONE), of this version or older. A tombstone is the tombstones'. */
+static bool outlived_copy(const json_t *rec, uint64_t version, const void *arg)
+{
+    return gw_rec_version(rec) <= version && !gw_rec_deleted(rec) &&
+           gw_rec_outlived(rec, *(const int64_t *)arg);
+}
+
+/* The bucket's "created" read afresh (GW_BUCKET_GONE: deleted or gone); -errno. */
+static int bucket_created(struct gw_objects *o, const char *bucket, int64_t *created)
+{
+    json_t *brec;
+    int rc = gw_meta_read(o, GW_META_BUCKET, bucket, &brec);
+    if (rc == 0 || rc == -ENOENT) /* ENOENT: its tombstone collected since */
+        *created = rc || gw_rec_deleted(brec)
+                       ? GW_BUCKET_GONE
+                       : json_integer_value(json_object_get(brec, "created"));
+    json_decref(brec);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+static int drop_outlived(struct gw_objects *o, const char *bucket, const char *key,
+                         uint64_t version)
+{
+    int64_t created;
+    return bucket_created(o, bucket, &created) == 0 &&
+           drop_dead(o, bucket, key, version, outlived_copy, &created);
+}
+
+enum dead { TOMBSTONE, DEAD_ACL, OUTLIVED };
+
 struct walk {
     struct gw_objects *o;
     const char *bucket;
     json_t *seen, *next; /* {"bucket/key": [version, first seen ms]} */
-    json_t *due;         /* [[bucket, key, version, first seen, ACL's oid or null]] */
-    json_t *buckets;     /* every bucket name, deleted ones too */
+    json_t *due;         /* [[bucket, key, version, first seen, ACL's oid or null, enum dead]] */
+    json_t *buckets;     /* {name: "created" or GW_BUCKET_GONE}: every bucket, deleted ones too */
+    json_t *nonempty;    /* {name: true}: buckets under which any record is left */
     json_t *acls;        /* [[key, version, oid]]: live ACL records, judged after the walk */
     int64_t now, grace;
 };
 
-/* Notes a sighting of a record to collect (a tombstone, or a dead ACL's
- * `oid`): due once seen at the same version for the grace. */
+/* Notes a sighting of a record to collect (a tombstone, a dead ACL's `oid`,
+ * an outlived object): due once seen at the same version for the grace. */
 static int sight(struct walk *w, const char *bucket, const char *key, uint64_t version,
-                 const char *oid)
+                 const char *oid, enum dead kind)
 {
     size_t bl = strlen(bucket), kl = strlen(key);
     char *name = malloc(bl + kl + 2); /* '/' is in no bucket name: unambiguous */
@@ -242,7 +302,8 @@ static int sight(struct walk *w, const char *bucket, const char *key, uint64_t v
                            ? json_integer_value(json_array_get(old, 1))
                            : (json_int_t)w->now;
     if (w->now - first >= w->grace)
-        json_array_append_new(w->due, json_pack("[s,s,I,I,s?]", bucket, key, v, first, oid));
+        json_array_append_new(w->due,
+                              json_pack("[s,s,I,I,s?,i]", bucket, key, v, first, oid, (int)kind));
     else
         json_object_set_new(w->next, name, json_pack("[I,I]", v, first));
     free(name);
@@ -252,12 +313,21 @@ static int sight(struct walk *w, const char *bucket, const char *key, uint64_t v
 static int walk_cb(const char *key, json_t *rec, void *arg)
 {
     struct walk *w = arg;
-    if (w->buckets)
-        json_array_append_new(w->buckets, json_string(key));
+    bool buckets = strcmp(w->bucket, GW_META_BUCKET) == 0;
+    json_t *created = json_object_get(w->buckets, w->bucket); /* NULL: not a bucket's */
+    if (buckets)
+        json_object_set_new(w->buckets, key,
+                            json_integer(gw_rec_deleted(rec) ? GW_BUCKET_GONE
+                                                             : json_integer_value(json_object_get(
+                                                                   rec, "created"))));
+    else if (created)
+        json_object_set_new(w->nonempty, w->bucket, json_true());
     if (json_object_size(w->next) >= TOMBS_MAX)
         return gw_repair_stopping(w->o);
     if (gw_rec_deleted(rec))
-        return sight(w, w->bucket, key, gw_rec_version(rec), NULL);
+        return sight(w, w->bucket, key, gw_rec_version(rec), NULL, TOMBSTONE);
+    if (created && gw_rec_outlived(rec, json_integer_value(created)))
+        return sight(w, w->bucket, key, gw_rec_version(rec), NULL, OUTLIVED);
     const char *oid = json_string_value(json_object_get(rec, "oid"));
     if (strcmp(w->bucket, GW_META_ACL) == 0 && oid && json_array_size(w->acls) < TOMBS_MAX)
         json_array_append_new(w->acls,
@@ -272,26 +342,29 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
                      .seen = *seen ? *seen : json_object(),
                      .next = json_object(),
                      .due = json_array(),
-                     .buckets = json_array(),
+                     .buckets = json_object(),
+                     .nonempty = json_object(),
                      .acls = json_array(),
                      .now = gw_now_ms(),
                      .grace = grace_ms};
-    int rc = w.seen && w.next && w.due && w.buckets && w.acls ? 0 : -ENOMEM;
+    json_t *spaces = json_array();
+    int rc = w.seen && w.next && w.due && w.buckets && w.nonempty && w.acls && spaces ? 0 : -ENOMEM;
     if (rc == 0)
         rc = gw_meta_list_all(o, GW_META_BUCKET, walk_cb, &w);
-    json_t *buckets = w.buckets;
-    w.buckets = NULL;
-    json_array_append_new(buckets, json_string(GW_META_MPU));
-    json_array_append_new(buckets, json_string(GW_META_ACL));
-    size_t i;
+    const char *name;
     json_t *b, *d;
-    json_array_foreach(buckets, i, b)
+    json_object_foreach(w.buckets, name, b) json_array_append_new(spaces, json_string(name));
+    json_array_append_new(spaces, json_string(GW_META_MPU));
+    json_array_append_new(spaces, json_string(GW_META_ACL));
+    size_t i;
+    json_array_foreach(spaces, i, b)
     {
         if (rc || gw_repair_stopping(o))
             break;
         w.bucket = json_string_value(b);
         rc = gw_meta_list_all(o, w.bucket, walk_cb, &w);
     }
+    bool walked = rc == 0 && !gw_repair_stopping(o); /* else what is left under a name is unknown */
     /* Judged once the listing is over: each takes a read of its object. The
      * read follows the ACL's, so an ACL set on an object committed before
      * it is seen alive; the grace covers a write still landing. */
@@ -303,14 +376,14 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
             break;
         if (acl_dead(o, key, oid) == 1)
             rc = sight(&w, GW_META_ACL, key, (uint64_t)json_integer_value(json_array_get(d, 1)),
-                       oid);
+                       oid, DEAD_ACL);
     }
     /* Every node must answer for every tombstone: with one doubted, none is
      * tried (each try would wait for it); they stay due for the next scan. */
     bool all_up = true;
     for (int n = 0; n < o->nnodes; n++)
         all_up &= gw_peer_state(o, n) == GW_PEER_UP;
-    uint64_t removed = 0, acls = 0;
+    uint64_t removed = 0, acls = 0, outlived = 0;
     json_array_foreach(w.due, i, d)
     {
         if (gw_repair_stopping(o))
@@ -318,23 +391,33 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
         const char *bucket = json_string_value(json_array_get(d, 0));
         const char *key = json_string_value(json_array_get(d, 1));
         json_t *v = json_array_get(d, 2);
+        uint64_t version = (uint64_t)json_integer_value(v);
         const char *oid = json_string_value(json_array_get(d, 4));
-        if (oid && drop_acl(o, key, (uint64_t)json_integer_value(v), oid)) {
+        enum dead kind = (enum dead)json_integer_value(json_array_get(d, 5));
+        bool bucket_left =
+            strcmp(bucket, GW_META_BUCKET) == 0 && (!walked || json_object_get(w.nonempty, key));
+        if (kind == DEAD_ACL && drop_acl(o, key, version, oid)) {
             acls++;
             continue;
         }
-        if (!oid && all_up && purge(o, bucket, key, (uint64_t)json_integer_value(v))) {
+        if (kind == OUTLIVED && drop_outlived(o, bucket, key, version)) {
+            outlived++;
+            continue;
+        }
+        if (kind == TOMBSTONE && all_up && !bucket_left && purge(o, bucket, key, version)) {
             removed++;
             continue;
         }
-        char *name = malloc(strlen(bucket) + strlen(key) + 2);
-        if (name) { /* still due: tried again at the next scan */
-            sprintf(name, "%s/%s", bucket, key);
-            json_object_set_new(w.next, name, json_pack("[O,O]", v, json_array_get(d, 3)));
-            free(name);
+        char *nk = malloc(strlen(bucket) + strlen(key) + 2);
+        if (nk) { /* still due: tried again at the next scan */
+            sprintf(nk, "%s/%s", bucket, key);
+            json_object_set_new(w.next, nk, json_pack("[O,O]", v, json_array_get(d, 3)));
+            free(nk);
         }
     }
-    json_decref(buckets);
+    json_decref(spaces);
+    json_decref(w.buckets);
+    json_decref(w.nonempty);
     json_decref(w.acls);
     json_decref(w.due);
     json_decref(w.seen);
@@ -345,5 +428,9 @@ uint64_t gw_tombstones_collect(struct gw_objects *o, json_t **seen, int64_t grac
     if (acls)
         inec_log(INEC_LOG_INFO, "repair", "scan: %llu ACL records of objects gone removed",
                  (unsigned long long)acls);
+    if (outlived)
+        inec_log(INEC_LOG_INFO, "repair",
+                 "scan: %llu objects committed into a bucket deleted since removed",
+                 (unsigned long long)outlived);
     return removed;
 }

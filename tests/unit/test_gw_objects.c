@@ -2270,6 +2270,95 @@ static void test_bucket_cache(void **state)
     gw_objects_close(o);
 }
 
+/* Objects committed into a bucket deleted meanwhile (here: through the
+ * bucket cache, the delete written under the gateway as another gateway
+ * would) belong to no bucket: they stay out of the bucket created again
+ * under the name (reads, lists, its emptiness), and the collector removes
+ * them and hands their chunks to the gc. A deleted bucket's tombstone waits
+ * until nothing is left under its name. */
+static void bucket_cached(struct gw_objects *o, const char *name)
+{
+    uint8_t d[10] = {0};
+    assert_int_equal(gw_bucket_create(o, name), 0);
+    assert_int_equal(put(o, name, "warm", d, sizeof(d)), 0);
+    assert_int_equal(gw_object_delete(o, name, "warm"), 0);
+}
+
+static void bucket_gone_elsewhere(struct gw_objects *o, const char *name)
+{
+    json_t *tomb = json_pack("{s:I,s:b}", "version", (json_int_t)gw_hlc_next(o), "deleted", 1);
+    assert_int_equal(gw_meta_write(o, GW_META_BUCKET, name, tomb), 0);
+    json_decref(tomb);
+}
+
+static void test_bucket_outlived(void **state)
+{
+    (void)state;
+    struct gw_objects *o =
+        open_opts(json_pack("{s:i,s:i,s:i,s:{s:b}}", "chunk_size", CHUNK, "gc_delay_ms", 600000,
+                            "bucket_cache_ms", 600000, "repair", "paused", 1));
+    uint8_t small[100], big[2 * STRIPE + 100];
+    fill(small, sizeof(small), 1);
+    fill(big, sizeof(big), 2);
+    bucket_cached(o, "ghost");
+    char uid[GW_UPLOAD_ID_LEN + 1];
+    struct gw_put *p;
+    struct gw_part_info part;
+    assert_int_equal(gw_mpu_create(o, "ghost", "mp", NULL, uid), 0);
+    assert_int_equal(gw_mpu_part_begin(o, "ghost", "mp", uid, &p), 0);
+    assert_int_equal(gw_put_write(p, small, sizeof(small)), 0);
+    assert_int_equal(gw_mpu_part_commit(o, p, "ghost", "mp", uid, 1, &part), 0);
+    bucket_gone_elsewhere(o, "ghost");
+    assert_int_equal(put(o, "ghost", "small", small, sizeof(small)), 0);
+    assert_int_equal(put(o, "ghost", "big", big, sizeof(big)), 0);
+    assert_int_equal(gw_mpu_complete(o, "ghost", "mp", uid, &part, 1, NULL), 0);
+    gw_bucket_cache_drop(o, "ghost");
+    struct gw_object_info info;
+    assert_int_equal(gw_object_head(o, "ghost", "small", &info), -ENOENT);
+
+    assert_int_equal(gw_bucket_create(o, "ghost"), 0);
+    struct names nm = {.n = 0};
+    assert_int_equal(gw_object_list(o, "ghost", NULL, NULL, 0, collect, &nm), 0);
+    assert_int_equal(nm.n, 0);
+    assert_int_equal(gw_object_head(o, "ghost", "small", &info), -ENOENT);
+    assert_int_equal(gw_object_head(o, "ghost", "big", &info), -ENOENT);
+    assert_int_equal(gw_object_head(o, "ghost", "mp", &info), -ENOENT);
+    assert_int_equal(gw_bucket_delete(o, "ghost"), 0); /* empty: nothing of its own */
+    assert_int_equal(gw_bucket_create(o, "ghost"), 0);
+    assert_int_equal(put(o, "ghost", "new", small, sizeof(small)), 0);
+    assert_int_equal(gw_object_list(o, "ghost", NULL, NULL, 0, collect, &nm), 0);
+    assert_int_equal(nm.n, 1);
+    assert_string_equal(nm.keys[0], "new");
+
+    struct gw_objects_stats before, after;
+    assert_int_equal(gw_objects_counters(o, &before), 0);
+    json_t *seen = NULL, *rec;
+    gw_tombstones_collect(o, &seen, 3600000); /* seen, not for long enough */
+    assert_int_equal(gw_meta_read(o, "ghost", "big", &rec), 0);
+    json_decref(rec);
+    gw_tombstones_collect(o, &seen, 0);
+    assert_int_equal(gw_meta_read(o, "ghost", "small", &rec), -ENOENT);
+    assert_int_equal(gw_meta_read(o, "ghost", "big", &rec), -ENOENT);
+    assert_int_equal(gw_meta_read(o, "ghost", "mp", &rec), -ENOENT);
+    assert_int_equal(gw_objects_counters(o, &after), 0);
+    assert_int_equal(after.gc_pending, before.gc_pending + 4); /* big's 3 stripes, mp's 1 */
+    assert_int_equal(get_check(o, "ghost", "new", 0, UINT64_MAX, small, sizeof(small)), 0);
+
+    /* Deleted and never created again: what was committed into it goes, then its tombstone. */
+    bucket_cached(o, "gone");
+    bucket_gone_elsewhere(o, "gone");
+    assert_int_equal(put(o, "gone", "k", small, sizeof(small)), 0);
+    gw_tombstones_collect(o, &seen, 0);
+    assert_int_equal(gw_meta_read(o, "gone", "k", &rec), -ENOENT);
+    assert_int_equal(gw_meta_read(o, GW_META_BUCKET, "gone", &rec), 0); /* k was still there */
+    assert_true(gw_rec_deleted(rec));
+    json_decref(rec);
+    gw_tombstones_collect(o, &seen, 0);
+    assert_int_equal(gw_meta_read(o, GW_META_BUCKET, "gone", &rec), -ENOENT);
+    json_decref(seen);
+    gw_objects_close(o);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -2303,6 +2392,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_meta_heal_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_replaced_and_in_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bucket_outlived, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_connecting, setup, teardown),
     };
