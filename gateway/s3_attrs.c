@@ -159,11 +159,18 @@ enum gw_s3_err gw_s3_request_acl(struct gw_s3_req *r, bool object, char acl[GW_A
     return e;
 }
 
+bool gw_s3_create_only(struct gw_s3_req *r)
+{
+    const char *v = gw_s3_header(r, "If-None-Match");
+    return r->op == GW_OP_PUT_OBJECT && v && strcmp(v, "*") == 0;
+}
+
 /* A write that asks for what inec does not keep is refused (501), not
  * served without it: the client would believe its object encrypted (SSE,
  * SSE-C: readable without the key), locked against deletion (Object Lock),
- * tagged, or created only if absent (a conditional write whose overwrite
- * breaks the client's lock or commit protocol). */
+ * tagged, or written only on a condition (a conditional write whose
+ * overwrite breaks the client's lock or commit protocol). The one condition
+ * kept is a PutObject's If-None-Match: * (object/create_only.c). */
 enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
 {
     static const struct {
@@ -187,7 +194,8 @@ enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
     bool stored = whole || op == GW_OP_CREATE_MULTIPART_UPLOAD || op == GW_OP_UPLOAD_PART ||
                   op == GW_OP_UPLOAD_PART_COPY;
     for (size_t i = 0; i < sizeof(unkept) / sizeof(unkept[0]); i++)
-        if ((unkept[i].condition ? conditioned : stored) && gw_s3_header(r, unkept[i].header))
+        if ((unkept[i].condition ? conditioned : stored) && gw_s3_header(r, unkept[i].header) &&
+            !(strcmp(unkept[i].header, "If-None-Match") == 0 && gw_s3_create_only(r)))
             return gw_s3_errorf(GW_S3_NOT_IMPLEMENTED, r->msg, sizeof(r->msg),
                                 "%s (%s) is not implemented by inec", unkept[i].what,
                                 unkept[i].header);

@@ -21,6 +21,9 @@ static const struct gw_s3_error_info table[GW_S3_ERR_COUNT] = {
                                     "succeeded and you already own it."},
     [GW_S3_BUCKET_NOT_EMPTY] = {"BucketNotEmpty", 409,
                                 "The bucket you tried to delete is not empty."},
+    [GW_S3_CONDITIONAL_CONFLICT] = {"ConditionalRequestConflict", 409,
+                                    "A conflicting operation occurred. If using PutObject you "
+                                    "can retry the request."},
     [GW_S3_CONTENT_SHA256_MISMATCH] = {"XAmzContentSHA256Mismatch", 400,
                                        "The provided 'x-amz-content-sha256' header does not "
                                        "match what was computed."},

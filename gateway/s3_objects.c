@@ -239,6 +239,8 @@ enum gw_s3_err gw_s3_put_begin(struct gw_s3_req *r)
         gw_s3_answer_errno(r, rc, gw_s3_op_name(r->op));
         return GW_S3_OK;
     }
+    if (gw_s3_create_only(r))
+        gw_put_create_only(r->put);
     if (r->md5) { /* checked by the put's own MD5, its ETag: one pass, not two */
         gw_put_expect_md5(r->put, r->md5_expect);
         EVP_MD_CTX_free(r->md5);

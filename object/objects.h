@@ -106,6 +106,13 @@ int gw_put_expect_sha256(struct gw_put *p, const uint8_t sha256[32]);
 /* The body goes into stripes whatever its size, never inline in its record:
  * for callers that later address its chunks (a volume's delta updates). */
 void gw_put_striped(struct gw_put *p);
+/* The commit stores the object only if its key holds none then (S3's
+ * If-None-Match: *): GW_PUT_EXISTS when it does, or when another such PUT of
+ * the key won the race; GW_PUT_CONFLICT when the race is undecided, or another
+ * such PUT may be committing (try again). Nothing is stored either way. */
+void gw_put_create_only(struct gw_put *p);
+#define GW_PUT_EXISTS   (-ENOTUNIQ)
+#define GW_PUT_CONFLICT (-EDEADLK)
 /* Durable on the write quorum, then visible; fills `out` (may be NULL).
  * Frees the handle whatever it returns. GW_PUT_BUCKET_GONE: the bucket was
  * deleted (maybe created again) since gw_put_begin; nothing is stored. */

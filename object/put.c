@@ -99,9 +99,10 @@ struct gw_put {
     uint8_t *buf; /* the stripe being filled */
     size_t cap, fill, stripe_bytes;
     uint64_t size;
-    EVP_MD_CTX *md5; /* fed in body order, by hasher_main or submit_stripe */
-    bool md5_check;  /* the MD5 must be md5_expect (gw_put_expect_md5) */
-    bool striped;    /* never inline (gw_put_striped) */
+    EVP_MD_CTX *md5;  /* fed in body order, by hasher_main or submit_stripe */
+    bool md5_check;   /* the MD5 must be md5_expect (gw_put_expect_md5) */
+    bool striped;     /* never inline (gw_put_striped) */
+    bool create_only; /* commits only if the key holds no object (gw_put_create_only) */
     uint8_t md5_expect[16];
     EVP_MD_CTX *sha;     /* NULL, or the body's SHA-256 must be sha_expect */
     uint64_t sha_hashed; /* body bytes in it */
@@ -174,6 +175,11 @@ int gw_put_begin(struct gw_objects *o, const char *bucket, const char *key,
 void gw_put_striped(struct gw_put *p)
 {
     p->striped = true;
+}
+
+void gw_put_create_only(struct gw_put *p)
+{
+    p->create_only = true;
 }
 
 int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
@@ -909,6 +915,12 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     bool sent = false, lost = false;
     if (rc == 0)
         rc = bucket_same(p);
+    uint64_t slot = 0;
+    int64_t voted_ns = 0;
+    if (rc == 0 && p->create_only) {
+        rc = gw_create_decide(o, p->bucket, p->key, p->oid_hex, &slot, &voted_ns);
+        gw_hlc_observe(o, slot); /* the record goes above the slot */
+    }
     if (rc == 0) {
         rec = json_pack("{s:I,s:b,s:s,s:I,s:s,s:I,s:s,s:o,s:s,s:s,s:i,s:i,s:I,s:s,s:O,s:I}",
                         "version", (json_int_t)gw_hlc_next(o), "deleted", 0, "key", p->key, "size",
@@ -922,6 +934,8 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         rc = !rec || !replaced ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
         if (rc == 0 && put_inline(p))
             rc = commit_inline(p, rec);
+        if (rc == 0 && p->create_only && !gw_create_in_time(voted_ns))
+            rc = GW_PUT_CONFLICT; /* a later creator may have the key by now */
         if (rc == 0) {
             rc = gw_meta_commit(o, p->bucket, p->key, rec, replaced, &lost);
             sent = true;

@@ -7,9 +7,10 @@ delimiter, fetch-owner, empty continuation token, V1 url encoding),
 ListObjectVersions on an unversioned bucket, a part uploaded twice and a
 repeated Complete, GET/HEAD by part number, canned ACLs with unsigned (anonymous) requests, presigned
 URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
-documented pairs), conditional writes and what a write asks to be kept but
-inec does not keep (SSE, SSE-C, Object Lock, tags) refused with 501, never
-ignored, and 501 for what is not served.
+documented pairs), PutObject only if absent (If-None-Match: *: 412 over an
+object, one winner among racing creators), the other conditional writes and
+what a write asks to be kept but inec does not keep (SSE, SSE-C, Object
+Lock, tags) refused with 501, never ignored, and 501 for what is not served.
 argv[1]: the inec binary."""
 import base64
 import datetime
@@ -506,8 +507,8 @@ def test_conditions(s3):
         except ClientError as e:
             check(not ok and e.response["Error"]["Code"] == "PreconditionFailed",
                   "copy with %s: %r" % (kw, e.response["Error"]))
-    # conditional writes are refused, so no client believes it holds a create-only write
-    for method, path, hdrs in (("PUT", "/compat/c", {"If-None-Match": "*"}),
+    # the conditional writes not kept are refused, so no client believes it holds one
+    for method, path, hdrs in (("PUT", "/compat/c", {"If-None-Match": etag}),
                                ("PUT", "/compat/c", {"If-Match": etag}),
                                ("DELETE", "/compat/c", {"If-Match": etag}),
                                ("PUT", "/compat/c3", {"If-None-Match": "*",
@@ -545,6 +546,41 @@ def test_conditions(s3):
         s3.delete_object(Bucket="compat", Key=k)
 
 
+def test_create_only(s3):
+    """PutObject with If-None-Match: * (Terraform's lock file, table-format
+    commits): stored where the key holds no object, 412 over one (the object
+    unchanged), again over a deleted key; among 8 creators racing on a fresh
+    key exactly one gets 200, the others 412 or 409, and the key holds its
+    body."""
+    import concurrent.futures
+    hdrs = {"If-None-Match": "*"}
+    st, h, _ = request("PUT", "/compat/once", body=b"first", headers=hdrs)
+    check(st == 200 and h.get("etag"), "a create-only PUT of a new key: %d" % st)
+    st, _, body = request("PUT", "/compat/once", body=b"second", headers=hdrs)
+    check(st == 412 and code_of(body) == "PreconditionFailed",
+          "a create-only PUT over an object: %d %r" % (st, body[:200]))
+    check(s3.get_object(Bucket="compat", Key="once")["Body"].read() == b"first",
+          "a refused create-only PUT changed the object")
+    s3.delete_object(Bucket="compat", Key="once")
+    st, _, _ = request("PUT", "/compat/once", body=b"third", headers=hdrs)
+    check(st == 200, "a create-only PUT over a deleted key: %d" % st)
+    for rnd in range(5):
+        key = "/compat/race%d" % rnd
+        bodies = [b"creator %d of round %d" % (i, rnd) for i in range(8)]
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            got = list(ex.map(lambda b: request("PUT", key, body=b, headers=hdrs), bodies))
+        won = [i for i, (st, _, _) in enumerate(got) if st == 200]
+        others = sorted(set((st, code_of(body)) for st, _, body in got if st != 200))
+        check(len(won) <= 1, "round %d: %d creators got 200" % (rnd, len(won)))
+        check(set(others) <= {(412, "PreconditionFailed"), (409, "ConditionalRequestConflict")},
+              "round %d: the losers' answers %r" % (rnd, others))
+        if won:
+            body = s3.get_object(Bucket="compat", Key=key[8:])["Body"].read()
+            check(body == bodies[won[0]], "round %d: the key holds %r" % (rnd, body))
+        s3.delete_object(Bucket="compat", Key=key[8:])
+    s3.delete_object(Bucket="compat", Key="once")
+
+
 def test_not_implemented(s3):
     for fn, kw in ((s3.put_bucket_versioning, {"VersioningConfiguration": {"Status": "Enabled"}}),
                    (s3.get_bucket_policy, {}),
@@ -573,6 +609,7 @@ def main():
     test_acls(s3)
     test_presign_expiry(s3)
     test_conditions(s3)
+    test_create_only(s3)
     test_not_implemented(s3)
     s3.delete_bucket(Bucket="compat")
     if mode == "server":

@@ -2359,6 +2359,109 @@ static void test_bucket_outlived(void **state)
     gw_objects_close(o);
 }
 
+/* PUT only if absent (If-None-Match: *): over an object it fails, over a
+ * tombstone or nothing it stores; among creators racing on one key exactly
+ * one wins and the key holds its body. */
+#define CREATORS 6
+
+struct creator {
+    struct gw_objects *o;
+    const char *key;
+    uint8_t body[64];
+    pthread_barrier_t *go;
+    int rc;
+};
+
+static void *creator_main(void *arg)
+{
+    struct creator *c = arg;
+    struct gw_put *p;
+    c->rc = gw_put_begin(c->o, "once", c->key, NULL, &p);
+    if (c->rc == 0) {
+        gw_put_create_only(p);
+        if ((c->rc = gw_put_write(p, c->body, sizeof(c->body))))
+            gw_put_abort(p);
+    }
+    pthread_barrier_wait(c->go);
+    if (c->rc == 0)
+        c->rc = gw_put_commit(p, NULL);
+    return NULL;
+}
+
+static int put_create(struct gw_objects *o, const char *key, const uint8_t *d, size_t n)
+{
+    struct gw_put *p;
+    int rc = gw_put_begin(o, "once", key, NULL, &p);
+    if (rc)
+        return rc;
+    gw_put_create_only(p);
+    if ((rc = gw_put_write(p, d, n))) {
+        gw_put_abort(p);
+        return rc;
+    }
+    return gw_put_commit(p, NULL);
+}
+
+static void test_create_only(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    assert_int_equal(gw_bucket_create(o, "once"), 0);
+    uint8_t a[100], big[2 * STRIPE + 100];
+    fill(a, sizeof(a), 1);
+    fill(big, sizeof(big), 2);
+    assert_int_equal(put_create(o, "k", a, sizeof(a)), 0);
+    assert_int_equal(put_create(o, "k", big, sizeof(big)), GW_PUT_EXISTS);
+    assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, a, sizeof(a)), 0);
+    assert_int_equal(gw_object_delete(o, "once", "k"), 0);
+    assert_int_equal(put_create(o, "k", big, sizeof(big)), 0); /* over its tombstone */
+    assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, big, sizeof(big)), 0);
+    assert_int_equal(put(o, "once", "k", a, sizeof(a)), 0); /* no condition: overwrites */
+
+    /* A creator's vote, young: it may be committing; older: it is gone. */
+    for (int old = 0; old < 2; old++) {
+        json_t *vote = json_pack("{s:I,s:b,s:s,s:I}", "version", (json_int_t)gw_hlc_next(o),
+                                 "deleted", 1, "creating", "0123", "at",
+                                 (json_int_t)(gw_realtime_ns() - old * 60000000000LL));
+        assert_int_equal(gw_meta_write(o, "once", "v", vote), 0);
+        json_decref(vote);
+        assert_int_equal(put_create(o, "v", a, sizeof(a)), old ? 0 : GW_PUT_CONFLICT);
+    }
+    assert_int_equal(get_check(o, "once", "v", 0, UINT64_MAX, a, sizeof(a)), 0);
+
+    for (int round = 0; round < 10; round++) {
+        char key[16];
+        snprintf(key, sizeof(key), "race%d", round);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, CREATORS);
+        struct creator c[CREATORS];
+        pthread_t t[CREATORS];
+        for (int i = 0; i < CREATORS; i++) {
+            c[i] = (struct creator){.o = o, .key = key, .go = &go};
+            fill(c[i].body, sizeof(c[i].body), (uint32_t)(100 * round + i));
+            assert_int_equal(pthread_create(&t[i], NULL, creator_main, &c[i]), 0);
+        }
+        int won = -1;
+        for (int i = 0; i < CREATORS; i++) {
+            pthread_join(t[i], NULL);
+            if (c[i].rc == 0) {
+                if (won >= 0)
+                    fail_msg("round %d: creators %d and %d both created %s", round, won, i, key);
+                won = i;
+            } else if (c[i].rc != GW_PUT_EXISTS && c[i].rc != GW_PUT_CONFLICT) {
+                fail_msg("round %d: creator %d: %d", round, i, c[i].rc);
+            }
+        }
+        pthread_barrier_destroy(&go);
+        if (won >= 0) /* a split fails them all: the key is still free */
+            assert_int_equal(
+                get_check(o, "once", key, 0, UINT64_MAX, c[won].body, sizeof(c[won].body)), 0);
+        else
+            assert_int_equal(put_create(o, key, a, sizeof(a)), GW_PUT_CONFLICT);
+    }
+    gw_objects_close(o);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -2393,6 +2496,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_commit_replaced_and_in_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_outlived, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_connecting, setup, teardown),
     };

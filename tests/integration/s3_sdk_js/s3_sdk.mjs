@@ -73,6 +73,18 @@ async function objects() {
     "NoSuchKey",
     404,
   ]);
+  // Only if absent (a lock file's create): stored once, then 412.
+  const once = { Bucket: bucket, Key: "lock", IfNoneMatch: "*" };
+  await s3.send(new PutObjectCommand({ ...once, Body: "held" }));
+  assert.deepEqual(await errorOf(s3.send(new PutObjectCommand({ ...once, Body: "again" }))), [
+    "PreconditionFailed",
+    412,
+  ]);
+  assert.equal(
+    (await bytes(await s3.send(new GetObjectCommand({ Bucket: bucket, Key: "lock" })))).toString(),
+    "held",
+  );
+  await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: "lock" }));
 }
 
 async function multipart() {
