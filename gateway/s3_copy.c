@@ -93,6 +93,8 @@ void gw_s3_copy_object(struct gw_s3_req *r)
     rc = part ? gw_mpu_part_begin(o, r->t.bucket, r->t.key, uid, &p)
               : gw_put_begin(o, r->t.bucket, r->t.key, replace ? &attrs : &si, &p);
     gw_object_info_clear(&attrs);
+    if (rc == 0 && gw_s3_create_only(r))
+        gw_put_create_only(p);
     struct gw_get *g = NULL;
     struct gw_object_info gi = {0};
     if (rc == 0 && len > 0) {

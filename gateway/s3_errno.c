@@ -22,6 +22,7 @@ static bool multipart_op(enum gw_s3_op op)
 enum gw_s3_err gw_s3_errno(int rc, enum gw_s3_op op, bool has_key)
 {
     bool complete = op == GW_OP_COMPLETE_MULTIPART_UPLOAD;
+    bool written = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT; /* by gw_put_commit */
     switch (rc) {
     case -ENOENT:
     case GW_PUT_BUCKET_GONE:
@@ -45,9 +46,9 @@ enum gw_s3_err gw_s3_errno(int rc, enum gw_s3_op op, bool has_key)
     case -ERANGE:
         return complete ? GW_S3_ENTITY_TOO_SMALL : GW_S3_SERVICE_UNAVAILABLE;
     case GW_PUT_EXISTS:
-        return op == GW_OP_PUT_OBJECT ? GW_S3_PRECONDITION_FAILED : GW_S3_INTERNAL_ERROR;
+        return written ? GW_S3_PRECONDITION_FAILED : GW_S3_INTERNAL_ERROR;
     case GW_PUT_CONFLICT:
-        return op == GW_OP_PUT_OBJECT ? GW_S3_CONDITIONAL_CONFLICT : GW_S3_INTERNAL_ERROR;
+        return written ? GW_S3_CONDITIONAL_CONFLICT : GW_S3_INTERNAL_ERROR;
     case -EIO:
     case -ENOSPC:
     case -EAGAIN:

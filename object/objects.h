@@ -107,7 +107,7 @@ int gw_put_expect_sha256(struct gw_put *p, const uint8_t sha256[32]);
  * for callers that later address its chunks (a volume's delta updates). */
 void gw_put_striped(struct gw_put *p);
 /* The commit stores the object only if its key holds none then (S3's
- * If-None-Match: *): GW_PUT_EXISTS when it does, or when another such PUT of
+ * If-None-Match: * on a PUT or a copy): GW_PUT_EXISTS when it does, or when another such PUT of
  * the key won the race; GW_PUT_CONFLICT when the race is undecided, or another
  * such PUT may be committing (try again). Nothing is stored either way. */
 void gw_put_create_only(struct gw_put *p);

@@ -7,8 +7,8 @@ delimiter, fetch-owner, empty continuation token, V1 url encoding),
 ListObjectVersions on an unversioned bucket, a part uploaded twice and a
 repeated Complete, GET/HEAD by part number, canned ACLs with unsigned (anonymous) requests, presigned
 URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
-documented pairs), PutObject only if absent (If-None-Match: *: 412 over an
-object, one winner among racing creators), the other conditional writes and
+documented pairs), PutObject and CopyObject only if absent (If-None-Match: *:
+412 over an object, one winner among racing creators), the other conditional writes and
 what a write asks to be kept but inec does not keep (SSE, SSE-C, Object
 Lock, tags) refused with 501, never ignored, and 501 for what is not served.
 argv[1]: the inec binary."""
@@ -511,7 +511,7 @@ def test_conditions(s3):
     for method, path, hdrs in (("PUT", "/compat/c", {"If-None-Match": etag}),
                                ("PUT", "/compat/c", {"If-Match": etag}),
                                ("DELETE", "/compat/c", {"If-Match": etag}),
-                               ("PUT", "/compat/c3", {"If-None-Match": "*",
+                               ("PUT", "/compat/c3", {"If-Match": etag,
                                                       "x-amz-copy-source": "/compat/c"})):
         st, _, body = request(method, path, body=b"overwritten" if method == "PUT" else b"",
                               headers=hdrs)
@@ -564,6 +564,19 @@ def test_create_only(s3):
     s3.delete_object(Bucket="compat", Key="once")
     st, _, _ = request("PUT", "/compat/once", body=b"third", headers=hdrs)
     check(st == 200, "a create-only PUT over a deleted key: %d" % st)
+    # CopyObject the same: over an object 412, else a copy
+    copy = dict(hdrs, **{"x-amz-copy-source": "/compat/once"})
+    s3.put_object(Bucket="compat", Key="there", Body=b"there")
+    st, _, body = request("PUT", "/compat/there", headers=copy)
+    check(st == 412 and code_of(body) == "PreconditionFailed",
+          "a create-only copy over an object: %d %r" % (st, body[:200]))
+    st, _, _ = request("PUT", "/compat/copied", headers=copy)
+    check(st == 200 and s3.get_object(Bucket="compat", Key="copied")["Body"].read() == b"third",
+          "a create-only copy to a new key: %d" % st)
+    check(s3.get_object(Bucket="compat", Key="there")["Body"].read() == b"there",
+          "a refused create-only copy changed the object")
+    for k in ("copied", "there"):
+        s3.delete_object(Bucket="compat", Key=k)
     for rnd in range(5):
         key = "/compat/race%d" % rnd
         bodies = [b"creator %d of round %d" % (i, rnd) for i in range(8)]
