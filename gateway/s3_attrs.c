@@ -162,7 +162,10 @@ enum gw_s3_err gw_s3_request_acl(struct gw_s3_req *r, bool object, char acl[GW_A
 bool gw_s3_create_only(struct gw_s3_req *r)
 {
     const char *v = gw_s3_header(r, "If-None-Match");
-    return (r->op == GW_OP_PUT_OBJECT || r->op == GW_OP_COPY_OBJECT) && v && strcmp(v, "*") == 0;
+    enum gw_s3_op op = r->op;
+    return (op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT ||
+            op == GW_OP_COMPLETE_MULTIPART_UPLOAD) &&
+           v && strcmp(v, "*") == 0;
 }
 
 /* A write that asks for what inec does not keep is refused (501), not
@@ -170,7 +173,8 @@ bool gw_s3_create_only(struct gw_s3_req *r)
  * SSE-C: readable without the key), locked against deletion (Object Lock),
  * tagged, or written only on a condition (a conditional write whose
  * overwrite breaks the client's lock or commit protocol). The one condition
- * kept is If-None-Match: * on PutObject and CopyObject (object/create_only.c). */
+ * kept is If-None-Match: * on PutObject, CopyObject and
+ * CompleteMultipartUpload (object/create_only.c). */
 enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
 {
     static const struct {

@@ -22,7 +22,7 @@ static bool multipart_op(enum gw_s3_op op)
 enum gw_s3_err gw_s3_errno(int rc, enum gw_s3_op op, bool has_key)
 {
     bool complete = op == GW_OP_COMPLETE_MULTIPART_UPLOAD;
-    bool written = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT; /* by gw_put_commit */
+    bool written = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT || complete;
     switch (rc) {
     case -ENOENT:
     case GW_PUT_BUCKET_GONE:

@@ -68,8 +68,9 @@ void gw_s3_complete_multipart(struct gw_s3_req *r)
             parts[i].etag[0] = '\0';
     }
     struct gw_object_info oi = {0};
-    int rc = gw_mpu_complete(r->srv->objects, r->t.bucket, r->t.key,
-                             gw_s3_query_get(&r->q, "uploadId"), parts, c->n, &oi);
+    int rc =
+        gw_mpu_complete(r->srv->objects, r->t.bucket, r->t.key, gw_s3_query_get(&r->q, "uploadId"),
+                        parts, c->n, gw_s3_create_only(r), &oi);
     free(parts);
     gw_complete_request_free(c);
     if (rc) {

@@ -123,7 +123,7 @@ void gw_s3_checksum_headers(struct gw_s3_req *r, struct MHD_Response *resp,
 enum gw_s3_err gw_s3_request_acl(struct gw_s3_req *r, bool object, char acl[GW_ACL_MAX]);
 enum gw_s3_err gw_s3_request_attrs(struct gw_s3_req *r, struct gw_object_info *attrs);
 enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r);
-/* A PutObject or CopyObject with If-None-Match: *, the one conditional write kept. */
+/* A write of a whole object with If-None-Match: *, the one conditional write kept. */
 bool gw_s3_create_only(struct gw_s3_req *r);
 
 /* s3_body.c */

@@ -1,6 +1,7 @@
 /*
- * PUT only if absent (S3's If-None-Match: *): among PUTs of one key that
- * race, at most one commits, and none commits over an object that exists.
+ * PUT only if absent (S3's If-None-Match: * on PutObject, CopyObject and
+ * CompleteMultipartUpload): among PUTs of one key that race, at most one
+ * commits, and none commits over an object that exists.
  *
  * Once its stripes are durable, the PUT reads the key's record (R homes). An
  * object there fails it (GW_PUT_EXISTS). Otherwise the key holds nothing or

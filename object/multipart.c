@@ -587,7 +587,7 @@ static void end_completed(struct gw_objects *o, const char *bucket, const char *
 
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
-                    struct gw_object_info *out)
+                    bool create_only, struct gw_object_info *out)
 {
     if (n == 0)
         return -EPROTO;
@@ -614,6 +614,16 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
         rc = build_record(o, u, key, upload_id, have, parts, n, &rec);
         if (rc && upload_decided(o, bucket, key, upload_id))
             rc = -ESRCH; /* lost: the parts went with the upload's end */
+    }
+    /* Only if absent: the key's creators decide first, so the upload ends
+     * completed only once its creation won (a loser's upload stays open). */
+    uint64_t slot;
+    int64_t voted_ns;
+    if (rc == 0 && create_only &&
+        (rc = gw_create_decide(o, bucket, key, upload_id, &slot, &voted_ns)) == 0) {
+        gw_hlc_observe(o, slot); /* the record goes above the slot */
+        if (!gw_create_in_time(voted_ns))
+            rc = GW_PUT_CONFLICT; /* a later creator may have the key by now */
     }
     /* The vote: this ETag and these parts' chunks, or nothing. */
     if (rc == 0 &&

@@ -197,10 +197,12 @@ int gw_mpu_part_begin(struct gw_objects *o, const char *bucket, const char *key,
                       const char *upload_id, struct gw_put **out);
 int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucket, const char *key,
                        const char *upload_id, int number, struct gw_part_info *out);
-/* parts: number and etag of each part, in the order the client gives them. */
+/* parts: number and etag of each part, in the order the client gives them.
+ * create_only: as gw_put_create_only, decided before the upload's own end
+ * (GW_PUT_EXISTS, GW_PUT_CONFLICT: the upload stays open). */
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
-                    struct gw_object_info *out);
+                    bool create_only, struct gw_object_info *out);
 int gw_mpu_abort(struct gw_objects *o, const char *bucket, const char *key, const char *upload_id);
 /* Ends an abandoned upload (gw_mpu_expire's): aborts it, or, when a Complete
  * was decided on it that did not end it (its gateway died, its client never

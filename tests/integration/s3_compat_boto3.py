@@ -7,8 +7,9 @@ delimiter, fetch-owner, empty continuation token, V1 url encoding),
 ListObjectVersions on an unversioned bucket, a part uploaded twice and a
 repeated Complete, GET/HEAD by part number, canned ACLs with unsigned (anonymous) requests, presigned
 URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
-documented pairs), PutObject and CopyObject only if absent (If-None-Match: *:
-412 over an object, one winner among racing creators), the other conditional writes and
+documented pairs), PutObject, CopyObject and CompleteMultipartUpload only if
+absent (If-None-Match: *: 412 over an object, one winner among racing
+creators), the other conditional writes and
 what a write asks to be kept but inec does not keep (SSE, SSE-C, Object
 Lock, tags) refused with 501, never ignored, and 501 for what is not served.
 argv[1]: the inec binary."""
@@ -575,7 +576,28 @@ def test_create_only(s3):
           "a create-only copy to a new key: %d" % st)
     check(s3.get_object(Bucket="compat", Key="there")["Body"].read() == b"there",
           "a refused create-only copy changed the object")
-    for k in ("copied", "there"):
+    # CompleteMultipartUpload the same; a refused upload stays open
+    mp = client()
+    mp.meta.events.register("before-sign.s3.CompleteMultipartUpload",
+                            lambda request, **kw: request.headers.__setitem__("If-None-Match", "*"))
+    for key, want in (("there", "PreconditionFailed"), ("mp-new", None)):
+        uid = s3.create_multipart_upload(Bucket="compat", Key=key)["UploadId"]
+        etag = s3.upload_part(Bucket="compat", Key=key, UploadId=uid, PartNumber=1,
+                              Body=b"part")["ETag"]
+        done = {"Parts": [{"PartNumber": 1, "ETag": etag}]}
+        try:
+            mp.complete_multipart_upload(Bucket="compat", Key=key, UploadId=uid,
+                                         MultipartUpload=done)
+            check(want is None, "a create-only Complete over an object answered 200")
+        except ClientError as e:
+            check(e.response["Error"]["Code"] == want,
+                  "a create-only Complete of %s: %r" % (key, e.response["Error"]))
+            s3.abort_multipart_upload(Bucket="compat", Key=key, UploadId=uid)
+    check(s3.get_object(Bucket="compat", Key="there")["Body"].read() == b"there",
+          "a refused create-only Complete changed the object")
+    check(s3.get_object(Bucket="compat", Key="mp-new")["Body"].read() == b"part",
+          "a create-only Complete of a new key")
+    for k in ("copied", "there", "mp-new"):
         s3.delete_object(Bucket="compat", Key=k)
     for rnd in range(5):
         key = "/compat/race%d" % rnd

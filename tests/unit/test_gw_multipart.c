@@ -171,13 +171,13 @@ static void test_multipart(void **state)
 
     struct gw_part_info swapped[2] = {parts[1], parts[0]},
                         wrong[3] = {parts[0], parts[1], parts[2]};
-    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, swapped, 2, NULL), -EDOM);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, swapped, 2, false, NULL), -EDOM);
     wrong[1].etag[0] ^= 1;
-    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, wrong, 3, NULL), -EPROTO);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, wrong, 3, false, NULL), -EPROTO);
     struct gw_part_info small[2] = {parts[2], spare};
-    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, small, 2, NULL), -ERANGE);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, small, 2, false, NULL), -ERANGE);
     struct gw_object_info info;
-    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, parts, 3, &info), 0);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, parts, 3, false, &info), 0);
     assert_int_equal(info.size, size);
     assert_string_equal(info.content_type, "x/y");
     /* ETag: MD5 of the three binary MD5s, then -3 */
@@ -197,10 +197,10 @@ static void test_multipart(void **state)
     assert_string_equal(info.etag, want);
     gw_object_info_clear(&info);
     /* the same Complete again (its answer was lost): the same object, once more */
-    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, parts, 3, &info), 0);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, parts, 3, false, &info), 0);
     assert_string_equal(info.etag, want);
     gw_object_info_clear(&info);
-    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, parts, 2, NULL), -ESRCH);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "obj", uid, parts, 2, false, NULL), -ESRCH);
     n = 0;
     assert_int_equal(gw_mpu_list(o, "mpt", NULL, count_upload, &n), 0);
     assert_int_equal(n, 0);
@@ -278,10 +278,37 @@ static int teardown(void **state)
     return system(cmd);
 }
 
+/* CompleteMultipartUpload with If-None-Match: *: the upload completes only
+ * if its key holds no object; a loser's upload stays open, to abort. */
+static void test_complete_create_only(void **state)
+{
+    (void)state;
+    struct gw_objects *o = open_cluster();
+    assert_int_equal(gw_bucket_create(o, "mpt"), 0);
+    uint8_t d[P3];
+    fill(d, sizeof(d), 3);
+    char uid[2][GW_UPLOAD_ID_LEN + 1];
+    struct gw_part_info parts[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gw_mpu_create(o, "mpt", "once", NULL, uid[i]), 0);
+        assert_int_equal(part(o, "once", uid[i], 1, d, sizeof(d), &parts[i]), 0);
+    }
+    assert_int_equal(gw_mpu_complete(o, "mpt", "once", uid[0], &parts[0], 1, true, NULL), 0);
+    get_check(o, "once", 0, sizeof(d), d);
+    assert_int_equal(gw_mpu_complete(o, "mpt", "once", uid[1], &parts[1], 1, true, NULL),
+                     GW_PUT_EXISTS);
+    int n = 0;
+    assert_int_equal(gw_mpu_list(o, "mpt", NULL, count_upload, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gw_mpu_abort(o, "mpt", "once", uid[1]), 0);
+    gw_objects_close(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_multipart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_complete_create_only, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2311,7 +2311,7 @@ static void test_bucket_outlived(void **state)
     bucket_gone_elsewhere(o, "ghost");
     assert_int_equal(put(o, "ghost", "small", small, sizeof(small)), 0);
     assert_int_equal(put(o, "ghost", "big", big, sizeof(big)), 0);
-    assert_int_equal(gw_mpu_complete(o, "ghost", "mp", uid, &part, 1, NULL), 0);
+    assert_int_equal(gw_mpu_complete(o, "ghost", "mp", uid, &part, 1, false, NULL), 0);
     gw_bucket_cache_drop(o, "ghost");
     struct gw_object_info info;
     assert_int_equal(gw_object_head(o, "ghost", "small", &info), -ENOENT);
