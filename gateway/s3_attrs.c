@@ -165,16 +165,22 @@ bool gw_s3_create_only(struct gw_s3_req *r)
     enum gw_s3_op op = r->op;
     return (op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT ||
             op == GW_OP_COMPLETE_MULTIPART_UPLOAD) &&
-           v && strcmp(v, "*") == 0;
+           v && strcmp(v, "*") == 0 && !gw_s3_header(r, "If-Match");
+}
+
+const char *gw_s3_if_match(struct gw_s3_req *r)
+{
+    bool put = r->op == GW_OP_PUT_OBJECT || r->op == GW_OP_COPY_OBJECT;
+    return put && !gw_s3_header(r, "If-None-Match") ? gw_s3_header(r, "If-Match") : NULL;
 }
 
 /* A write that asks for what inec does not keep is refused (501), not
  * served without it: the client would believe its object encrypted (SSE,
  * SSE-C: readable without the key), locked against deletion (Object Lock),
  * tagged, or written only on a condition (a conditional write whose
- * overwrite breaks the client's lock or commit protocol). The one condition
- * kept is If-None-Match: * on PutObject, CopyObject and
- * CompleteMultipartUpload (object/create_only.c). */
+ * overwrite breaks the client's lock or commit protocol). Kept: If-None-Match: *
+ * on PutObject, CopyObject and CompleteMultipartUpload, If-Match on PutObject
+ * and CopyObject, one of them at a time (object/write_if.c). */
 enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
 {
     static const struct {
@@ -199,7 +205,8 @@ enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
                   op == GW_OP_UPLOAD_PART_COPY;
     for (size_t i = 0; i < sizeof(unkept) / sizeof(unkept[0]); i++)
         if ((unkept[i].condition ? conditioned : stored) && gw_s3_header(r, unkept[i].header) &&
-            !(strcmp(unkept[i].header, "If-None-Match") == 0 && gw_s3_create_only(r)))
+            !(strcmp(unkept[i].header, "If-None-Match") == 0 && gw_s3_create_only(r)) &&
+            !(strcmp(unkept[i].header, "If-Match") == 0 && gw_s3_if_match(r)))
             return gw_s3_errorf(GW_S3_NOT_IMPLEMENTED, r->msg, sizeof(r->msg),
                                 "%s (%s) is not implemented by inec", unkept[i].what,
                                 unkept[i].header);

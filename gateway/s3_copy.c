@@ -95,6 +95,8 @@ void gw_s3_copy_object(struct gw_s3_req *r)
     gw_object_info_clear(&attrs);
     if (rc == 0 && gw_s3_create_only(r))
         gw_put_create_only(p);
+    if (rc == 0 && gw_s3_if_match(r) && gw_put_if_match(p, gw_s3_if_match(r)))
+        rc = -EINVAL; /* not an ETag */
     struct gw_get *g = NULL;
     struct gw_object_info gi = {0};
     if (rc == 0 && len > 0) {

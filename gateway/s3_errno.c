@@ -45,7 +45,7 @@ enum gw_s3_err gw_s3_errno(int rc, enum gw_s3_op op, bool has_key)
         return complete ? GW_S3_INVALID_PART_ORDER : GW_S3_SERVICE_UNAVAILABLE;
     case -ERANGE:
         return complete ? GW_S3_ENTITY_TOO_SMALL : GW_S3_SERVICE_UNAVAILABLE;
-    case GW_PUT_EXISTS:
+    case GW_PUT_PRECONDITION:
         return written ? GW_S3_PRECONDITION_FAILED : GW_S3_INTERNAL_ERROR;
     case GW_PUT_CONFLICT:
         return written ? GW_S3_CONDITIONAL_CONFLICT : GW_S3_INTERNAL_ERROR;

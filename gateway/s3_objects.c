@@ -241,6 +241,12 @@ enum gw_s3_err gw_s3_put_begin(struct gw_s3_req *r)
     }
     if (gw_s3_create_only(r))
         gw_put_create_only(r->put);
+    if (gw_s3_if_match(r) && gw_put_if_match(r->put, gw_s3_if_match(r))) {
+        gw_put_abort(r->put);
+        r->put = NULL;
+        return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, r->msg, sizeof(r->msg),
+                            "If-Match is not an ETag");
+    }
     if (r->md5) { /* checked by the put's own MD5, its ETag: one pass, not two */
         gw_put_expect_md5(r->put, r->md5_expect);
         EVP_MD_CTX_free(r->md5);

@@ -620,9 +620,9 @@ int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
     uint64_t slot;
     int64_t voted_ns;
     if (rc == 0 && create_only &&
-        (rc = gw_create_decide(o, bucket, key, upload_id, &slot, &voted_ns)) == 0) {
+        (rc = gw_write_if_decide(o, bucket, key, upload_id, NULL, &slot, &voted_ns)) == 0) {
         gw_hlc_observe(o, slot); /* the record goes above the slot */
-        if (!gw_create_in_time(voted_ns))
+        if (!gw_write_if_in_time(voted_ns))
             rc = GW_PUT_CONFLICT; /* a later creator may have the key by now */
     }
     /* The vote: this ETag and these parts' chunks, or nothing. */

@@ -106,13 +106,16 @@ int gw_put_expect_sha256(struct gw_put *p, const uint8_t sha256[32]);
 /* The body goes into stripes whatever its size, never inline in its record:
  * for callers that later address its chunks (a volume's delta updates). */
 void gw_put_striped(struct gw_put *p);
-/* The commit stores the object only if its key holds none then (S3's
- * If-None-Match: * on a PUT or a copy): GW_PUT_EXISTS when it does, or when another such PUT of
- * the key won the race; GW_PUT_CONFLICT when the race is undecided, or another
- * such PUT may be committing (try again). Nothing is stored either way. */
+/* The commit stores the object only if a condition holds then: the key holds
+ * no object (S3's If-None-Match: *), or the object there has this ETag
+ * (If-Match; "*": any object; -ENOENT where none is). GW_PUT_PRECONDITION
+ * when it does not, or when another conditional write of the key won the
+ * race; GW_PUT_CONFLICT when the race is undecided, or another conditional
+ * write may be committing (try again). Nothing is stored but on success. */
 void gw_put_create_only(struct gw_put *p);
-#define GW_PUT_EXISTS   (-ENOTUNIQ)
-#define GW_PUT_CONFLICT (-EDEADLK)
+int gw_put_if_match(struct gw_put *p, const char *etag); /* -EINVAL: not an ETag */
+#define GW_PUT_PRECONDITION (-ENOTUNIQ)
+#define GW_PUT_CONFLICT     (-EDEADLK)
 /* Durable on the write quorum, then visible; fills `out` (may be NULL).
  * Frees the handle whatever it returns. GW_PUT_BUCKET_GONE: the bucket was
  * deleted (maybe created again) since gw_put_begin; nothing is stored. */
@@ -199,7 +202,7 @@ int gw_mpu_part_commit(struct gw_objects *o, struct gw_put *p, const char *bucke
                        const char *upload_id, int number, struct gw_part_info *out);
 /* parts: number and etag of each part, in the order the client gives them.
  * create_only: as gw_put_create_only, decided before the upload's own end
- * (GW_PUT_EXISTS, GW_PUT_CONFLICT: the upload stays open). */
+ * (GW_PUT_PRECONDITION, GW_PUT_CONFLICT: the upload stays open). */
 int gw_mpu_complete(struct gw_objects *o, const char *bucket, const char *key,
                     const char *upload_id, const struct gw_part_info *parts, size_t n,
                     bool create_only, struct gw_object_info *out);

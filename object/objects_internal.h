@@ -609,14 +609,16 @@ int gw_session_get(struct gw_objects *o, const struct gw_pool *pool, const struc
                    bool *reused, char *err, size_t errlen);
 void gw_session_put(struct gw_objects *o, struct gw_session *ss, int rc);
 
-/* create_only.c: PUT only if absent */
+/* write_if.c: Conditional writes */
 
-/* The decision among the creators of bucket/key (see create_only.c): 0 when
- * this one (upload oid) won, and its record must go above *slot, committed
- * while gw_create_in_time(*voted_ns); GW_PUT_EXISTS, GW_PUT_CONFLICT, -errno. */
-int gw_create_decide(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
-                     uint64_t *slot, int64_t *voted_ns);
-bool gw_create_in_time(int64_t voted_ns);
+/* The decision among the conditional writers of bucket/key (see write_if.c;
+ * if_match NULL: only if absent, else the ETag to match, "*" any): 0 when this
+ * one (upload oid) won, and its record must go above *slot, committed while
+ * gw_write_if_in_time(*voted_ns); GW_PUT_PRECONDITION, GW_PUT_CONFLICT, -ENOENT
+ * (If-Match, no object), -errno. */
+int gw_write_if_decide(struct gw_objects *o, const char *bucket, const char *key, const char *oid,
+                       const char *if_match, uint64_t *slot, int64_t *voted_ns);
+bool gw_write_if_in_time(int64_t voted_ns);
 
 /* put.c: PUT */
 

@@ -99,10 +99,11 @@ struct gw_put {
     uint8_t *buf; /* the stripe being filled */
     size_t cap, fill, stripe_bytes;
     uint64_t size;
-    EVP_MD_CTX *md5;  /* fed in body order, by hasher_main or submit_stripe */
-    bool md5_check;   /* the MD5 must be md5_expect (gw_put_expect_md5) */
-    bool striped;     /* never inline (gw_put_striped) */
-    bool create_only; /* commits only if the key holds no object (gw_put_create_only) */
+    EVP_MD_CTX *md5;   /* fed in body order, by hasher_main or submit_stripe */
+    bool md5_check;    /* the MD5 must be md5_expect (gw_put_expect_md5) */
+    bool striped;      /* never inline (gw_put_striped) */
+    bool create_only;  /* commits only if the key holds no object (gw_put_create_only) */
+    char if_match[48]; /* "": none; the ETag the object must have (gw_put_if_match) */
     uint8_t md5_expect[16];
     EVP_MD_CTX *sha;     /* NULL, or the body's SHA-256 must be sha_expect */
     uint64_t sha_hashed; /* body bytes in it */
@@ -180,6 +181,20 @@ void gw_put_striped(struct gw_put *p)
 void gw_put_create_only(struct gw_put *p)
 {
     p->create_only = true;
+}
+
+int gw_put_if_match(struct gw_put *p, const char *etag)
+{
+    size_t n = strlen(etag);
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') { /* quoted, as headers carry it */
+        etag++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof(p->if_match))
+        return -EINVAL;
+    memcpy(p->if_match, etag, n);
+    p->if_match[n] = '\0';
+    return 0;
 }
 
 int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
@@ -917,8 +932,10 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         rc = bucket_same(p);
     uint64_t slot = 0;
     int64_t voted_ns = 0;
-    if (rc == 0 && p->create_only) {
-        rc = gw_create_decide(o, p->bucket, p->key, p->oid_hex, &slot, &voted_ns);
+    bool cond = p->create_only || p->if_match[0];
+    if (rc == 0 && cond) {
+        rc = gw_write_if_decide(o, p->bucket, p->key, p->oid_hex,
+                                p->create_only ? NULL : p->if_match, &slot, &voted_ns);
         gw_hlc_observe(o, slot); /* the record goes above the slot */
     }
     if (rc == 0) {
@@ -934,7 +951,7 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
         rc = !rec || !replaced ? -ENOMEM : gw_rec_set_extras(rec, &p->extras);
         if (rc == 0 && put_inline(p))
             rc = commit_inline(p, rec);
-        if (rc == 0 && p->create_only && !gw_create_in_time(voted_ns))
+        if (rc == 0 && cond && !gw_write_if_in_time(voted_ns))
             rc = GW_PUT_CONFLICT; /* a later creator may have the key by now */
         if (rc == 0) {
             rc = gw_meta_commit(o, p->bucket, p->key, rec, replaced, &lost);

@@ -9,7 +9,7 @@ repeated Complete, GET/HEAD by part number, canned ACLs with unsigned (anonymous
 URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
 documented pairs), PutObject, CopyObject and CompleteMultipartUpload only if
 absent (If-None-Match: *: 412 over an object, one winner among racing
-creators), the other conditional writes and
+creators), If-Match on PutObject and CopyObject, the other conditional writes and
 what a write asks to be kept but inec does not keep (SSE, SSE-C, Object
 Lock, tags) refused with 501, never ignored, and 501 for what is not served.
 argv[1]: the inec binary."""
@@ -510,10 +510,8 @@ def test_conditions(s3):
                   "copy with %s: %r" % (kw, e.response["Error"]))
     # the conditional writes not kept are refused, so no client believes it holds one
     for method, path, hdrs in (("PUT", "/compat/c", {"If-None-Match": etag}),
-                               ("PUT", "/compat/c", {"If-Match": etag}),
-                               ("DELETE", "/compat/c", {"If-Match": etag}),
-                               ("PUT", "/compat/c3", {"If-Match": etag,
-                                                      "x-amz-copy-source": "/compat/c"})):
+                               ("PUT", "/compat/c", {"If-Match": etag, "If-None-Match": "*"}),
+                               ("DELETE", "/compat/c", {"If-Match": etag})):
         st, _, body = request(method, path, body=b"overwritten" if method == "PUT" else b"",
                               headers=hdrs)
         check(st == 501 and code_of(body) == "NotImplemented",
@@ -547,12 +545,14 @@ def test_conditions(s3):
         s3.delete_object(Bucket="compat", Key=k)
 
 
-def test_create_only(s3):
+def test_conditional_writes(s3):
     """PutObject with If-None-Match: * (Terraform's lock file, table-format
     commits): stored where the key holds no object, 412 over one (the object
     unchanged), again over a deleted key; among 8 creators racing on a fresh
     key exactly one gets 200, the others 412 or 409, and the key holds its
-    body."""
+    body. CopyObject and CompleteMultipartUpload the same. If-Match on PutObject
+    and CopyObject: stored over the object of that ETag, 412 over another, 404
+    where none is; 8 writers racing with one ETag: at most one 200."""
     import concurrent.futures
     hdrs = {"If-None-Match": "*"}
     st, h, _ = request("PUT", "/compat/once", body=b"first", headers=hdrs)
@@ -597,7 +597,32 @@ def test_create_only(s3):
           "a refused create-only Complete changed the object")
     check(s3.get_object(Bucket="compat", Key="mp-new")["Body"].read() == b"part",
           "a create-only Complete of a new key")
-    for k in ("copied", "there", "mp-new"):
+    # If-Match: a compare-and-swap on the ETag
+    cur = s3.put_object(Bucket="compat", Key="cas", Body=b"v1")["ETag"]
+    st, _, body = request("PUT", "/compat/cas", body=b"v2", headers={"If-Match": '"0123"'})
+    check(st == 412 and code_of(body) == "PreconditionFailed", "If-Match, another ETag: %d" % st)
+    st, h, _ = request("PUT", "/compat/cas", body=b"v2", headers={"If-Match": cur})
+    check(st == 200 and s3.get_object(Bucket="compat", Key="cas")["Body"].read() == b"v2",
+          "If-Match, its ETag: %d" % st)
+    st, _, _ = request("PUT", "/compat/cas", body=b"v3", headers={"If-Match": cur})
+    check(st == 412, "If-Match, the replaced ETag: %d" % st)
+    st, _, body = request("PUT", "/compat/no-such", body=b"v", headers={"If-Match": cur})
+    check(st == 404 and code_of(body) == "NoSuchKey", "If-Match, no object: %d %r" % (st, body))
+    st, _, _ = request("PUT", "/compat/cas", headers={"If-Match": h["etag"],
+                                                       "x-amz-copy-source": "/compat/there"})
+    check(st == 200 and s3.get_object(Bucket="compat", Key="cas")["Body"].read() == b"there",
+          "a copy with If-Match, its ETag: %d" % st)
+    cur = s3.head_object(Bucket="compat", Key="cas")["ETag"]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(lambda i: request("PUT", "/compat/cas", body=b"w%d" % i,
+                                            headers={"If-Match": cur}), range(8)))
+    won = [i for i, (st, _, _) in enumerate(got) if st == 200]
+    check(len(won) <= 1 and all(st in (200, 409, 412) for st, _, _ in got),
+          "8 writers with one If-Match: %r" % [st for st, _, _ in got])
+    if won:
+        body = s3.get_object(Bucket="compat", Key="cas")["Body"].read()
+        check(body == b"w%d" % won[0], "the key holds %r" % body)
+    for k in ("copied", "there", "mp-new", "cas"):
         s3.delete_object(Bucket="compat", Key=k)
     for rnd in range(5):
         key = "/compat/race%d" % rnd
@@ -644,7 +669,7 @@ def main():
     test_acls(s3)
     test_presign_expiry(s3)
     test_conditions(s3)
-    test_create_only(s3)
+    test_conditional_writes(s3)
     test_not_implemented(s3)
     s3.delete_bucket(Bucket="compat")
     if mode == "server":

@@ -296,7 +296,7 @@ static void test_complete_create_only(void **state)
     assert_int_equal(gw_mpu_complete(o, "mpt", "once", uid[0], &parts[0], 1, true, NULL), 0);
     get_check(o, "once", 0, sizeof(d), d);
     assert_int_equal(gw_mpu_complete(o, "mpt", "once", uid[1], &parts[1], 1, true, NULL),
-                     GW_PUT_EXISTS);
+                     GW_PUT_PRECONDITION);
     int n = 0;
     assert_int_equal(gw_mpu_list(o, "mpt", NULL, count_upload, &n), 0);
     assert_int_equal(n, 1);

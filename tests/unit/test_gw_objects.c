@@ -2359,14 +2359,17 @@ static void test_bucket_outlived(void **state)
     gw_objects_close(o);
 }
 
-/* PUT only if absent (If-None-Match: *): over an object it fails, over a
- * tombstone or nothing it stores; among creators racing on one key exactly
- * one wins and the key holds its body. */
+/* Conditional writes. Only if absent (If-None-Match: *): over an object it
+ * fails, over a tombstone or nothing it stores. If-Match: only over the
+ * object of that ETag. Among writers racing on one key with one condition,
+ * at most one wins and the key holds its body; a vote left by a writer that
+ * won and never committed reads as what it follows. */
 #define CREATORS 6
 
 struct creator {
     struct gw_objects *o;
     const char *key;
+    const char *if_match; /* NULL: only if absent */
     uint8_t body[64];
     pthread_barrier_t *go;
     int rc;
@@ -2378,8 +2381,11 @@ static void *creator_main(void *arg)
     struct gw_put *p;
     c->rc = gw_put_begin(c->o, "once", c->key, NULL, &p);
     if (c->rc == 0) {
-        gw_put_create_only(p);
-        if ((c->rc = gw_put_write(p, c->body, sizeof(c->body))))
+        if (c->if_match)
+            c->rc = gw_put_if_match(p, c->if_match);
+        else
+            gw_put_create_only(p);
+        if (c->rc || (c->rc = gw_put_write(p, c->body, sizeof(c->body))))
             gw_put_abort(p);
     }
     pthread_barrier_wait(c->go);
@@ -2388,13 +2394,20 @@ static void *creator_main(void *arg)
     return NULL;
 }
 
-static int put_create(struct gw_objects *o, const char *key, const uint8_t *d, size_t n)
+/* if_match NULL: only if absent */
+static int put_if(struct gw_objects *o, const char *key, const char *if_match, const uint8_t *d,
+                  size_t n)
 {
     struct gw_put *p;
     int rc = gw_put_begin(o, "once", key, NULL, &p);
     if (rc)
         return rc;
-    gw_put_create_only(p);
+    if (!if_match)
+        gw_put_create_only(p);
+    else if ((rc = gw_put_if_match(p, if_match))) {
+        gw_put_abort(p);
+        return rc;
+    }
     if ((rc = gw_put_write(p, d, n))) {
         gw_put_abort(p);
         return rc;
@@ -2402,7 +2415,7 @@ static int put_create(struct gw_objects *o, const char *key, const uint8_t *d, s
     return gw_put_commit(p, NULL);
 }
 
-static void test_create_only(void **state)
+static void test_write_if(void **state)
 {
     (void)state;
     struct gw_objects *o = open_cluster();
@@ -2410,34 +2423,63 @@ static void test_create_only(void **state)
     uint8_t a[100], big[2 * STRIPE + 100];
     fill(a, sizeof(a), 1);
     fill(big, sizeof(big), 2);
-    assert_int_equal(put_create(o, "k", a, sizeof(a)), 0);
-    assert_int_equal(put_create(o, "k", big, sizeof(big)), GW_PUT_EXISTS);
+    assert_int_equal(put_if(o, "k", NULL, a, sizeof(a)), 0);
+    assert_int_equal(put_if(o, "k", NULL, big, sizeof(big)), GW_PUT_PRECONDITION);
     assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, a, sizeof(a)), 0);
     assert_int_equal(gw_object_delete(o, "once", "k"), 0);
-    assert_int_equal(put_create(o, "k", big, sizeof(big)), 0); /* over its tombstone */
+    assert_int_equal(put_if(o, "k", NULL, big, sizeof(big)), 0); /* over its tombstone */
     assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, big, sizeof(big)), 0);
     assert_int_equal(put(o, "once", "k", a, sizeof(a)), 0); /* no condition: overwrites */
 
     /* A creator's vote, young: it may be committing; older: it is gone. */
     for (int old = 0; old < 2; old++) {
         json_t *vote = json_pack("{s:I,s:b,s:s,s:I}", "version", (json_int_t)gw_hlc_next(o),
-                                 "deleted", 1, "creating", "0123", "at",
+                                 "deleted", 1, "writing", "0123", "at",
                                  (json_int_t)(gw_realtime_ns() - old * 60000000000LL));
         assert_int_equal(gw_meta_write(o, "once", "v", vote), 0);
         json_decref(vote);
-        assert_int_equal(put_create(o, "v", a, sizeof(a)), old ? 0 : GW_PUT_CONFLICT);
+        assert_int_equal(put_if(o, "v", NULL, a, sizeof(a)), old ? 0 : GW_PUT_CONFLICT);
     }
     assert_int_equal(get_check(o, "once", "v", 0, UINT64_MAX, a, sizeof(a)), 0);
 
-    for (int round = 0; round < 10; round++) {
+    /* If-Match */
+    char ea[33], eb[33], quoted[36];
+    md5_hex(a, sizeof(a), ea);
+    md5_hex(big, sizeof(big), eb);
+    snprintf(quoted, sizeof(quoted), "\"%s\"", ea);
+    assert_int_equal(put_if(o, "k", eb, big, sizeof(big)), GW_PUT_PRECONDITION);
+    assert_int_equal(put_if(o, "k", quoted, big, sizeof(big)), 0);
+    assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, big, sizeof(big)), 0);
+    assert_int_equal(put_if(o, "k", ea, a, sizeof(a)), GW_PUT_PRECONDITION);
+    assert_int_equal(put_if(o, "k", "*", a, sizeof(a)), 0);
+    assert_int_equal(put_if(o, "none", "*", a, sizeof(a)), -ENOENT);
+    /* A vote of an If-Match writer that never committed (an inline object's
+     * copy, shards and all): the object reads as before; young, it holds
+     * other conditional writers off, old it does not. */
+    for (int old = 0; old < 2; old++) {
+        json_t *rec;
+        assert_int_equal(gw_meta_read(o, "once", "k", &rec), 0);
+        json_object_set_new(rec, "version", json_integer((json_int_t)gw_hlc_next(o)));
+        json_object_set_new(rec, "writing", json_string("0123"));
+        json_object_set_new(rec, "at", json_integer(gw_realtime_ns() - old * 60000000000LL));
+        assert_int_equal(gw_meta_write(o, "once", "k", rec), 0);
+        json_decref(rec);
+        assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, a, sizeof(a)), 0);
+        assert_int_equal(put_if(o, "k", ea, a, sizeof(a)), old ? 0 : GW_PUT_CONFLICT);
+    }
+
+    for (int round = 0; round < 20; round++) {
         char key[16];
+        bool cas = round % 2; /* If-Match on an object, else only if absent */
         snprintf(key, sizeof(key), "race%d", round);
+        if (cas)
+            assert_int_equal(put(o, "once", key, a, sizeof(a)), 0);
         pthread_barrier_t go;
         pthread_barrier_init(&go, NULL, CREATORS);
         struct creator c[CREATORS];
         pthread_t t[CREATORS];
         for (int i = 0; i < CREATORS; i++) {
-            c[i] = (struct creator){.o = o, .key = key, .go = &go};
+            c[i] = (struct creator){.o = o, .key = key, .if_match = cas ? ea : NULL, .go = &go};
             fill(c[i].body, sizeof(c[i].body), (uint32_t)(100 * round + i));
             assert_int_equal(pthread_create(&t[i], NULL, creator_main, &c[i]), 0);
         }
@@ -2446,18 +2488,18 @@ static void test_create_only(void **state)
             pthread_join(t[i], NULL);
             if (c[i].rc == 0) {
                 if (won >= 0)
-                    fail_msg("round %d: creators %d and %d both created %s", round, won, i, key);
+                    fail_msg("round %d: writers %d and %d both wrote %s", round, won, i, key);
                 won = i;
-            } else if (c[i].rc != GW_PUT_EXISTS && c[i].rc != GW_PUT_CONFLICT) {
-                fail_msg("round %d: creator %d: %d", round, i, c[i].rc);
+            } else if (c[i].rc != GW_PUT_PRECONDITION && c[i].rc != GW_PUT_CONFLICT) {
+                fail_msg("round %d: writer %d: %d", round, i, c[i].rc);
             }
         }
         pthread_barrier_destroy(&go);
-        if (won >= 0) /* a split fails them all: the key is still free */
+        if (won >= 0)
             assert_int_equal(
                 get_check(o, "once", key, 0, UINT64_MAX, c[won].body, sizeof(c[won].body)), 0);
-        else
-            assert_int_equal(put_create(o, key, a, sizeof(a)), GW_PUT_CONFLICT);
+        else /* a split fails them all: the key is as it was, a vote younger than the settle */
+            assert_int_equal(put_if(o, key, cas ? ea : NULL, a, sizeof(a)), GW_PUT_CONFLICT);
     }
     gw_objects_close(o);
 }
@@ -2496,7 +2538,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_commit_replaced_and_in_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket_outlived, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_if, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_connecting, setup, teardown),
     };

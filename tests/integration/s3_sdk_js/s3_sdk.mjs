@@ -85,6 +85,16 @@ async function objects() {
     "held",
   );
   await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: "lock" }));
+  // Only over the object of that ETag (a compare-and-swap).
+  const cas = { Bucket: bucket, Key: "cas" };
+  const v1 = await s3.send(new PutObjectCommand({ ...cas, Body: "v1" }));
+  assert.deepEqual(
+    await errorOf(s3.send(new PutObjectCommand({ ...cas, Body: "x", IfMatch: '"0123"' }))),
+    ["PreconditionFailed", 412],
+  );
+  await s3.send(new PutObjectCommand({ ...cas, Body: "v2", IfMatch: v1.ETag }));
+  assert.equal((await bytes(await s3.send(new GetObjectCommand(cas)))).toString(), "v2");
+  await s3.send(new DeleteObjectCommand(cas));
 }
 
 async function multipart() {
