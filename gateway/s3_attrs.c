@@ -170,8 +170,9 @@ bool gw_s3_create_only(struct gw_s3_req *r)
 
 const char *gw_s3_if_match(struct gw_s3_req *r)
 {
-    bool put = r->op == GW_OP_PUT_OBJECT || r->op == GW_OP_COPY_OBJECT;
-    return put && !gw_s3_header(r, "If-None-Match") ? gw_s3_header(r, "If-Match") : NULL;
+    enum gw_s3_op op = r->op;
+    bool kept = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT || op == GW_OP_DELETE_OBJECT;
+    return kept && !gw_s3_header(r, "If-None-Match") ? gw_s3_header(r, "If-Match") : NULL;
 }
 
 /* A write that asks for what inec does not keep is refused (501), not
@@ -179,8 +180,8 @@ const char *gw_s3_if_match(struct gw_s3_req *r)
  * SSE-C: readable without the key), locked against deletion (Object Lock),
  * tagged, or written only on a condition (a conditional write whose
  * overwrite breaks the client's lock or commit protocol). Kept: If-None-Match: *
- * on PutObject, CopyObject and CompleteMultipartUpload, If-Match on PutObject
- * and CopyObject, one of them at a time (object/write_if.c). */
+ * on PutObject, CopyObject and CompleteMultipartUpload, If-Match on PutObject,
+ * CopyObject and DeleteObject, one of them at a time (object/write_if.c). */
 enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r)
 {
     static const struct {

@@ -22,7 +22,8 @@ static bool multipart_op(enum gw_s3_op op)
 enum gw_s3_err gw_s3_errno(int rc, enum gw_s3_op op, bool has_key)
 {
     bool complete = op == GW_OP_COMPLETE_MULTIPART_UPLOAD;
-    bool written = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT || complete;
+    bool written = op == GW_OP_PUT_OBJECT || op == GW_OP_COPY_OBJECT || complete ||
+                   op == GW_OP_DELETE_OBJECT; /* conditional writes (object/write_if.c) */
     switch (rc) {
     case -ENOENT:
     case GW_PUT_BUCKET_GONE:

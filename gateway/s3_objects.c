@@ -310,8 +310,10 @@ void gw_s3_put_end(struct gw_s3_req *r)
 
 void gw_s3_delete_object(struct gw_s3_req *r)
 {
-    int rc = gw_object_delete(r->srv->objects, r->t.bucket, r->t.key);
-    if (rc == -ENOENT && gw_s3_map_errno(r, rc) == GW_S3_NO_SUCH_KEY)
+    const char *if_match = gw_s3_if_match(r);
+    int rc = if_match ? gw_object_delete_if(r->srv->objects, r->t.bucket, r->t.key, if_match)
+                      : gw_object_delete(r->srv->objects, r->t.bucket, r->t.key);
+    if (rc == -ENOENT && !if_match && gw_s3_map_errno(r, rc) == GW_S3_NO_SUCH_KEY)
         rc = 0; /* S3 answers 204 for a key that is not there */
     if (rc)
         gw_s3_answer_errno(r, rc, "DeleteObject");

@@ -124,7 +124,7 @@ enum gw_s3_err gw_s3_request_acl(struct gw_s3_req *r, bool object, char acl[GW_A
 enum gw_s3_err gw_s3_request_attrs(struct gw_s3_req *r, struct gw_object_info *attrs);
 enum gw_s3_err gw_s3_write_unkept(struct gw_s3_req *r);
 /* The conditional writes kept: a write of a whole object with If-None-Match: *,
- * and the ETag of a PutObject's or CopyObject's If-Match (else NULL). */
+ * and the ETag of a PutObject's, CopyObject's or DeleteObject's If-Match (else NULL). */
 bool gw_s3_create_only(struct gw_s3_req *r);
 const char *gw_s3_if_match(struct gw_s3_req *r);
 

@@ -29,6 +29,23 @@ void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms)
     pthread_mutex_unlock(&o->gc_lock);
 }
 
+void gw_gc_queue_replaced(struct gw_objects *o, const json_t *replaced, int delay_ms)
+{
+    size_t i, j;
+    json_t *prev, *before;
+    json_array_foreach(replaced, i, prev)
+    {
+        bool seen = gw_rec_deleted(prev);
+        for (j = 0; j < i && !seen; j++) {
+            before = json_array_get(replaced, j);
+            seen = !gw_rec_deleted(before) &&
+                   json_equal(json_object_get(before, "oid"), json_object_get(prev, "oid"));
+        }
+        if (!seen)
+            gw_gc_queue(o, prev, delay_ms);
+    }
+}
+
 struct gc_job {
     struct gw_objects *o;
     uint8_t oid[NODE_OBJECT_ID_BYTES];

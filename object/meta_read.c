@@ -76,11 +76,13 @@ static void read_job_put(struct read_job *j)
     free(j);
 }
 
-/* Home i answered best itself, with a good shard of it when best is inline. */
+/* Home i answered best itself (or, best or its answer a conditional write's
+ * vote, the object the vote copies: gw_rec_same), with a good shard of it
+ * when best is inline. */
 static bool holds(const struct read_job *j, int i, const json_t *best, bool inl)
 {
-    return j->back[i] && j->rec[i] && gw_rec_version(j->rec[i]) == gw_rec_version(best) &&
-           json_equal(j->rec[i], best) && (!inl || (j->idx[i] >= 0 && j->idx[i] < j->n));
+    return j->back[i] && j->rec[i] && gw_rec_same(j->rec[i], best) &&
+           (!inl || (j->idx[i] >= 0 && j->idx[i] < j->n));
 }
 
 /* Home i's call ended: does it lack best, or, inline, hold another shard

@@ -142,6 +142,11 @@ void gw_get_end(struct gw_get *g);
 int gw_object_head(struct gw_objects *o, const char *bucket, const char *key,
                    struct gw_object_info *out);
 int gw_object_delete(struct gw_objects *o, const char *bucket, const char *key);
+/* Only if the object there has this ETag (S3's If-Match; "*": any object),
+ * decided as gw_put_if_match's: GW_PUT_PRECONDITION, GW_PUT_CONFLICT, -ENOENT
+ * where no object is. */
+int gw_object_delete_if(struct gw_objects *o, const char *bucket, const char *key,
+                        const char *if_match);
 /*
  * Object ACLs. gw_object_acl_set gives the object as it is now (its upload,
  * whatever repair later rewrites in its record) a canned ACL: it is kept

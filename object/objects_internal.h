@@ -337,6 +337,14 @@ void gw_hlc_observe(struct gw_objects *o, uint64_t version);
 
 uint64_t gw_rec_version(const json_t *rec);
 bool gw_rec_deleted(const json_t *rec);
+/* The fields a conditional write's vote adds to the record it copies
+ * (write_if.c): its upload, when it was cast. */
+#define GW_VOTE_BY "vote_by"
+#define GW_VOTE_AT "vote_at"
+/* Equal but for those and the version when either is a vote: the votes of
+ * writers racing on one object copy it, so each home's inline shard of the
+ * object or of any vote is the same, and reads take them all for one. */
+bool gw_rec_same(const json_t *a, const json_t *b);
 int gw_oid_parse(const char *hex, uint8_t oid[NODE_OBJECT_ID_BYTES]);
 int gw_check_key(const char *bucket, const char *key);
 uint64_t gw_next_version(struct gw_objects *o, const json_t *prev);
@@ -348,6 +356,10 @@ int gw_rec_set_extras(json_t *rec, const struct gw_object_info *attrs);
 
 int gw_rec_copy_extras(json_t *dst, const json_t *src);
 void gw_hex_encode(const uint8_t *b, size_t n, char *out);
+/* An ETag as a header carries it (quoted or not) into out, unquoted; -EINVAL
+ * when empty or too long to be one. */
+#define GW_ETAG_MAX 48
+int gw_etag_unquote(const char *etag, char out[GW_ETAG_MAX]);
 bool gw_valid_bucket(const char *b);
 char *gw_rec_dump(const json_t *rec);
 
@@ -519,6 +531,9 @@ int gw_meta_list(struct gw_objects *o, const char *bucket, const char *prefix,
 /* gc.c: Garbage */
 
 void gw_gc_queue(struct gw_objects *o, json_t *rec, int delay_ms); /* borrows rec */
+/* The records a commit replaced (gw_meta_commit), each upload once: a
+ * conditional write's vote copies the object it replaces (write_if.c). */
+void gw_gc_queue_replaced(struct gw_objects *o, const json_t *replaced, int delay_ms);
 void gw_gc_run(struct gw_objects *o, bool all);
 void *gw_gc_main(void *arg);
 

@@ -99,11 +99,11 @@ struct gw_put {
     uint8_t *buf; /* the stripe being filled */
     size_t cap, fill, stripe_bytes;
     uint64_t size;
-    EVP_MD_CTX *md5;   /* fed in body order, by hasher_main or submit_stripe */
-    bool md5_check;    /* the MD5 must be md5_expect (gw_put_expect_md5) */
-    bool striped;      /* never inline (gw_put_striped) */
-    bool create_only;  /* commits only if the key holds no object (gw_put_create_only) */
-    char if_match[48]; /* "": none; the ETag the object must have (gw_put_if_match) */
+    EVP_MD_CTX *md5;            /* fed in body order, by hasher_main or submit_stripe */
+    bool md5_check;             /* the MD5 must be md5_expect (gw_put_expect_md5) */
+    bool striped;               /* never inline (gw_put_striped) */
+    bool create_only;           /* commits only if the key holds no object (gw_put_create_only) */
+    char if_match[GW_ETAG_MAX]; /* "": none; the ETag the object must have (gw_put_if_match) */
     uint8_t md5_expect[16];
     EVP_MD_CTX *sha;     /* NULL, or the body's SHA-256 must be sha_expect */
     uint64_t sha_hashed; /* body bytes in it */
@@ -185,16 +185,7 @@ void gw_put_create_only(struct gw_put *p)
 
 int gw_put_if_match(struct gw_put *p, const char *etag)
 {
-    size_t n = strlen(etag);
-    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') { /* quoted, as headers carry it */
-        etag++;
-        n -= 2;
-    }
-    if (n == 0 || n >= sizeof(p->if_match))
-        return -EINVAL;
-    memcpy(p->if_match, etag, n);
-    p->if_match[n] = '\0';
-    return 0;
+    return gw_etag_unquote(etag, p->if_match);
 }
 
 int gw_put_set_header(struct gw_put *p, const char *name, const char *value)
@@ -966,10 +957,7 @@ int gw_put_commit(struct gw_put *p, struct gw_object_info *out)
     } else if (lost) {
         put_discard(p, o->gc_delay_ms); /* a newer commit of the key won */
     } else {
-        size_t i;
-        json_t *prev;
-        json_array_foreach(replaced, i, prev) if (!gw_rec_deleted(prev))
-            gw_gc_queue(o, prev, o->gc_delay_ms);
+        gw_gc_queue_replaced(o, replaced, o->gc_delay_ms);
         queue_missing(p, p->bucket, p->key);
         if (out)
             gw_rec_object_info(rec, out);

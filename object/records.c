@@ -19,6 +19,30 @@ bool gw_rec_deleted(const json_t *rec)
     return json_is_true(json_object_get(rec, "deleted"));
 }
 
+static bool vote_field(const char *k, bool vote)
+{
+    return vote &&
+           (strcmp(k, GW_VOTE_BY) == 0 || strcmp(k, GW_VOTE_AT) == 0 || strcmp(k, "version") == 0);
+}
+
+bool gw_rec_same(const json_t *a, const json_t *b)
+{
+    bool vote = json_object_get(a, GW_VOTE_BY) || json_object_get(b, GW_VOTE_BY);
+    size_t na = 0, nb = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)a, k, v)
+    {
+        if (vote_field(k, vote))
+            continue;
+        if (!json_equal(v, json_object_get(b, k)))
+            return false;
+        na++;
+    }
+    json_object_foreach((json_t *)b, k, v) nb += !vote_field(k, vote);
+    return json_is_object(a) && json_is_object(b) && na == nb;
+}
+
 /* Byte-stable: a record sent twice is the same bytes (a retry is idempotent). */
 char *gw_rec_dump(const json_t *rec)
 {
@@ -35,6 +59,20 @@ char *gw_rec_dump(const json_t *rec)
 }
 
 /* --- small helpers ---------------------------------------------------------- */
+
+int gw_etag_unquote(const char *etag, char out[GW_ETAG_MAX])
+{
+    size_t n = strlen(etag);
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') {
+        etag++;
+        n -= 2;
+    }
+    if (n == 0 || n >= GW_ETAG_MAX)
+        return -EINVAL;
+    memcpy(out, etag, n);
+    out[n] = '\0';
+    return 0;
+}
 
 void gw_hex_encode(const uint8_t *b, size_t n, char *out)
 {

@@ -1,7 +1,8 @@
 /*
  * Conditional writes: S3's If-None-Match: * (only if the key holds no
  * object; PutObject, CopyObject, CompleteMultipartUpload) and If-Match (only
- * if the object there has this ETag; PutObject, CopyObject). Among
+ * if the object there has this ETag; PutObject, CopyObject, DeleteObject,
+ * whose record is a tombstone). Among
  * conditional writes of one key that race, at most one commits, and none
  * commits where its condition does not hold.
  *
@@ -18,8 +19,11 @@
  *
  * A vote reads as the record it would follow: a creator's is a tombstone,
  * an If-Match writer's a copy of the object it matched, each naming its
- * upload ("writing") and when it was cast. So until the winner's record
- * lands, and for good if the winner dies, readers see the key as before. A
+ * upload (GW_VOTE_BY) and when it was cast. So until the winner's record
+ * lands, and for good if the winner dies, readers see the key as before.
+ * Reads take an inline object and the votes copying it for one record
+ * (gw_rec_same): their shards are the same, and while the winner's record
+ * lands the homes hold three versions, none of them maybe on k homes. A
  * conditional writer that reads a vote younger than VOTE_SETTLE_MS fails
  * with GW_PUT_CONFLICT (its writer may be committing); an older vote is a
  * writer gone after its vote, or a split slot, and the next slot is open.
@@ -34,6 +38,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "object/objects_internal.h"
 
@@ -65,8 +70,8 @@ static json_t *vote_new(const json_t *cur, bool creating, uint64_t slot, const c
 {
     json_t *v = creating ? json_pack("{s:b}", "deleted", 1) : json_deep_copy(cur);
     if (v && (json_object_set_new(v, "version", json_integer((json_int_t)slot)) ||
-              json_object_set_new(v, "writing", json_string(oid)) ||
-              json_object_set_new(v, "at", json_integer((json_int_t)at_ns)))) {
+              json_object_set_new(v, GW_VOTE_BY, json_string(oid)) ||
+              json_object_set_new(v, GW_VOTE_AT, json_integer((json_int_t)at_ns)))) {
         json_decref(v);
         v = NULL;
     }
@@ -80,8 +85,9 @@ int gw_write_if_decide(struct gw_objects *o, const char *bucket, const char *key
     int rc = gw_meta_read(o, bucket, key, &cur);
     if (rc == -ENOENT)
         rc = 0;
-    if (rc == 0 && (rc = holds(o, bucket, cur, if_match)) == 0 && json_object_get(cur, "writing") &&
-        gw_realtime_ns() - json_integer_value(json_object_get(cur, "at")) <
+    if (rc == 0 && (rc = holds(o, bucket, cur, if_match)) == 0 &&
+        json_object_get(cur, GW_VOTE_BY) &&
+        gw_realtime_ns() - json_integer_value(json_object_get(cur, GW_VOTE_AT)) <
             (int64_t)VOTE_SETTLE_MS * 1000000)
         rc = GW_PUT_CONFLICT; /* its writer may be committing */
     *slot = (cur ? gw_rec_version(cur) : 0) + 1;
@@ -92,8 +98,8 @@ int gw_write_if_decide(struct gw_objects *o, const char *bucket, const char *key
         rc = gw_meta_decide(o, bucket, key, vote, &won);
     /* Ours when W homes hold our vote: the upload names it (a vote read back
      * lacks the inline body ours carries). */
-    if (rc == 0 && !(gw_rec_version(won) == *slot &&
-                     json_equal(json_object_get(won, "writing"), json_object_get(vote, "writing"))))
+    if (rc == 0 && !(gw_rec_version(won) == *slot && json_equal(json_object_get(won, GW_VOTE_BY),
+                                                                json_object_get(vote, GW_VOTE_BY))))
         /* Another vote held by W homes: that write changes the key. Or the
          * outcome past the slot: a creator fails on an object, the rest try
          * again. */
@@ -111,4 +117,36 @@ int gw_write_if_decide(struct gw_objects *o, const char *bucket, const char *key
 bool gw_write_if_in_time(int64_t voted_ns)
 {
     return gw_realtime_ns() - voted_ns < (int64_t)VOTE_COMMIT_MS * 1000000;
+}
+
+int gw_object_delete_if(struct gw_objects *o, const char *bucket, const char *key,
+                        const char *if_match)
+{
+    char etag[GW_ETAG_MAX], id[2 * NODE_OBJECT_ID_BYTES + 1];
+    uint8_t raw[NODE_OBJECT_ID_BYTES];
+    int rc = gw_check_key(bucket, key);
+    if (rc == 0)
+        rc = gw_etag_unquote(if_match, etag);
+    if (rc == 0 && getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+        rc = -EIO;
+    if (rc)
+        return rc;
+    gw_hex_encode(raw, sizeof(raw), id); /* names the vote: a delete has no upload */
+    uint64_t slot;
+    int64_t voted_ns;
+    if ((rc = gw_write_if_decide(o, bucket, key, id, etag, &slot, &voted_ns)))
+        return rc;
+    gw_hlc_observe(o, slot); /* the tombstone goes above the slot */
+    json_t *tomb = json_pack("{s:I,s:b,s:I}", "version", (json_int_t)gw_hlc_next(o), "deleted", 1,
+                             "mtime", (json_int_t)gw_realtime_ns()),
+           *replaced = json_array();
+    bool lost;
+    rc = !tomb || !replaced               ? -ENOMEM
+         : !gw_write_if_in_time(voted_ns) ? GW_PUT_CONFLICT
+                                          : gw_meta_commit(o, bucket, key, tomb, replaced, &lost);
+    if (rc == 0 && !lost)
+        gw_gc_queue_replaced(o, replaced, o->gc_delay_ms);
+    json_decref(tomb);
+    json_decref(replaced);
+    return rc;
 }

@@ -9,7 +9,8 @@ repeated Complete, GET/HEAD by part number, canned ACLs with unsigned (anonymous
 URL lifetimes, conditional GET/HEAD and copy sources (412, 304, and S3's
 documented pairs), PutObject, CopyObject and CompleteMultipartUpload only if
 absent (If-None-Match: *: 412 over an object, one winner among racing
-creators), If-Match on PutObject and CopyObject, the other conditional writes and
+creators), If-Match on PutObject, CopyObject and DeleteObject, the other
+conditional writes and
 what a write asks to be kept but inec does not keep (SSE, SSE-C, Object
 Lock, tags) refused with 501, never ignored, and 501 for what is not served.
 argv[1]: the inec binary."""
@@ -511,7 +512,7 @@ def test_conditions(s3):
     # the conditional writes not kept are refused, so no client believes it holds one
     for method, path, hdrs in (("PUT", "/compat/c", {"If-None-Match": etag}),
                                ("PUT", "/compat/c", {"If-Match": etag, "If-None-Match": "*"}),
-                               ("DELETE", "/compat/c", {"If-Match": etag})):
+                               ("DELETE", "/compat/c", {"If-None-Match": "*"})):
         st, _, body = request(method, path, body=b"overwritten" if method == "PUT" else b"",
                               headers=hdrs)
         check(st == 501 and code_of(body) == "NotImplemented",
@@ -612,17 +613,33 @@ def test_conditional_writes(s3):
                                                        "x-amz-copy-source": "/compat/there"})
     check(st == 200 and s3.get_object(Bucket="compat", Key="cas")["Body"].read() == b"there",
           "a copy with If-Match, its ETag: %d" % st)
-    cur = s3.head_object(Bucket="compat", Key="cas")["ETag"]
-    with concurrent.futures.ThreadPoolExecutor(8) as ex:
-        got = list(ex.map(lambda i: request("PUT", "/compat/cas", body=b"w%d" % i,
-                                            headers={"If-Match": cur}), range(8)))
-    won = [i for i, (st, _, _) in enumerate(got) if st == 200]
-    check(len(won) <= 1 and all(st in (200, 409, 412) for st, _, _ in got),
-          "8 writers with one If-Match: %r" % [st for st, _, _ in got])
-    if won:
-        body = s3.get_object(Bucket="compat", Key="cas")["Body"].read()
-        check(body == b"w%d" % won[0], "the key holds %r" % body)
-    for k in ("copied", "there", "mp-new", "cas"):
+    # 8 writers with one If-Match, 2 readers beside them (a small object: its
+    # shards are in its records, and the votes copy them)
+    for rnd in range(5):
+        cur = s3.head_object(Bucket="compat", Key="cas")["ETag"]
+        bodies = [b"w%d-%d" % (rnd, i) for i in range(8)]
+        with concurrent.futures.ThreadPoolExecutor(10) as ex:
+            puts = [ex.submit(request, "PUT", "/compat/cas", b, {"If-Match": cur})
+                    for b in bodies]
+            gets = [ex.submit(request, "GET", "/compat/cas") for _ in range(2)]
+            got = [f.result()[0] for f in puts]
+            read = [f.result()[0] for f in gets]
+        won = [i for i, st in enumerate(got) if st == 200]
+        check(len(won) <= 1 and all(st in (200, 409, 412) for st in got),
+              "round %d, 8 writers with one If-Match: %r" % (rnd, got))
+        check(read == [200, 200], "round %d, reads beside them: %r" % (rnd, read))
+        if won:
+            body = s3.get_object(Bucket="compat", Key="cas")["Body"].read()
+            check(body == bodies[won[0]], "round %d: the key holds %r" % (rnd, body))
+    # DeleteObject with If-Match
+    cur = s3.head_object(Bucket="compat", Key="there")["ETag"]
+    st, _, body = request("DELETE", "/compat/there", headers={"If-Match": '"0123"'})
+    check(st == 412 and code_of(body) == "PreconditionFailed", "DELETE, another ETag: %d" % st)
+    st, _, _ = request("DELETE", "/compat/there", headers={"If-Match": cur})
+    check(st == 204 and request("HEAD", "/compat/there")[0] == 404, "DELETE, its ETag: %d" % st)
+    st, _, body = request("DELETE", "/compat/there", headers={"If-Match": cur})
+    check(st == 404 and code_of(body) == "NoSuchKey", "DELETE If-Match, no object: %d" % st)
+    for k in ("copied", "mp-new", "cas"):
         s3.delete_object(Bucket="compat", Key=k)
     for rnd in range(5):
         key = "/compat/race%d" % rnd

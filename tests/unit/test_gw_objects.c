@@ -2434,7 +2434,7 @@ static void test_write_if(void **state)
     /* A creator's vote, young: it may be committing; older: it is gone. */
     for (int old = 0; old < 2; old++) {
         json_t *vote = json_pack("{s:I,s:b,s:s,s:I}", "version", (json_int_t)gw_hlc_next(o),
-                                 "deleted", 1, "writing", "0123", "at",
+                                 "deleted", 1, GW_VOTE_BY, "0123", GW_VOTE_AT,
                                  (json_int_t)(gw_realtime_ns() - old * 60000000000LL));
         assert_int_equal(gw_meta_write(o, "once", "v", vote), 0);
         json_decref(vote);
@@ -2453,6 +2453,11 @@ static void test_write_if(void **state)
     assert_int_equal(put_if(o, "k", ea, a, sizeof(a)), GW_PUT_PRECONDITION);
     assert_int_equal(put_if(o, "k", "*", a, sizeof(a)), 0);
     assert_int_equal(put_if(o, "none", "*", a, sizeof(a)), -ENOENT);
+    assert_int_equal(put(o, "once", "del", a, sizeof(a)), 0); /* DeleteObject's If-Match */
+    assert_int_equal(gw_object_delete_if(o, "once", "del", eb), GW_PUT_PRECONDITION);
+    assert_int_equal(gw_object_delete_if(o, "once", "del", quoted), 0);
+    assert_int_equal(gw_object_head(o, "once", "del", NULL), -ENOENT);
+    assert_int_equal(gw_object_delete_if(o, "once", "del", "*"), -ENOENT);
     /* A vote of an If-Match writer that never committed (an inline object's
      * copy, shards and all): the object reads as before; young, it holds
      * other conditional writers off, old it does not. */
@@ -2460,8 +2465,8 @@ static void test_write_if(void **state)
         json_t *rec;
         assert_int_equal(gw_meta_read(o, "once", "k", &rec), 0);
         json_object_set_new(rec, "version", json_integer((json_int_t)gw_hlc_next(o)));
-        json_object_set_new(rec, "writing", json_string("0123"));
-        json_object_set_new(rec, "at", json_integer(gw_realtime_ns() - old * 60000000000LL));
+        json_object_set_new(rec, GW_VOTE_BY, json_string("0123"));
+        json_object_set_new(rec, GW_VOTE_AT, json_integer(gw_realtime_ns() - old * 60000000000LL));
         assert_int_equal(gw_meta_write(o, "once", "k", rec), 0);
         json_decref(rec);
         assert_int_equal(get_check(o, "once", "k", 0, UINT64_MAX, a, sizeof(a)), 0);
