@@ -241,7 +241,8 @@ enum gw_s3_err gw_s3_put_begin(struct gw_s3_req *r)
     }
     if (gw_s3_create_only(r))
         gw_put_create_only(r->put);
-    if (gw_s3_if_match(r) && gw_put_if_match(r->put, gw_s3_if_match(r))) {
+    const char *if_match = gw_s3_if_match(r);
+    if (if_match && gw_put_if_match(r->put, if_match)) {
         gw_put_abort(r->put);
         r->put = NULL;
         return gw_s3_errorf(GW_S3_INVALID_ARGUMENT, r->msg, sizeof(r->msg),

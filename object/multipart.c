@@ -370,10 +370,8 @@ static void end_parts(struct gw_objects *o, const char *bucket, const char *uid,
 
 static int etag_cmp(const char *given, const char *stored)
 {
-    size_t n = strlen(given);
-    if (n >= 2 && given[0] == '"' && given[n - 1] == '"')
-        return strlen(stored) == n - 2 && strncmp(given + 1, stored, n - 2) == 0 ? 0 : 1;
-    return strcmp(given, stored);
+    char plain[GW_ETAG_MAX];
+    return gw_etag_unquote(given, plain) || strcmp(plain, stored) != 0;
 }
 
 /* The object record of the chosen parts (validated in the client's order). */

@@ -9,6 +9,11 @@
 
 #include "object/objects_internal.h"
 
+bool gw_object_live(struct gw_objects *o, const char *bucket, const json_t *rec)
+{
+    return rec && !gw_rec_deleted(rec) && !gw_bucket_outlived(o, bucket, rec);
+}
+
 /* The live record of an object; -ENOENT if it, or its bucket, does not exist. */
 int gw_object_rec(struct gw_objects *o, const char *bucket, const char *key, json_t **rec)
 {
@@ -17,7 +22,7 @@ int gw_object_rec(struct gw_objects *o, const char *bucket, const char *key, jso
     if (rc)
         return rc;
     rc = gw_meta_read(o, bucket, key, rec);
-    if (rc == 0 && (gw_rec_deleted(*rec) || gw_bucket_outlived(o, bucket, *rec))) {
+    if (rc == 0 && !gw_object_live(o, bucket, *rec)) {
         json_decref(*rec);
         *rec = NULL;
         rc = -ENOENT;

@@ -578,6 +578,8 @@ bool gw_bucket_outlived(struct gw_objects *o, const char *bucket, const json_t *
 /* object_records.c: The object calls that touch only its record */
 
 int gw_object_rec(struct gw_objects *o, const char *bucket, const char *key, json_t **rec);
+/* rec (may be NULL) is an object: not a tombstone, not outlived by its bucket. */
+bool gw_object_live(struct gw_objects *o, const char *bucket, const json_t *rec);
 
 /* session_pool.c: Idle DEG sessions */
 

@@ -45,16 +45,10 @@
 #define VOTE_SETTLE_MS 30000
 #define VOTE_COMMIT_MS 10000
 
-/* rec is an object (not a tombstone, not one outlived by its bucket). */
-static bool exists(struct gw_objects *o, const char *bucket, const json_t *rec)
-{
-    return rec && !gw_rec_deleted(rec) && !gw_bucket_outlived(o, bucket, rec);
-}
-
 /* The condition against the key's record cur (NULL: none). */
 static int holds(struct gw_objects *o, const char *bucket, const json_t *cur, const char *if_match)
 {
-    bool there = exists(o, bucket, cur);
+    bool there = gw_object_live(o, bucket, cur);
     if (!if_match)
         return there ? GW_PUT_PRECONDITION : 0;
     if (!there)
@@ -103,7 +97,7 @@ int gw_write_if_decide(struct gw_objects *o, const char *bucket, const char *key
         /* Another vote held by W homes: that write changes the key. Or the
          * outcome past the slot: a creator fails on an object, the rest try
          * again. */
-        rc = gw_rec_version(won) == *slot || (!if_match && exists(o, bucket, won))
+        rc = gw_rec_version(won) == *slot || (!if_match && gw_object_live(o, bucket, won))
                  ? GW_PUT_PRECONDITION
                  : GW_PUT_CONFLICT;
     else if (rc == -EAGAIN)

@@ -609,6 +609,12 @@ def test_conditional_writes(s3):
     check(st == 412, "If-Match, the replaced ETag: %d" % st)
     st, _, body = request("PUT", "/compat/no-such", body=b"v", headers={"If-Match": cur})
     check(st == 404 and code_of(body) == "NoSuchKey", "If-Match, no object: %d %r" % (st, body))
+    for method in ("PUT", "DELETE"):  # no ETag is that long: a clear error, nothing changed
+        st, _, body = request(method, "/compat/cas", headers={"If-Match": '"%s"' % ("e" * 60)})
+        check(st == 400 and code_of(body) == "InvalidArgument",
+              "%s with an If-Match no ETag can be: %d %r" % (method, st, body[:200]))
+    check(s3.get_object(Bucket="compat", Key="cas")["Body"].read() == b"v2",
+          "a refused If-Match changed the object")
     st, _, _ = request("PUT", "/compat/cas", headers={"If-Match": h["etag"],
                                                        "x-amz-copy-source": "/compat/there"})
     check(st == 200 and s3.get_object(Bucket="compat", Key="cas")["Body"].read() == b"there",
